@@ -1,0 +1,42 @@
+// Package elector is a leader elector over a resourcelock.Interface, in the
+// style of client-go's tools/leaderelection, with one addition: the record
+// carries a holder key, and a KeyComparison hook lets a candidate take a lock
+// that is held, unexpired, by a holder whose key it outranks.
+//
+// The package knows nothing about meshes, revisions or clusters: it sees a key
+// and a comparison. The mesh policy lives in package election.
+//
+// # Timing
+//
+// A candidate that does not hold the lock tries to take it every RetryPeriod
+// (jittered by JitterFactor), or at once when Trigger is called. A lock held
+// by another identity counts as expired when
+//
+//	observedTime + record.leaseDurationSeconds < now
+//
+// where observedTime is the time this process last saw the record change,
+// measured on its own clock. Clocks of different nodes therefore never need
+// to agree; only their rates must, which is what the tolerance below covers.
+//
+// The leader renews every RetryPeriod with a single UPDATE of the object it
+// last wrote (no GET first); only a failed update is followed by a GET. It
+// stops leading when it has not renewed for RenewDeadline, and at once when it
+// reads a record naming another holder.
+//
+// # Guarantees and limits
+//
+//   - Clock-skew tolerance is LeaseDuration − RenewDeadline: if a follower's
+//     clock runs fast relative to the leader's by less than that over one
+//     lease, the follower never considers a lease expired while its holder
+//     still believes it leads.
+//   - When leadership ends, the run callback's context is cancelled and the
+//     elector waits up to StopTimeout for the callback to return before it
+//     releases the lock, so a successor does not start while the old work is
+//     still stopping (unless the callback overruns StopTimeout).
+//   - There is no fencing: a leader paused longer than the lease (a long GC
+//     pause, a frozen VM) may act after another has taken over. Work that
+//     must never overlap needs its own fencing token.
+//   - A steal (KeyComparison returning true) ends the old holder's term only
+//     when the old holder next renews or observes the record; until then two
+//     processes may believe they lead.
+package elector

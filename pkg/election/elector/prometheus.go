@@ -1,0 +1,61 @@
+package elector
+
+import "github.com/prometheus/client_golang/prometheus"
+
+// PrometheusMetrics exports elector metrics with the meshd_election_ prefix,
+// labelled by election name.
+type PrometheusMetrics struct {
+	leading      *prometheus.GaugeVec
+	acquired     *prometheus.CounterVec
+	steals       *prometheus.CounterVec
+	renewFailure *prometheus.CounterVec
+	lost         *prometheus.CounterVec
+}
+
+var _ Metrics = (*PrometheusMetrics)(nil)
+
+// NewPrometheusMetrics creates the metrics and registers them with reg.
+func NewPrometheusMetrics(reg prometheus.Registerer) (*PrometheusMetrics, error) {
+	labels := []string{"name"}
+	m := &PrometheusMetrics{
+		leading: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "meshd_election_leader",
+			Help: "1 while this process leads the election, else 0.",
+		}, labels),
+		acquired: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "meshd_election_acquired_total",
+			Help: "Terms of leadership started by this process.",
+		}, labels),
+		steals: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "meshd_election_steals_total",
+			Help: "Unexpired locks taken by this process because it outranked the holder's key.",
+		}, labels),
+		renewFailure: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "meshd_election_renew_failures_total",
+			Help: "Renew attempts of this process that failed.",
+		}, labels),
+		lost: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "meshd_election_lost_total",
+			Help: "Terms of this process that ended without a release (taken over or renew deadline passed).",
+		}, labels),
+	}
+	for _, c := range []prometheus.Collector{m.leading, m.acquired, m.steals, m.renewFailure, m.lost} {
+		if err := reg.Register(c); err != nil {
+			return nil, err
+		}
+	}
+	return m, nil
+}
+
+func (m *PrometheusMetrics) SetLeading(name string, leading bool) {
+	v := 0.0
+	if leading {
+		v = 1
+	}
+	m.leading.WithLabelValues(name).Set(v)
+}
+
+func (m *PrometheusMetrics) Acquired(name string)    { m.acquired.WithLabelValues(name).Inc() }
+func (m *PrometheusMetrics) Stole(name string)       { m.steals.WithLabelValues(name).Inc() }
+func (m *PrometheusMetrics) RenewFailed(name string) { m.renewFailure.WithLabelValues(name).Inc() }
+func (m *PrometheusMetrics) Lost(name string)        { m.lost.WithLabelValues(name).Inc() }

@@ -1,0 +1,195 @@
+package elector
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime"
+	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/meshd-io/meshd/pkg/resourcelock"
+)
+
+// stepUntil advances the fake clock by d whenever a timer waits, until cond
+// holds or a real-time deadline passes.
+func (h *harness) stepUntil(d time.Duration, cond func() bool) {
+	h.t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			h.t.Fatal("condition not reached")
+		}
+		if h.clock.HasWaiters() {
+			h.clock.Step(d)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// journal records, in order, what happened during a run.
+type journal struct {
+	mu      sync.Mutex
+	entries []string
+}
+
+func (j *journal) add(s string) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.entries = append(j.entries, s)
+}
+
+func (j *journal) has(s string) bool {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	for _, e := range j.entries {
+		if e == s {
+			return true
+		}
+	}
+	return false
+}
+
+func (j *journal) list() []string {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return append([]string(nil), j.entries...)
+}
+
+// watchReleases journals every update that writes an empty holder.
+func (h *harness) watchReleases(j *journal) {
+	h.client.PrependReactor("update", "configmaps", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		rec, err := resourcelock.DecodeRecord([]byte(a.(k8stesting.UpdateAction).GetObject().(interface{ GetAnnotations() map[string]string }).GetAnnotations()[resourcelock.LeaderAnnotationKey]))
+		if err == nil && rec.HolderIdentity == "" {
+			j.add("released")
+		}
+		return false, nil, nil
+	})
+}
+
+func TestCancelStopsWorkBeforeRelease(t *testing.T) {
+	h := newHarness(t)
+	j := &journal{}
+	h.watchReleases(j)
+	le := h.elector("a", "", nil, func(ctx context.Context) {
+		j.add("started")
+		<-ctx.Done()
+		time.Sleep(20 * time.Millisecond) // slow shutdown must still finish first
+		j.add("stopped")
+	})
+	le.cfg.StopTimeout = time.Minute
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); le.Run(ctx) }()
+	h.stepUntil(time.Second, func() bool { return j.has("started") })
+	if !le.IsLeader() {
+		t.Fatal("not leader after start")
+	}
+	cancel()
+	<-done
+	got := j.list()
+	want := []string{"started", "stopped", "released"}
+	if len(got) != 3 || got[0] != want[0] || got[1] != want[1] || got[2] != want[2] {
+		t.Fatalf("order = %q, want %q", got, want)
+	}
+	if le.IsLeader() {
+		t.Fatal("still leader after Run returned")
+	}
+	if rec := h.record(); rec.HolderIdentity != "" {
+		t.Fatalf("not released: %+v", rec)
+	}
+}
+
+func TestTakeoverEndsTermWithoutRelease(t *testing.T) {
+	h := newHarness(t)
+	j := &journal{}
+	h.watchReleases(j)
+	var stopped sync.WaitGroup
+	stopped.Add(1)
+	le := h.elector("a", "", nil, func(ctx context.Context) {
+		j.add("started")
+		<-ctx.Done()
+		stopped.Done()
+	})
+	done := make(chan struct{})
+	go func() { defer close(done); le.Run(context.Background()) }()
+	h.stepUntil(time.Second, func() bool { return j.has("started") })
+	h.writeRecord(held("b", "", 4))
+	// The next renew reads b's record and ends the term at once.
+	h.stepUntil(time.Second, func() bool {
+		select {
+		case <-done:
+			return true
+		default:
+			return false
+		}
+	})
+	stopped.Wait()
+	if j.has("released") {
+		t.Fatal("a released a lock it no longer held")
+	}
+	if rec := h.record(); rec.HolderIdentity != "b" {
+		t.Fatalf("holder = %q, want b", rec.HolderIdentity)
+	}
+}
+
+func TestRenewDeadlineEndsTerm(t *testing.T) {
+	h := newHarness(t)
+	started := make(chan struct{})
+	le := h.elector("a", "", nil, func(ctx context.Context) { close(started); <-ctx.Done() })
+	done := make(chan struct{})
+	go func() { defer close(done); le.Run(context.Background()) }()
+	h.stepUntil(time.Second, func() bool {
+		select {
+		case <-started:
+			return true
+		default:
+			return false
+		}
+	})
+	// From now on the API server is unreachable.
+	var mu sync.Mutex
+	calls := 0
+	h.client.PrependReactor("*", "*", func(k8stesting.Action) (bool, runtime.Object, error) {
+		mu.Lock()
+		calls++
+		mu.Unlock()
+		return true, nil, apierrors.NewServiceUnavailable("down")
+	})
+	h.stepUntil(500*time.Millisecond, func() bool {
+		select {
+		case <-done:
+			return true
+		default:
+			return false
+		}
+	})
+	if elapsed := h.clock.Since(t0); elapsed > 4*time.Second {
+		t.Fatalf("term ended after %v of fake time, want within the lease (4s)", elapsed)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if calls == 0 {
+		t.Fatal("no renew was attempted")
+	}
+}
+
+func TestCheckReportsStaleLeader(t *testing.T) {
+	h := newHarness(t)
+	le := h.elector("a", "", nil, nil)
+	if err := le.Check(0); err != nil {
+		t.Fatalf("follower unhealthy: %v", err)
+	}
+	mustAttempt(t, le, false, acquired)
+	le.setLeading(true)
+	h.clock.Step(4 * time.Second)
+	if err := le.Check(time.Second); err != nil {
+		t.Fatalf("fresh leader unhealthy: %v", err)
+	}
+	h.clock.Step(1001 * time.Millisecond)
+	if err := le.Check(time.Second); err == nil {
+		t.Fatal("leader that has not renewed for lease+tolerance reported healthy")
+	}
+}

@@ -1,0 +1,29 @@
+// Package features holds meshd's typed environment flags.
+//
+// Every flag is registered once, with a name, a type, a default and a
+// description, in a Registry. The package-level functions (RegisterBool,
+// RegisterString, RegisterDuration, RegisterInt, Validate, All, Markdown)
+// work on the default registry, which reads the process environment; the
+// project's own flags live in flags.go.
+//
+// Guarantees:
+//
+//   - A flag is read at most once. The environment is consulted on the first
+//     Get (or on the first Validate or All that covers the flag) and the result
+//     is cached for the life of the process: changing the environment later has
+//     no effect on that flag.
+//   - A flag never fails. A value that cannot be parsed, or that its validator
+//     rejects, is replaced by the default. The problem is logged once as a zap
+//     warning naming the variable, the bad value and the default used (see
+//     SetLogger), and it is kept so that Validate can report every problem of a
+//     registry at once. A daemon that prefers to refuse bad settings calls
+//     Validate at start-up.
+//   - A variable that is set to the empty string counts as not set (its flag
+//     holds the default, without a problem), so that templated manifests
+//     rendering `value: ""` keep the default. Leading and trailing spaces are
+//     ignored for bool, int and duration values; string values are taken as is.
+//
+// Limits: flags are process-wide settings, not configuration that can be
+// reloaded. Tests that need other values build their own Registry with a
+// lookup function instead of changing the environment.
+package features

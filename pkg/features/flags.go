@@ -1,0 +1,71 @@
+package features
+
+import (
+	"fmt"
+	"time"
+)
+
+// Lock types accepted by PrioritizedLeaderElectionLock.
+const (
+	LockConfigMap = "configmap"
+	LockLease     = "lease"
+)
+
+// The project's flags, all on the default registry. Names and defaults match
+// istiod where istiod has the same setting.
+var (
+	// EnableLeaderElection turns leader election on. When false, every run
+	// function starts immediately and no lock is read or written.
+	EnableLeaderElection = RegisterBool("ENABLE_LEADER_ELECTION", true,
+		"Enables leader election. When false, run functions start immediately and no lock is touched.")
+
+	// PrioritizedLeaderElection turns stealing on for prioritized elections.
+	// When false, the key comparison is not installed, so an instance of the
+	// default revision (or a local instance) waits for the lock like any other.
+	PrioritizedLeaderElection = RegisterBool("PRIORITIZED_LEADER_ELECTION", true,
+		"Enables prioritized leader election. When false, prioritized elections do not steal the lock from a lower-priority holder.")
+
+	// LeaderElectionTTL is the lease duration. The renew deadline is half of
+	// it and the retry period a quarter. It must be at least one second, the
+	// precision of the lock record.
+	LeaderElectionTTL = RegisterDuration("LEADER_ELECTION_TTL", 30*time.Second,
+		"Lease duration of leader election locks (at least 1s). The renew deadline is TTL/2 and the retry period TTL/4.",
+		WithValidator(func(d time.Duration) error {
+			if d < time.Second {
+				return fmt.Errorf("must be at least 1s, the precision of the lock record")
+			}
+			return nil
+		}))
+
+	// PrioritizedLeaderElectionLock is the lock type of prioritized elections:
+	// LockConfigMap (what istiod uses) or LockLease.
+	PrioritizedLeaderElectionLock = RegisterString("PRIORITIZED_LEADER_ELECTION_LOCK", LockConfigMap,
+		"Lock type of prioritized leader elections: `configmap` (compatible with istiod) or `lease`.",
+		OneOf(LockConfigMap, LockLease))
+
+	// DefaultRevisionWebhook names the MutatingWebhookConfiguration whose
+	// label holds the default revision. Empty means the istiod convention:
+	// istio-revision-tag-default in istio-system, and
+	// istio-revision-tag-default-<namespace> in any other mesh namespace (see
+	// revisions.DefaultWebhookName).
+	DefaultRevisionWebhook = RegisterString("DEFAULT_REVISION_WEBHOOK", "",
+		"Name of the MutatingWebhookConfiguration marking the default revision. Empty means `istio-revision-tag-default`, or `istio-revision-tag-default-<namespace>` when the mesh namespace is not `istio-system`.")
+
+	// RevisionLabel is the label of that webhook holding the default revision.
+	RevisionLabel = RegisterString("REVISION_LABEL", "istio.io/rev",
+		"Label of the default-revision webhook (see `DEFAULT_REVISION_WEBHOOK`) whose value is the default revision.")
+
+	// LeaderElectionStopTimeout bounds how long a leader that stops leading
+	// waits for its run functions to return before it releases the lock
+	// anyway. The default, 5s, is well below the default TTL, so a new leader
+	// is not delayed by more than that even when a run function ignores its
+	// stop channel.
+	LeaderElectionStopTimeout = RegisterDuration("LEADER_ELECTION_STOP_TIMEOUT", 5*time.Second,
+		"How long a leader that stops leading waits for its run functions to return before releasing the lock anyway.")
+
+	// LeaderElectionReleaseOnCancel makes a leader release its lock when it
+	// is stopped, so that another instance takes over at once instead of
+	// after the TTL.
+	LeaderElectionReleaseOnCancel = RegisterBool("LEADER_ELECTION_RELEASE_ON_CANCEL", true,
+		"Release the lock when a leader is stopped, so that another instance takes over without waiting for the TTL.")
+)

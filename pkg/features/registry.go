@@ -1,0 +1,458 @@
+package features
+
+import (
+	"fmt"
+	"os"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/go-multierror"
+	"go.uber.org/zap"
+)
+
+// Type names reported in FlagInfo.Type and in the Markdown table.
+const (
+	TypeBool     = "bool"
+	TypeString   = "string"
+	TypeDuration = "duration"
+	TypeInt      = "int"
+)
+
+// Registry is a set of typed flags read from one source of variables.
+//
+// A Registry is safe for concurrent use. Flags may be registered at any time,
+// usually from package-level variable initialisers. Registration panics on
+// programming errors, so that they show at initialisation, never at run time:
+//   - a name that does not look like an environment variable
+//     ([A-Za-z_][A-Za-z0-9_]*);
+//   - a default that is not a valid value itself (e.g. a non-positive
+//     duration) or that a validator rejects;
+//   - a name registered again with another type or default.
+//
+// Registering a name again with the same type and default is allowed and
+// returns the existing flag, sharing its value; the first registration's
+// description and validators stay in force and the new ones are ignored.
+type Registry struct {
+	lookup func(string) (string, bool)
+
+	mu    sync.Mutex
+	flags map[string]entry
+}
+
+// NewRegistry returns an empty registry reading variables through lookup,
+// which has the signature of os.LookupEnv. A nil lookup means os.LookupEnv.
+// lookup is called at most once per flag.
+func NewRegistry(lookup func(string) (string, bool)) *Registry {
+	if lookup == nil {
+		lookup = os.LookupEnv
+	}
+	return &Registry{lookup: lookup, flags: map[string]entry{}}
+}
+
+var defaultRegistry = NewRegistry(os.LookupEnv)
+
+// Default returns the registry that reads the process environment and holds
+// the project's flags (see flags.go).
+func Default() *Registry { return defaultRegistry }
+
+// logger receives the warnings about invalid values. When unset, zap.L() is
+// used at the time of the warning, so zap.ReplaceGlobals is honoured.
+var logger atomic.Pointer[zap.Logger]
+
+// SetLogger sets the logger that receives one warning per invalid value. nil
+// restores the default, zap.L(). Warnings are emitted when a flag is first
+// read, so call SetLogger before reading flags to see them; Validate reports
+// the same problems regardless of logging.
+func SetLogger(l *zap.Logger) { logger.Store(l) }
+
+func currentLogger() *zap.Logger {
+	if l := logger.Load(); l != nil {
+		return l
+	}
+	return zap.L()
+}
+
+// FlagInfo describes a flag and its current value, for `meshd env` and docs.
+type FlagInfo struct {
+	// Name is the environment variable.
+	Name string
+	// Type is one of TypeBool, TypeString, TypeDuration, TypeInt.
+	Type string
+	// Default is the default value, formatted as it would be written in the
+	// environment (durations as time.Duration.String, e.g. "30s").
+	Default string
+	// Value is the value in effect, formatted like Default. It is the default
+	// when the variable is unset, empty or invalid.
+	Value string
+	// IsSet reports whether the variable is present in the environment, even
+	// if empty or invalid.
+	IsSet bool
+	// Description says what the flag does.
+	Description string
+}
+
+// ValueError describes a variable whose value was rejected. It is what
+// Validate collects and what the warning log describes.
+type ValueError struct {
+	// Name is the environment variable.
+	Name string
+	// Type is the flag type, e.g. "duration".
+	Type string
+	// Value is the rejected value, verbatim.
+	Value string
+	// Default is the default used instead, formatted like FlagInfo.Default.
+	Default string
+	// Err says why the value was rejected.
+	Err error
+}
+
+func (e *ValueError) Error() string {
+	return fmt.Sprintf("%s=%q is not a valid %s: %v; using the default %q", e.Name, e.Value, e.Type, e.Err, e.Default)
+}
+
+// Unwrap returns the reason the value was rejected.
+func (e *ValueError) Unwrap() error { return e.Err }
+
+// Option customises a flag at registration.
+type Option[T any] struct {
+	validate func(T) error
+}
+
+// WithValidator adds a check that a parsed value must pass; a value it rejects
+// is treated like one that does not parse (default used, problem reported).
+// The default value must pass it, or registration panics.
+func WithValidator[T any](validate func(T) error) Option[T] {
+	return Option[T]{validate: validate}
+}
+
+// OneOf accepts only the given strings (compared exactly).
+func OneOf(allowed ...string) Option[string] {
+	list := append([]string(nil), allowed...)
+	return WithValidator(func(v string) error {
+		for _, a := range list {
+			if v == a {
+				return nil
+			}
+		}
+		return fmt.Errorf("want one of %s", strings.Join(quoteAll(list), ", "))
+	})
+}
+
+func quoteAll(s []string) []string {
+	out := make([]string, len(s))
+	for i, v := range s {
+		out[i] = fmt.Sprintf("%q", v)
+	}
+	return out
+}
+
+// Flag is a registered flag holding a value of type T. Obtain one from a
+// Register function; the zero Flag is not usable. A Flag is a small handle and
+// may be copied; copies share the cached value.
+type Flag[T comparable] struct {
+	s *flagState[T]
+}
+
+// BoolFlag is a boolean flag.
+type BoolFlag = Flag[bool]
+
+// StringFlag is a string flag.
+type StringFlag = Flag[string]
+
+// DurationFlag is a flag holding a positive time.Duration.
+type DurationFlag = Flag[time.Duration]
+
+// IntFlag is an integer flag.
+type IntFlag = Flag[int]
+
+// Get returns the value in effect: the parsed environment value, or the
+// default when the variable is unset, empty or invalid. The environment is
+// read on the first call only; later calls return the cached value.
+func (f Flag[T]) Get() T {
+	f.s.resolve()
+	return f.s.value
+}
+
+// Name returns the environment variable of the flag.
+func (f Flag[T]) Name() string { return f.s.name }
+
+// Default returns the default value of the flag.
+func (f Flag[T]) Default() T { return f.s.def }
+
+// RegisterBool registers a boolean flag. Values are parsed by
+// strconv.ParseBool: 1, t, T, TRUE, true, True, 0, f, F, FALSE, false, False.
+// See Registry for the rules on names, defaults and repeated registration.
+func (r *Registry) RegisterBool(name string, def bool, description string, opts ...Option[bool]) BoolFlag {
+	return register(r, name, TypeBool, def, description, parseBool, strconvFormatBool, opts)
+}
+
+// RegisterString registers a string flag; the value is used verbatim.
+func (r *Registry) RegisterString(name string, def string, description string, opts ...Option[string]) StringFlag {
+	return register(r, name, TypeString, def, description, parseString, formatString, opts)
+}
+
+// RegisterDuration registers a duration flag. Values use the syntax of
+// time.ParseDuration (e.g. "30s", "1m30s") and must be positive; so must def.
+func (r *Registry) RegisterDuration(name string, def time.Duration, description string, opts ...Option[time.Duration]) DurationFlag {
+	return register(r, name, TypeDuration, def, description, parseDuration, formatDuration, opts)
+}
+
+// RegisterInt registers an integer flag; values are base-10 integers that fit
+// in an int.
+func (r *Registry) RegisterInt(name string, def int, description string, opts ...Option[int]) IntFlag {
+	return register(r, name, TypeInt, def, description, parseInt, formatInt, opts)
+}
+
+// RegisterBool registers a boolean flag on the default registry.
+func RegisterBool(name string, def bool, description string, opts ...Option[bool]) BoolFlag {
+	return defaultRegistry.RegisterBool(name, def, description, opts...)
+}
+
+// RegisterString registers a string flag on the default registry.
+func RegisterString(name string, def string, description string, opts ...Option[string]) StringFlag {
+	return defaultRegistry.RegisterString(name, def, description, opts...)
+}
+
+// RegisterDuration registers a duration flag on the default registry.
+func RegisterDuration(name string, def time.Duration, description string, opts ...Option[time.Duration]) DurationFlag {
+	return defaultRegistry.RegisterDuration(name, def, description, opts...)
+}
+
+// RegisterInt registers an integer flag on the default registry.
+func RegisterInt(name string, def int, description string, opts ...Option[int]) IntFlag {
+	return defaultRegistry.RegisterInt(name, def, description, opts...)
+}
+
+// register is the common part of the Register functions; the rules it
+// enforces are documented on Registry.
+func register[T comparable](r *Registry, name, typ string, def T, description string,
+	parse func(string) (T, error), format func(T) string, opts []Option[T],
+) Flag[T] {
+	if !validName(name) {
+		panic(fmt.Sprintf("features: invalid flag name %q", name))
+	}
+	s := &flagState[T]{
+		name:        name,
+		typ:         typ,
+		description: description,
+		def:         def,
+		lookup:      r.lookup,
+		parse:       parse,
+		format:      format,
+	}
+	for _, o := range opts {
+		if o.validate != nil {
+			s.validators = append(s.validators, o.validate)
+		}
+	}
+	// The default must survive the same checks as an environment value.
+	if _, err := parse(format(def)); err != nil {
+		panic(fmt.Sprintf("features: default %q of %s is invalid: %v", format(def), name, err))
+	}
+	if err := s.validate(def); err != nil {
+		panic(fmt.Sprintf("features: default %q of %s is invalid: %v", format(def), name, err))
+	}
+
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if old, ok := r.flags[name]; ok {
+		existing, sameT := old.(*flagState[T])
+		if !sameT || existing.typ != typ || existing.def != def {
+			oi := old.static()
+			panic(fmt.Sprintf("features: %s registered twice with different definitions: %s default %q, then %s default %q",
+				name, oi.Type, oi.Default, typ, format(def)))
+		}
+		return Flag[T]{s: existing}
+	}
+	r.flags[name] = s
+	return Flag[T]{s: s}
+}
+
+func validName(name string) bool {
+	if name == "" {
+		return false
+	}
+	for i, c := range name {
+		switch {
+		case c == '_', c >= 'A' && c <= 'Z', c >= 'a' && c <= 'z':
+		case c >= '0' && c <= '9' && i > 0:
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// entry is the type-erased view of a flag used by the registry.
+type entry interface {
+	// static returns the registration data without reading the environment.
+	static() FlagInfo
+	// info reads the flag (once) and returns its full description.
+	info() FlagInfo
+	// problem reads the flag (once) and returns why its value was rejected,
+	// or nil.
+	problem() error
+}
+
+type flagState[T comparable] struct {
+	name        string
+	typ         string
+	description string
+	def         T
+	lookup      func(string) (string, bool)
+	parse       func(string) (T, error)
+	format      func(T) string
+	validators  []func(T) error
+
+	once  sync.Once
+	value T
+	isSet bool
+	err   *ValueError
+}
+
+func (s *flagState[T]) validate(v T) error {
+	for _, check := range s.validators {
+		if err := check(v); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// resolve reads the variable once and caches the outcome.
+func (s *flagState[T]) resolve() {
+	s.once.Do(func() {
+		s.value = s.def
+		raw, ok := s.lookup(s.name)
+		s.isSet = ok
+		if !ok || raw == "" {
+			return
+		}
+		v, err := s.parse(raw)
+		if err == nil {
+			err = s.validate(v)
+		}
+		if err != nil {
+			s.err = &ValueError{Name: s.name, Type: s.typ, Value: raw, Default: s.format(s.def), Err: err}
+			currentLogger().Warn("invalid environment variable; using its default",
+				zap.String("name", s.name),
+				zap.String("value", raw),
+				zap.String("default", s.err.Default),
+				zap.String("type", s.typ),
+				zap.Error(err))
+			return
+		}
+		s.value = v
+	})
+}
+
+func (s *flagState[T]) static() FlagInfo {
+	return FlagInfo{Name: s.name, Type: s.typ, Default: s.format(s.def), Description: s.description}
+}
+
+func (s *flagState[T]) info() FlagInfo {
+	s.resolve()
+	fi := s.static()
+	fi.Value = s.format(s.value)
+	fi.IsSet = s.isSet
+	return fi
+}
+
+func (s *flagState[T]) problem() error {
+	s.resolve()
+	if s.err == nil {
+		return nil // avoid a typed nil in the error interface
+	}
+	return s.err
+}
+
+// sorted returns the registered flags ordered by name.
+func (r *Registry) sorted() []entry {
+	r.mu.Lock()
+	names := make([]string, 0, len(r.flags))
+	for n := range r.flags {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	out := make([]entry, len(names))
+	for i, n := range names {
+		out[i] = r.flags[n]
+	}
+	r.mu.Unlock()
+	return out
+}
+
+// Validate reads every registered flag (once, like Get) and returns all
+// rejected values at once as a *multierror.Error whose Errors are *ValueError,
+// ordered by variable name; nil when every value is valid. Flags keep working
+// with their defaults either way: refusing to start is the caller's choice.
+func (r *Registry) Validate() error {
+	var result *multierror.Error
+	for _, e := range r.sorted() {
+		if err := e.problem(); err != nil {
+			result = multierror.Append(result, err)
+		}
+	}
+	return result.ErrorOrNil()
+}
+
+// All reads every registered flag (once, like Get) and describes them, sorted
+// by name.
+func (r *Registry) All() []FlagInfo {
+	entries := r.sorted()
+	out := make([]FlagInfo, len(entries))
+	for i, e := range entries {
+		out[i] = e.info()
+	}
+	return out
+}
+
+// Markdown renders the reference documentation of the registered flags
+// (docs/env.md): a title, a sentence and a table of name, type, default and
+// description, sorted by name. The output depends only on the registrations,
+// never on the environment, and does not read any flag.
+func (r *Registry) Markdown() string {
+	var b strings.Builder
+	b.WriteString("# Environment variables\n\n")
+	b.WriteString("Each variable is read once, when first used. A variable that is unset or empty takes its default; ")
+	b.WriteString("an invalid value also takes the default and is reported as a warning.\n\n")
+	b.WriteString("| Name | Type | Default | Description |\n")
+	b.WriteString("|------|------|---------|-------------|\n")
+	for _, e := range r.sorted() {
+		fi := e.static()
+		def := fi.Default
+		if def == "" {
+			def = `""`
+		}
+		fmt.Fprintf(&b, "| `%s` | %s | `%s` | %s |\n", fi.Name, fi.Type, def, markdownCell(fi.Description))
+	}
+	return b.String()
+}
+
+// markdownCell keeps a description on one table row: whitespace collapses to
+// single spaces, pipes are escaped, and outside `code spans` the characters
+// <, > and & are escaped so that text like <namespace> is not taken for HTML.
+func markdownCell(s string) string {
+	s = strings.Join(strings.Fields(s), " ")
+	parts := strings.Split(s, "`")
+	for i := 0; i < len(parts); i += 2 { // even parts are outside code spans
+		parts[i] = htmlEscaper.Replace(parts[i])
+	}
+	return strings.ReplaceAll(strings.Join(parts, "`"), "|", `\|`)
+}
+
+var htmlEscaper = strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;")
+
+// Validate reports the problems of the default registry; see
+// (*Registry).Validate.
+func Validate() error { return defaultRegistry.Validate() }
+
+// All describes the flags of the default registry; see (*Registry).All.
+func All() []FlagInfo { return defaultRegistry.All() }
+
+// Markdown documents the flags of the default registry; see
+// (*Registry).Markdown.
+func Markdown() string { return defaultRegistry.Markdown() }

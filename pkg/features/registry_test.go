@@ -1,0 +1,468 @@
+package features
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-multierror"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
+)
+
+var update = flag.Bool("update", false, "rewrite golden files")
+
+// env is a lookup function over a fixed map that counts its calls.
+type env struct {
+	mu    sync.Mutex
+	vars  map[string]string
+	calls atomic.Int32
+}
+
+func newEnv(kv ...string) *env {
+	e := &env{vars: map[string]string{}}
+	for i := 0; i+1 < len(kv); i += 2 {
+		e.vars[kv[i]] = kv[i+1]
+	}
+	return e
+}
+
+func (e *env) lookup(name string) (string, bool) {
+	e.calls.Add(1)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	v, ok := e.vars[name]
+	return v, ok
+}
+
+func (e *env) set(name, value string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.vars[name] = value
+}
+
+// parseCase is one variable value and what the flag must end up with.
+type parseCase struct {
+	name    string
+	set     bool   // whether the variable is present
+	raw     string // its value
+	want    string // formatted value in effect
+	problem bool   // whether the value is rejected
+}
+
+func runParseCases(t *testing.T, cases []parseCase, register func(r *Registry) (get func() string)) {
+	t.Helper()
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv()
+			if tc.set {
+				e.set("X", tc.raw)
+			}
+			r := NewRegistry(e.lookup)
+			get := register(r)
+			if got := get(); got != tc.want {
+				t.Errorf("Get() = %q, want %q", got, tc.want)
+			}
+			infos := r.All()
+			if len(infos) != 1 || infos[0].IsSet != tc.set || infos[0].Value != tc.want {
+				t.Errorf("All() = %+v, want IsSet=%v Value=%q", infos, tc.set, tc.want)
+			}
+			err := r.Validate()
+			if !tc.problem {
+				if err != nil {
+					t.Fatalf("Validate() = %v, want nil", err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatalf("Validate() = nil, want a problem")
+			}
+			var ve *ValueError
+			if !errors.As(err, &ve) {
+				t.Fatalf("Validate() = %T %v, want a *ValueError inside", err, err)
+			}
+			if ve.Name != "X" || ve.Value != tc.raw || ve.Default != infos[0].Default {
+				t.Errorf("ValueError = %+v", ve)
+			}
+			msg := ve.Error()
+			for _, part := range []string{"X", fmt.Sprintf("%q", tc.raw), fmt.Sprintf("default %q", infos[0].Default)} {
+				if !strings.Contains(msg, part) {
+					t.Errorf("message %q does not contain %s", msg, part)
+				}
+			}
+		})
+	}
+}
+
+func TestParseBool(t *testing.T) {
+	cases := []parseCase{
+		{name: "unset", want: "true"},
+		{name: "empty", set: true, raw: "", want: "true"},
+		{name: "false", set: true, raw: "false", want: "false"},
+		{name: "FALSE", set: true, raw: "FALSE", want: "false"},
+		{name: "0", set: true, raw: "0", want: "false"},
+		{name: "1", set: true, raw: "1", want: "true"},
+		{name: "spaces", set: true, raw: " false\n", want: "false"},
+		{name: "maybe", set: true, raw: "maybe", want: "true", problem: true},
+		{name: "yes", set: true, raw: "yes", want: "true", problem: true},
+		{name: "fAlSe", set: true, raw: "fAlSe", want: "true", problem: true},
+	}
+	runParseCases(t, cases, func(r *Registry) func() string {
+		f := r.RegisterBool("X", true, "a bool")
+		return func() string { return fmt.Sprint(f.Get()) }
+	})
+}
+
+func TestParseString(t *testing.T) {
+	cases := []parseCase{
+		{name: "unset", want: "configmap"},
+		{name: "empty", set: true, raw: "", want: "configmap"},
+		{name: "lease", set: true, raw: "lease", want: "lease"},
+		{name: "not trimmed", set: true, raw: "lease ", want: "configmap", problem: true},
+		{name: "not allowed", set: true, raw: "Lease", want: "configmap", problem: true},
+	}
+	runParseCases(t, cases, func(r *Registry) func() string {
+		f := r.RegisterString("X", "configmap", "a lock", OneOf("configmap", "lease"))
+		return f.Get
+	})
+
+	free := []parseCase{
+		{name: "verbatim", set: true, raw: " a b ", want: " a b "},
+		{name: "unicode", set: true, raw: "ünïcode", want: "ünïcode"},
+	}
+	runParseCases(t, free, func(r *Registry) func() string {
+		return r.RegisterString("X", "", "free text").Get
+	})
+}
+
+func TestParseDuration(t *testing.T) {
+	cases := []parseCase{
+		{name: "unset", want: "30s"},
+		{name: "empty", set: true, raw: "", want: "30s"},
+		{name: "seconds", set: true, raw: "10s", want: "10s"},
+		{name: "compound", set: true, raw: "1m30s", want: "1m30s"},
+		{name: "spaces", set: true, raw: " 2s ", want: "2s"},
+		{name: "negative", set: true, raw: "-3s", want: "30s", problem: true},
+		{name: "zero", set: true, raw: "0s", want: "30s", problem: true},
+		{name: "no unit", set: true, raw: "30", want: "30s", problem: true},
+		{name: "garbage", set: true, raw: "abc", want: "30s", problem: true},
+		{name: "overflow", set: true, raw: "999999999999h", want: "30s", problem: true},
+		{name: "below validator minimum", set: true, raw: "500ms", want: "30s", problem: true},
+	}
+	runParseCases(t, cases, func(r *Registry) func() string {
+		f := r.RegisterDuration("X", 30*time.Second, "a ttl", WithValidator(func(d time.Duration) error {
+			if d < time.Second {
+				return errors.New("must be at least 1s")
+			}
+			return nil
+		}))
+		return func() string { return f.Get().String() }
+	})
+}
+
+func TestParseInt(t *testing.T) {
+	cases := []parseCase{
+		{name: "unset", want: "3"},
+		{name: "empty", set: true, raw: "", want: "3"},
+		{name: "positive", set: true, raw: "42", want: "42"},
+		{name: "negative", set: true, raw: "-7", want: "-7"},
+		{name: "plus sign", set: true, raw: "+5", want: "5"},
+		{name: "spaces", set: true, raw: "\t9 ", want: "9"},
+		{name: "float", set: true, raw: "1.5", want: "3", problem: true},
+		{name: "hex", set: true, raw: "0x10", want: "3", problem: true},
+		{name: "overflow", set: true, raw: "99999999999999999999999", want: "3", problem: true},
+		{name: "words", set: true, raw: "three", want: "3", problem: true},
+	}
+	runParseCases(t, cases, func(r *Registry) func() string {
+		f := r.RegisterInt("X", 3, "a count")
+		return func() string { return fmt.Sprint(f.Get()) }
+	})
+}
+
+func TestReadOnce(t *testing.T) {
+	e := newEnv("B", "false", "D", "10s")
+	r := NewRegistry(e.lookup)
+	b := r.RegisterBool("B", true, "")
+	d := r.RegisterDuration("D", time.Second, "")
+	if e.calls.Load() != 0 {
+		t.Fatalf("registration read the environment %d times", e.calls.Load())
+	}
+
+	if b.Get() != false || d.Get() != 10*time.Second {
+		t.Fatalf("first Get: %v %v", b.Get(), d.Get())
+	}
+	e.set("B", "true")
+	e.set("D", "bad")
+	for range 3 {
+		if b.Get() != false || d.Get() != 10*time.Second {
+			t.Fatalf("Get after changing the environment: %v %v", b.Get(), d.Get())
+		}
+	}
+	if err := r.Validate(); err != nil {
+		t.Fatalf("Validate after changing the environment: %v", err)
+	}
+	r.All()
+	if got := e.calls.Load(); got != 2 {
+		t.Fatalf("lookup called %d times, want once per flag (2)", got)
+	}
+}
+
+func TestConcurrentGet(t *testing.T) {
+	e := newEnv("I", "7")
+	r := NewRegistry(e.lookup)
+	f := r.RegisterInt("I", 1, "")
+	var wg sync.WaitGroup
+	for range 16 {
+		wg.Go(func() {
+			if f.Get() != 7 {
+				t.Error("wrong value")
+			}
+			r.All()
+			_ = r.Validate()
+		})
+	}
+	wg.Wait()
+	if e.calls.Load() != 1 {
+		t.Fatalf("lookup called %d times, want 1", e.calls.Load())
+	}
+}
+
+func TestValidateCollectsAll(t *testing.T) {
+	e := newEnv(
+		"ENABLE", "maybe",
+		"TTL", "-3s",
+		"COUNT", "x",
+		"LOCK", "etcd",
+		"GOOD", "5s",
+	)
+	r := NewRegistry(e.lookup)
+	r.RegisterBool("ENABLE", true, "")
+	r.RegisterDuration("TTL", 30*time.Second, "")
+	r.RegisterInt("COUNT", 1, "")
+	r.RegisterString("LOCK", "configmap", "", OneOf("configmap", "lease"))
+	r.RegisterDuration("GOOD", time.Second, "")
+
+	err := r.Validate()
+	var me *multierror.Error
+	if !errors.As(err, &me) {
+		t.Fatalf("Validate() = %T %v, want *multierror.Error", err, err)
+	}
+	var names []string
+	for _, e := range me.Errors {
+		var ve *ValueError
+		if !errors.As(e, &ve) {
+			t.Fatalf("%T %v is not a *ValueError", e, e)
+		}
+		names = append(names, ve.Name)
+	}
+	if got, want := strings.Join(names, ","), "COUNT,ENABLE,LOCK,TTL"; got != want {
+		t.Errorf("problems for %s, want %s (sorted, all of them)", got, want)
+	}
+	msg := err.Error()
+	for _, part := range []string{`ENABLE="maybe"`, `default "true"`, `TTL="-3s"`, `default "30s"`, `COUNT="x"`, `LOCK="etcd"`, `"configmap", "lease"`} {
+		if !strings.Contains(msg, part) {
+			t.Errorf("Validate message lacks %s:\n%s", part, msg)
+		}
+	}
+	if strings.Contains(msg, "GOOD") {
+		t.Errorf("Validate reports a valid flag:\n%s", msg)
+	}
+}
+
+func TestWarningLogged(t *testing.T) {
+	core, logs := observer.New(zapcore.WarnLevel)
+	SetLogger(zap.New(core))
+	t.Cleanup(func() { SetLogger(nil) })
+
+	r := NewRegistry(newEnv("ENABLE_LEADER_ELECTION", "maybe").lookup)
+	f := r.RegisterBool("ENABLE_LEADER_ELECTION", true, "")
+	f.Get()
+	f.Get()
+	_ = r.Validate()
+
+	entries := logs.All()
+	if len(entries) != 1 {
+		t.Fatalf("got %d warnings, want exactly 1", len(entries))
+	}
+	fields := entries[0].ContextMap()
+	if fields["name"] != "ENABLE_LEADER_ELECTION" || fields["value"] != "maybe" || fields["default"] != "true" {
+		t.Errorf("warning fields = %v", fields)
+	}
+}
+
+func TestAll(t *testing.T) {
+	e := newEnv("B_BOOL", "false", "C_DUR", "nope")
+	r := NewRegistry(e.lookup)
+	r.RegisterDuration("C_DUR", 2*time.Minute, "dur")
+	r.RegisterString("D_STR", "x", "str")
+	r.RegisterBool("B_BOOL", true, "bool")
+	r.RegisterInt("A_INT", -1, "int")
+
+	want := []FlagInfo{
+		{Name: "A_INT", Type: "int", Default: "-1", Value: "-1", Description: "int"},
+		{Name: "B_BOOL", Type: "bool", Default: "true", Value: "false", IsSet: true, Description: "bool"},
+		{Name: "C_DUR", Type: "duration", Default: "2m0s", Value: "2m0s", IsSet: true, Description: "dur"},
+		{Name: "D_STR", Type: "string", Default: "x", Value: "x", Description: "str"},
+	}
+	got := r.All()
+	if len(got) != len(want) {
+		t.Fatalf("All() = %+v", got)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("All()[%d] = %+v, want %+v", i, got[i], want[i])
+		}
+	}
+}
+
+func TestRegisterTwice(t *testing.T) {
+	e := newEnv("N", "4")
+	r := NewRegistry(e.lookup)
+	a := r.RegisterInt("N", 1, "first")
+	b := r.RegisterInt("N", 1, "second")
+	if a != b {
+		t.Fatal("identical registration returned a different flag")
+	}
+	if a.Get() != 4 || b.Get() != 4 || e.calls.Load() != 1 {
+		t.Fatal("identical registrations do not share the value")
+	}
+	if got := r.All(); len(got) != 1 || got[0].Description != "first" {
+		t.Fatalf("All() = %+v, want the first registration only", got)
+	}
+
+	mustPanic(t, "different default", func() { r.RegisterInt("N", 2, "") })
+	mustPanic(t, "different type", func() { r.RegisterString("N", "1", "") })
+	mustPanic(t, "bool over int", func() { r.RegisterBool("N", false, "") })
+}
+
+func TestRegisterProgrammingErrors(t *testing.T) {
+	r := NewRegistry(newEnv().lookup)
+	mustPanic(t, "empty name", func() { r.RegisterBool("", true, "") })
+	mustPanic(t, "name with dash", func() { r.RegisterBool("A-B", true, "") })
+	mustPanic(t, "leading digit", func() { r.RegisterBool("1A", true, "") })
+	mustPanic(t, "zero duration default", func() { r.RegisterDuration("D", 0, "") })
+	mustPanic(t, "negative duration default", func() { r.RegisterDuration("D", -time.Second, "") })
+	mustPanic(t, "default rejected by validator", func() { r.RegisterString("S", "etcd", "", OneOf("configmap", "lease")) })
+	if len(r.All()) != 0 {
+		t.Fatal("a panicking registration left a flag behind")
+	}
+}
+
+func mustPanic(t *testing.T, what string, f func()) {
+	t.Helper()
+	defer func() {
+		if recover() == nil {
+			t.Errorf("%s: no panic", what)
+		}
+	}()
+	f()
+}
+
+func TestMarkdownDeterministic(t *testing.T) {
+	build := func(reverse bool) (*Registry, *env) {
+		e := newEnv("A", "false", "B", "1h")
+		r := NewRegistry(e.lookup)
+		regs := []func(){
+			func() { r.RegisterBool("A", true, "First flag.") },
+			func() { r.RegisterDuration("B", 30*time.Second, "Second\nflag | with a pipe, <tags> & `<code>`.") },
+			func() { r.RegisterString("C", "", "Third flag.") },
+		}
+		if reverse {
+			for i := len(regs) - 1; i >= 0; i-- {
+				regs[i]()
+			}
+		} else {
+			for _, f := range regs {
+				f()
+			}
+		}
+		return r, e
+	}
+	r1, e1 := build(false)
+	r2, _ := build(true)
+	md := r1.Markdown()
+	if md != r2.Markdown() || md != r1.Markdown() {
+		t.Fatal("Markdown depends on registration order or call")
+	}
+	if e1.calls.Load() != 0 {
+		t.Fatal("Markdown read the environment")
+	}
+	want := "| `A` | bool | `true` | First flag. |\n" +
+		"| `B` | duration | `30s` | Second flag \\| with a pipe, &lt;tags&gt; &amp; `<code>`. |\n" +
+		"| `C` | string | `\"\"` | Third flag. |\n"
+	if !strings.HasPrefix(md, "# Environment variables\n") || !strings.HasSuffix(md, want) {
+		t.Fatalf("Markdown() =\n%s", md)
+	}
+}
+
+// TestDefaultRegistry checks the project's flags and keeps the golden copy of
+// their documentation in step (go test -run TestDefaultRegistry -update).
+func TestDefaultRegistry(t *testing.T) {
+	checks := []struct {
+		name, typ, def string
+		got            FlagInfo
+	}{
+		{"ENABLE_LEADER_ELECTION", "bool", "true", staticInfo(EnableLeaderElection.s)},
+		{"PRIORITIZED_LEADER_ELECTION", "bool", "true", staticInfo(PrioritizedLeaderElection.s)},
+		{"LEADER_ELECTION_TTL", "duration", "30s", staticInfo(LeaderElectionTTL.s)},
+		{"PRIORITIZED_LEADER_ELECTION_LOCK", "string", "configmap", staticInfo(PrioritizedLeaderElectionLock.s)},
+		{"DEFAULT_REVISION_WEBHOOK", "string", "", staticInfo(DefaultRevisionWebhook.s)},
+		{"REVISION_LABEL", "string", "istio.io/rev", staticInfo(RevisionLabel.s)},
+		{"LEADER_ELECTION_STOP_TIMEOUT", "duration", "5s", staticInfo(LeaderElectionStopTimeout.s)},
+		{"LEADER_ELECTION_RELEASE_ON_CANCEL", "bool", "true", staticInfo(LeaderElectionReleaseOnCancel.s)},
+	}
+	for _, c := range checks {
+		if c.got.Name != c.name || c.got.Type != c.typ || c.got.Default != c.def || c.got.Description == "" {
+			t.Errorf("%s: got %+v, want type %s default %q and a description", c.name, c.got, c.typ, c.def)
+		}
+	}
+	if got := len(Default().sorted()); got != len(checks) {
+		t.Errorf("default registry has %d flags, the test knows %d", got, len(checks))
+	}
+
+	golden := filepath.Join("testdata", "env.md")
+	md := Markdown()
+	if *update {
+		if err := os.WriteFile(golden, []byte(md), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(golden)
+	if err != nil {
+		t.Fatalf("%v (run go test -run TestDefaultRegistry -update)", err)
+	}
+	if md != string(want) {
+		t.Errorf("Markdown() differs from %s; run go test ./pkg/features -run TestDefaultRegistry -update\n%s", golden, md)
+	}
+}
+
+func staticInfo(e entry) FlagInfo { return e.static() }
+
+func TestProjectFlagValidators(t *testing.T) {
+	// The validators of flags.go, exercised on a private registry through the
+	// same registration calls' options.
+	ttl := LeaderElectionTTL.s
+	for raw, ok := range map[string]bool{"1s": true, "30s": true, "999ms": false, "-3s": false} {
+		v, err := ttl.parse(raw)
+		if err == nil {
+			err = ttl.validate(v)
+		}
+		if (err == nil) != ok {
+			t.Errorf("LEADER_ELECTION_TTL=%s: err=%v, want ok=%v", raw, err, ok)
+		}
+	}
+	lock := PrioritizedLeaderElectionLock.s
+	for raw, ok := range map[string]bool{"configmap": true, "lease": true, "Lease": false, "endpoints": false} {
+		if err := lock.validate(raw); (err == nil) != ok {
+			t.Errorf("PRIORITIZED_LEADER_ELECTION_LOCK=%s: err=%v, want ok=%v", raw, err, ok)
+		}
+	}
+}

@@ -1,0 +1,62 @@
+package resourcelock
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/hashicorp/go-multierror"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/client-go/kubernetes"
+)
+
+// EventRecorder is the subset of client-go's record.EventRecorder a lock uses.
+type EventRecorder interface {
+	Eventf(object runtime.Object, eventType, reason, messageFmt string, args ...any)
+}
+
+// Config is what every lock needs besides the object it lives in.
+type Config struct {
+	// Identity is the holder identity written while this candidate leads.
+	Identity string
+	// Key is the holder key written while this candidate leads. May be empty.
+	Key string
+	// EventRecorder, if set, receives events about the lock object.
+	EventRecorder EventRecorder
+}
+
+// Lock kinds accepted by New.
+const (
+	ConfigMapsResourceLock = "configmaps"
+	LeasesResourceLock     = "leases"
+)
+
+// New builds a lock of the given kind ("configmaps" or "leases") named name
+// in namespace.
+func New(kind, namespace, name string, client kubernetes.Interface, cfg Config) (Interface, error) {
+	switch kind {
+	case ConfigMapsResourceLock:
+		return NewConfigMapLock(client.CoreV1(), namespace, name, cfg)
+	case LeasesResourceLock:
+		return NewLeaseLock(client.CoordinationV1(), namespace, name, cfg)
+	default:
+		return nil, fmt.Errorf("unknown lock kind %q: want %q or %q", kind, ConfigMapsResourceLock, LeasesResourceLock)
+	}
+}
+
+// validateLocation reports every problem with where a lock lives and who
+// writes it.
+func validateLocation(namespace, name string, cfg Config) error {
+	var errs *multierror.Error
+	if msgs := validation.IsDNS1123Label(namespace); len(msgs) > 0 {
+		errs = multierror.Append(errs, fmt.Errorf("invalid lock namespace %q: %s", namespace, strings.Join(msgs, "; ")))
+	}
+	if msgs := validation.IsDNS1123Subdomain(name); len(msgs) > 0 {
+		errs = multierror.Append(errs, fmt.Errorf("invalid lock name %q: %s", name, strings.Join(msgs, "; ")))
+	}
+	if cfg.Identity == "" {
+		errs = multierror.Append(errs, errors.New("lock identity must not be empty"))
+	}
+	return errs.ErrorOrNil()
+}

@@ -1,0 +1,112 @@
+package resourcelock
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
+)
+
+// ConfigMapLock keeps the record as JSON in the LeaderAnnotationKey annotation
+// of a ConfigMap. This is the lock istiod uses for its prioritized elections.
+type ConfigMapLock struct {
+	client    corev1client.ConfigMapsGetter
+	namespace string
+	name      string
+	cfg       Config
+
+	// cm is the object version last read or written; updates start from it
+	// so that other annotations, labels and data survive and conflicts show.
+	cm *corev1.ConfigMap
+}
+
+var _ Interface = (*ConfigMapLock)(nil)
+
+// NewConfigMapLock returns a lock on the ConfigMap namespace/name. It does not
+// talk to the API server.
+func NewConfigMapLock(client corev1client.ConfigMapsGetter, namespace, name string, cfg Config) (*ConfigMapLock, error) {
+	if err := validateLocation(namespace, name, cfg); err != nil {
+		return nil, err
+	}
+	return &ConfigMapLock{client: client, namespace: namespace, name: name, cfg: cfg}, nil
+}
+
+// Get reads the ConfigMap. A ConfigMap without the annotation yields an empty
+// record (free to take).
+func (l *ConfigMapLock) Get(ctx context.Context) (*Record, []byte, error) {
+	cm, err := l.client.ConfigMaps(l.namespace).Get(ctx, l.name, metav1.GetOptions{})
+	if err != nil {
+		return nil, nil, err
+	}
+	l.cm = cm
+	raw, found := cm.Annotations[LeaderAnnotationKey]
+	if !found {
+		return &Record{}, nil, nil
+	}
+	rec, err := DecodeRecord([]byte(raw))
+	if err != nil {
+		return nil, []byte(raw), fmt.Errorf("%s: %w", l.Describe(), err)
+	}
+	return rec, []byte(raw), nil
+}
+
+// Create creates the ConfigMap with the record and nothing else.
+func (l *ConfigMapLock) Create(ctx context.Context, r Record) error {
+	cm := &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:        l.name,
+			Namespace:   l.namespace,
+			Annotations: map[string]string{LeaderAnnotationKey: string(EncodeRecord(r))},
+		},
+	}
+	created, err := l.client.ConfigMaps(l.namespace).Create(ctx, cm, metav1.CreateOptions{})
+	if err != nil {
+		return err
+	}
+	l.cm = created
+	return nil
+}
+
+// Update replaces only the record annotation of the last seen ConfigMap.
+func (l *ConfigMapLock) Update(ctx context.Context, r Record) error {
+	if l.cm == nil {
+		return ErrNotInitialized
+	}
+	cm := l.cm.DeepCopy()
+	if cm.Annotations == nil {
+		cm.Annotations = map[string]string{}
+	}
+	cm.Annotations[LeaderAnnotationKey] = string(EncodeRecord(r))
+	updated, err := l.client.ConfigMaps(l.namespace).Update(ctx, cm, metav1.UpdateOptions{})
+	if err != nil {
+		return err
+	}
+	l.cm = updated
+	return nil
+}
+
+// RecordEvent records an event on the ConfigMap.
+func (l *ConfigMapLock) RecordEvent(eventType, reason, message string) {
+	if l.cfg.EventRecorder == nil {
+		return
+	}
+	obj := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: l.name, Namespace: l.namespace}}
+	if l.cm != nil {
+		obj.ObjectMeta = *l.cm.ObjectMeta.DeepCopy()
+	}
+	obj.TypeMeta = metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"}
+	l.cfg.EventRecorder.Eventf(obj, eventType, reason, "%s", message)
+}
+
+// Identity implements Interface.
+func (l *ConfigMapLock) Identity() string { return l.cfg.Identity }
+
+// Key implements Interface.
+func (l *ConfigMapLock) Key() string { return l.cfg.Key }
+
+// Describe implements Interface.
+func (l *ConfigMapLock) Describe() string {
+	return fmt.Sprintf("ConfigMap %s/%s", l.namespace, l.name)
+}

@@ -1,0 +1,75 @@
+package revisions
+
+import (
+	"slices"
+	"sync"
+)
+
+// StaticDefaultWatcher is a DefaultWatcher whose default revision is set by
+// the program instead of read from the cluster: for tests, and for processes
+// that run without leader election. It is always synced. The zero value is
+// ready to use, with no default known ("").
+type StaticDefaultWatcher struct {
+	// notify serialises SetDefault calls so that handlers see changes one at
+	// a time and in the order they were made.
+	notify sync.Mutex
+
+	mu       sync.Mutex
+	current  string
+	handlers []DefaultHandlerFunc
+}
+
+var _ DefaultWatcher = (*StaticDefaultWatcher)(nil)
+
+// NewStaticDefaultWatcher returns a watcher whose default revision is
+// revision until changed with SetDefault. The dynamic type of the result is
+// *StaticDefaultWatcher.
+func NewStaticDefaultWatcher(revision string) DefaultWatcher {
+	return &StaticDefaultWatcher{current: revision}
+}
+
+// Run blocks until stop is closed; there is nothing to watch.
+func (s *StaticDefaultWatcher) Run(stop <-chan struct{}) { <-stop }
+
+// HasSynced is always true.
+func (s *StaticDefaultWatcher) HasSynced() bool { return true }
+
+// GetDefault returns the current default revision.
+func (s *StaticDefaultWatcher) GetDefault() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.current
+}
+
+// AddHandler registers h, called by SetDefault on every change; see
+// DefaultWatcher.AddHandler. It is not called for the initial value.
+func (s *StaticDefaultWatcher) AddHandler(h DefaultHandlerFunc) {
+	if h == nil {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.handlers = append(s.handlers, h)
+}
+
+// SetDefault changes the default revision and, if it differs from the
+// current one, calls the handlers in registration order before returning.
+// Concurrent calls are serialised; a handler must not call SetDefault (it
+// would deadlock).
+func (s *StaticDefaultWatcher) SetDefault(revision string) {
+	s.notify.Lock()
+	defer s.notify.Unlock()
+
+	s.mu.Lock()
+	if revision == s.current {
+		s.mu.Unlock()
+		return
+	}
+	s.current = revision
+	handlers := slices.Clone(s.handlers)
+	s.mu.Unlock()
+
+	for _, h := range handlers {
+		h(revision)
+	}
+}

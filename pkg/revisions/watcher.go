@@ -1,0 +1,149 @@
+package revisions
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+
+	"go.uber.org/zap"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	admissioninformers "k8s.io/client-go/informers/admissionregistration/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+)
+
+// NewDefaultWatcher returns a DefaultWatcher following the webhook named by
+// opts (see Options for the defaults). It validates opts and returns an error
+// naming every invalid field; it does not contact the API server, which
+// happens in Run.
+//
+// The watcher lists and watches MutatingWebhookConfigurations with the field
+// selector metadata.name=<WebhookName>, so it holds at most one object and the
+// API server sends it nothing else. Events for other names, which a server (or
+// a fake client) ignoring the selector could deliver, are ignored.
+func NewDefaultWatcher(client kubernetes.Interface, opts Options) (DefaultWatcher, error) {
+	if client == nil {
+		return nil, errors.New("revisions: nil Kubernetes client")
+	}
+	opts = opts.withDefaults()
+	if err := opts.validate(); err != nil {
+		return nil, fmt.Errorf("revisions: %w", err)
+	}
+
+	selector := fields.OneTermEqualSelector("metadata.name", opts.WebhookName).String()
+	informer := admissioninformers.NewFilteredMutatingWebhookConfigurationInformer(client, 0, cache.Indexers{},
+		func(o *metav1.ListOptions) { o.FieldSelector = selector })
+
+	w := &informerWatcher{
+		name:     opts.WebhookName,
+		label:    opts.RevisionLabel,
+		log:      opts.Logger.With(zap.String("webhook", opts.WebhookName), zap.String("label", opts.RevisionLabel)),
+		informer: informer,
+	}
+	// The informer delivers the events of one handler registration one at a
+	// time, in order, from a single goroutine: that is what serialises the
+	// calls of the user's handlers.
+	reg, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    w.observe,
+		UpdateFunc: func(_, obj any) { w.observe(obj) },
+		DeleteFunc: w.remove,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("revisions: registering the webhook event handler: %w", err)
+	}
+	w.registration = reg
+	return w, nil
+}
+
+type informerWatcher struct {
+	name  string
+	label string
+	log   *zap.Logger
+
+	informer     cache.SharedIndexInformer
+	registration cache.ResourceEventHandlerRegistration
+
+	mu       sync.Mutex
+	started  bool
+	current  string
+	handlers []DefaultHandlerFunc
+}
+
+func (w *informerWatcher) Run(stop <-chan struct{}) {
+	w.mu.Lock()
+	started := w.started
+	w.started = true
+	w.mu.Unlock()
+	if started {
+		w.log.Warn("default revision watcher already running; this Run only waits for stop")
+		<-stop
+		return
+	}
+	w.log.Debug("watching the default revision")
+	// Run returns after the informer's goroutines, including the one calling
+	// our handlers, have finished.
+	w.informer.Run(stop)
+	w.log.Debug("stopped watching the default revision")
+}
+
+// HasSynced is true once the initial list has been delivered to our handler,
+// so GetDefault already reflects it.
+func (w *informerWatcher) HasSynced() bool { return w.registration.HasSynced() }
+
+func (w *informerWatcher) GetDefault() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.current
+}
+
+func (w *informerWatcher) AddHandler(h DefaultHandlerFunc) {
+	if h == nil {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.handlers = append(w.handlers, h)
+}
+
+// observe handles an added or updated object.
+func (w *informerWatcher) observe(obj any) {
+	wh, ok := obj.(*admissionregistrationv1.MutatingWebhookConfiguration)
+	if !ok || wh.Name != w.name {
+		return
+	}
+	w.set(wh.Labels[w.label])
+}
+
+// remove handles a deleted object, possibly seen only as a tombstone after a
+// relist.
+func (w *informerWatcher) remove(obj any) {
+	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = tomb.Obj
+	}
+	if wh, ok := obj.(*admissionregistrationv1.MutatingWebhookConfiguration); ok && wh.Name != w.name {
+		return
+	}
+	w.set("")
+}
+
+// set records the default and calls the handlers when it changed. It runs on
+// the informer's delivery goroutine only.
+func (w *informerWatcher) set(revision string) {
+	w.mu.Lock()
+	previous := w.current
+	if revision == previous {
+		w.mu.Unlock()
+		return
+	}
+	w.current = revision
+	handlers := slices.Clone(w.handlers)
+	w.mu.Unlock()
+
+	w.log.Info("default revision changed", zap.String("from", previous), zap.String("to", revision))
+	for _, h := range handlers {
+		h(revision)
+	}
+}
