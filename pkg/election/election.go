@@ -341,6 +341,8 @@ type Status struct {
 	Cycle              int32     `json:"cycle"`
 	Transitions        int       `json:"transitions"`
 	LastTransitionTime time.Time `json:"lastTransitionTime"`
+	// LastError is why the latest attempt to acquire or renew failed, if it did.
+	LastError string `json:"lastError,omitempty"`
 }
 
 // Status returns what this instance knows about its election.
@@ -361,6 +363,9 @@ func (l *LeaderElection) Status() Status {
 		s.Holder = rec.HolderIdentity
 		s.HolderKey = rec.HolderKey
 		s.Transitions = rec.LeaderTransitions
+		if err := l.elector.LastError(); err != nil {
+			s.LastError = err.Error()
+		}
 	}
 	return s
 }

@@ -47,6 +47,7 @@ type LeaderElector struct {
 	observedTime    time.Time
 	observedCorrupt bool
 	reportedLeader  string
+	lastErr         error
 }
 
 // New validates cfg and returns an elector. It does not talk to the API
@@ -110,6 +111,15 @@ func (le *LeaderElector) Observed() (resourcelock.Record, time.Time) {
 	return le.observedRecord, le.observedTime
 }
 
+// LastError returns the error of the latest attempt to acquire or renew, or
+// nil when it succeeded or found the lock held by another candidate. It tells
+// why a candidate cannot lead (for example missing RBAC permissions).
+func (le *LeaderElector) LastError() error {
+	le.mu.Lock()
+	defer le.mu.Unlock()
+	return le.lastErr
+}
+
 // Trigger makes a waiting candidate try to acquire at once instead of at its
 // next retry, for example because the key comparison may have changed. It
 // never blocks.
@@ -141,6 +151,7 @@ func (le *LeaderElector) acquire(ctx context.Context) bool {
 	le.log.Debug("contending for leadership")
 	for {
 		outcome, err := le.attempt(ctx, false)
+		le.setLastError(err)
 		switch outcome {
 		case acquired:
 			le.log.Info("acquired leadership")
@@ -228,6 +239,7 @@ func (le *LeaderElector) renew(ctx context.Context) (stillHeld bool) {
 		attemptCtx, cancel := context.WithTimeout(ctx, remaining)
 		outcome, err := le.attempt(attemptCtx, true)
 		cancel()
+		le.setLastError(err)
 		switch outcome {
 		case acquired:
 			lastRenew = le.clock.Now()
@@ -406,6 +418,12 @@ func (le *LeaderElector) release() {
 		le.observe(rec, raw, now)
 	}
 	le.log.Warn("gave up releasing the lock after repeated conflicts", zap.Int("attempts", releaseAttempts))
+}
+
+func (le *LeaderElector) setLastError(err error) {
+	le.mu.Lock()
+	le.lastErr = err
+	le.mu.Unlock()
 }
 
 func (le *LeaderElector) setLeading(v bool) {
