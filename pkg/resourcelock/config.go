@@ -35,11 +35,21 @@ const (
 // New builds a lock of the given kind ("configmaps" or "leases") named name
 // in namespace.
 func New(kind, namespace, name string, client kubernetes.Interface, cfg Config) (Interface, error) {
+	// Each case checks err itself: returning the constructor's results
+	// directly would turn a nil *ConfigMapLock into a non-nil Interface.
 	switch kind {
 	case ConfigMapsResourceLock:
-		return NewConfigMapLock(client.CoreV1(), namespace, name, cfg)
+		l, err := NewConfigMapLock(client.CoreV1(), namespace, name, cfg)
+		if err != nil {
+			return nil, err
+		}
+		return l, nil
 	case LeasesResourceLock:
-		return NewLeaseLock(client.CoordinationV1(), namespace, name, cfg)
+		l, err := NewLeaseLock(client.CoordinationV1(), namespace, name, cfg)
+		if err != nil {
+			return nil, err
+		}
+		return l, nil
 	default:
 		return nil, fmt.Errorf("unknown lock kind %q: want %q or %q", kind, ConfigMapsResourceLock, LeasesResourceLock)
 	}
