@@ -100,6 +100,14 @@ func (l *ConfigMapLock) RecordEvent(eventType, reason, message string) {
 	l.cfg.EventRecorder.Eventf(obj, eventType, reason, "%s", message)
 }
 
+// ResourceVersion implements Interface.
+func (l *ConfigMapLock) ResourceVersion() string {
+	if l.cm == nil {
+		return ""
+	}
+	return l.cm.ResourceVersion
+}
+
 // Identity implements Interface.
 func (l *ConfigMapLock) Identity() string { return l.cfg.Identity }
 

@@ -57,6 +57,12 @@ type Interface interface {
 	// configured with an event recorder. eventType is corev1.EventTypeNormal
 	// or corev1.EventTypeWarning.
 	RecordEvent(eventType, reason, message string)
+	// ResourceVersion is the resourceVersion of the lock object as last read
+	// or written through this lock; empty before the first success. Every
+	// successful write changes it, even one that leaves the record bytes
+	// unchanged (two renewals within the same second), so it is the reliable
+	// sign that the holder is alive.
+	ResourceVersion() string
 	// Identity is the holder identity this lock writes.
 	Identity() string
 	// Key is the holder key this lock writes.

@@ -86,6 +86,14 @@ func (l *LeaseLock) RecordEvent(eventType, reason, message string) {
 	l.cfg.EventRecorder.Eventf(obj, eventType, reason, "%s", message)
 }
 
+// ResourceVersion implements Interface.
+func (l *LeaseLock) ResourceVersion() string {
+	if l.lease == nil {
+		return ""
+	}
+	return l.lease.ResourceVersion
+}
+
 // Identity implements Interface.
 func (l *LeaseLock) Identity() string { return l.cfg.Identity }
 

@@ -44,6 +44,7 @@ type LeaderElector struct {
 	leading         bool
 	observedRecord  resourcelock.Record
 	observedRaw     []byte
+	observedVersion string
 	observedTime    time.Time
 	observedCorrupt bool
 	reportedLeader  string
@@ -357,6 +358,7 @@ func (le *LeaderElector) overwriteCorrupt(ctx context.Context, renewing bool, de
 	if changed {
 		le.observedCorrupt = true
 		le.observedRaw = raw
+		le.observedVersion = le.cfg.Lock.ResourceVersion()
 		le.observedTime = now
 	}
 	firstSeen := le.observedTime
@@ -442,15 +444,19 @@ func (le *LeaderElector) leaseValid(now time.Time) bool {
 	return !le.observedTime.Add(time.Duration(secs) * time.Second).Before(now)
 }
 
-// observe remembers rec if its bytes differ from what was seen last.
+// observe remembers rec if the lock changed since it was seen last. A change
+// is new record bytes or a new object version: a holder that renews twice
+// within a second writes the same bytes, but its writes still show it alive.
 func (le *LeaderElector) observe(rec *resourcelock.Record, raw []byte, now time.Time) {
+	version := le.cfg.Lock.ResourceVersion()
 	le.mu.Lock()
-	if !le.observedCorrupt && bytes.Equal(raw, le.observedRaw) && !le.observedTime.IsZero() {
+	if !le.observedCorrupt && bytes.Equal(raw, le.observedRaw) && version == le.observedVersion && !le.observedTime.IsZero() {
 		le.mu.Unlock()
 		return
 	}
 	le.observedRecord = *rec
 	le.observedRaw = raw
+	le.observedVersion = version
 	le.observedTime = now
 	le.observedCorrupt = false
 	le.mu.Unlock()
@@ -462,6 +468,7 @@ func (le *LeaderElector) observeOwnWrite(rec resourcelock.Record, now time.Time)
 	le.mu.Lock()
 	le.observedRecord = rec
 	le.observedRaw = resourcelock.EncodeRecord(rec)
+	le.observedVersion = le.cfg.Lock.ResourceVersion()
 	le.observedTime = now
 	le.observedCorrupt = false
 	le.mu.Unlock()

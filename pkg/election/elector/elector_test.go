@@ -450,3 +450,20 @@ func (e *eventSink) count(eventType, reason string) int {
 	}
 	return n
 }
+
+func TestRewriteWithSameBytesStillShowsHolderAlive(t *testing.T) {
+	h := newHarness(t)
+	rec := held("b", "", 4)
+	h.writeRecord(rec)
+	le := h.elector("a", "", nil, nil)
+	mustAttempt(t, le, false, heldByOther)
+	h.clock.Step(3 * time.Second)
+	// Two renewals within one second write identical bytes; only the
+	// object's resourceVersion changes.
+	h.writeRecord(rec)
+	mustAttempt(t, le, false, heldByOther)
+	h.clock.Step(3 * time.Second) // 6s after the first sight, 3s after the rewrite
+	mustAttempt(t, le, false, heldByOther)
+	h.clock.Step(1001 * time.Millisecond)
+	mustAttempt(t, le, false, acquired)
+}
