@@ -154,10 +154,12 @@ func newElection(s spec, client kubernetes.Interface, opts []Option) (*LeaderEle
 	if s.lockKind == LeaseLock {
 		kind = resourcelock.LeasesResourceLock
 	}
+	cooperative := l.prioritized && o.handover
 	lock, err := resourcelock.New(kind, s.namespace, l.lockName, client, resourcelock.Config{
 		Identity:      s.identity,
 		Key:           l.candidate.Key(),
 		EventRecorder: o.eventRecorder,
+		Cooperative:   cooperative,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("election %q: %w", s.electionID, err)
@@ -191,12 +193,17 @@ func newElection(s spec, client kubernetes.Interface, opts []Option) (*LeaderEle
 		Clock:           o.clock,
 		Metrics:         o.metrics,
 		Logger:          o.logger,
+		Watch:           o.watch,
 		Callbacks: elector.Callbacks{
 			OnStartedLeading: l.runLeading,
 		},
 	}
 	if l.prioritized {
 		cfg.KeyComparison = l.shouldSteal
+	}
+	if cooperative {
+		cfg.HandoverGrace = o.handoverGrace
+		cfg.AcceptHandover = l.shouldHandOver
 	}
 	l.elector, err = elector.New(cfg)
 	if err != nil {
@@ -212,6 +219,12 @@ func newElection(s spec, client kubernetes.Interface, opts []Option) (*LeaderEle
 // shouldSteal applies the steal rule against the current default revision.
 func (l *LeaderElection) shouldSteal(holderKey string) bool {
 	return LocationPrioritizedComparison(holderKey, l.candidate, l.watcher.GetDefault())
+}
+
+// shouldHandOver tells a holder whether a candidate with candidateKey is
+// entitled, by the steal rule and the current default revision, to the lock.
+func (l *LeaderElection) shouldHandOver(candidateKey string) bool {
+	return LocationPrioritizedComparison(l.candidate.Key(), ParseKey(candidateKey), l.watcher.GetDefault())
 }
 
 // AddRunFunction registers work that runs while this instance leads. It must
@@ -391,6 +404,9 @@ type options struct {
 	prioritized     bool
 	releaseOnCancel bool
 	stopTimeout     time.Duration
+	watch           bool
+	handover        bool
+	handoverGrace   time.Duration
 	clock           clock.WithTicker
 }
 
@@ -402,6 +418,9 @@ func defaultOptions() options {
 		prioritized:     features.PrioritizedLeaderElection.Get(),
 		releaseOnCancel: features.LeaderElectionReleaseOnCancel.Get(),
 		stopTimeout:     features.LeaderElectionStopTimeout.Get(),
+		watch:           features.LeaderElectionWatch.Get(),
+		handover:        features.LeaderElectionHandover.Get(),
+		handoverGrace:   features.LeaderElectionHandoverGrace.Get(),
 	}
 }
 
@@ -438,6 +457,18 @@ func WithReleaseOnCancel(r bool) Option { return func(o *options) { o.releaseOnC
 
 // WithStopTimeout overrides LEADER_ELECTION_STOP_TIMEOUT.
 func WithStopTimeout(d time.Duration) Option { return func(o *options) { o.stopTimeout = d } }
+
+// WithWatch overrides LEADER_ELECTION_WATCH: follow the lock with a watch
+// (true) or poll it every retry period as client-go and istiod do (false).
+func WithWatch(w bool) Option { return func(o *options) { o.watch = w } }
+
+// WithHandover overrides LEADER_ELECTION_HANDOVER and
+// LEADER_ELECTION_HANDOVER_GRACE: with enabled, a candidate entitled to the
+// lock asks a meshd holder to hand it over and waits up to grace before
+// taking it by force.
+func WithHandover(enabled bool, grace time.Duration) Option {
+	return func(o *options) { o.handover, o.handoverGrace = enabled, grace }
+}
 
 // WithClock sets the clock, for tests.
 func WithClock(c clock.WithTicker) Option { return func(o *options) { o.clock = c } }

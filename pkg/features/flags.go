@@ -68,4 +68,23 @@ var (
 	// after the TTL.
 	LeaderElectionReleaseOnCancel = RegisterBool("LEADER_ELECTION_RELEASE_ON_CANCEL", true,
 		"Release the lock when a leader is stopped, so that another instance takes over without waiting for the TTL.")
+
+	// LeaderElectionWatch makes electors follow their lock with a watch
+	// instead of polling it: followers make no requests while the holder is
+	// alive and react to a release or expiry within milliseconds.
+	LeaderElectionWatch = RegisterBool("LEADER_ELECTION_WATCH", true,
+		"Follow each lock with a watch instead of polling it. Followers then make no requests while the holder is alive and take over within milliseconds of a release or expiry; while the watch is broken they poll.")
+
+	// LeaderElectionHandover turns on cooperative preemption in prioritized
+	// elections: a candidate that may take the lock first asks a meshd
+	// holder to hand it over, so the two never lead at once.
+	LeaderElectionHandover = RegisterBool("LEADER_ELECTION_HANDOVER", true,
+		"Cooperative preemption: a higher-priority candidate asks a meshd holder to stop and hand the lock over, instead of taking it while the holder still runs its work.")
+
+	// LeaderElectionHandoverGrace bounds how long a candidate waits for a
+	// holder to honour a handover request before taking the lock anyway. It
+	// should exceed LEADER_ELECTION_STOP_TIMEOUT, which bounds how long the
+	// holder waits for its work to stop before handing over.
+	LeaderElectionHandoverGrace = RegisterDuration("LEADER_ELECTION_HANDOVER_GRACE", 10*time.Second,
+		"How long a candidate waits for the holder to honour a handover request before taking the lock anyway. Should exceed LEADER_ELECTION_STOP_TIMEOUT.")
 )

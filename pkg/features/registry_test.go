@@ -418,6 +418,9 @@ func TestDefaultRegistry(t *testing.T) {
 		{"REVISION_LABEL", "string", "istio.io/rev", staticInfo(RevisionLabel.s)},
 		{"LEADER_ELECTION_STOP_TIMEOUT", "duration", "5s", staticInfo(LeaderElectionStopTimeout.s)},
 		{"LEADER_ELECTION_RELEASE_ON_CANCEL", "bool", "true", staticInfo(LeaderElectionReleaseOnCancel.s)},
+		{"LEADER_ELECTION_WATCH", "bool", "true", staticInfo(LeaderElectionWatch.s)},
+		{"LEADER_ELECTION_HANDOVER", "bool", "true", staticInfo(LeaderElectionHandover.s)},
+		{"LEADER_ELECTION_HANDOVER_GRACE", "duration", "10s", staticInfo(LeaderElectionHandoverGrace.s)},
 	}
 	for _, c := range checks {
 		if c.got.Name != c.name || c.got.Type != c.typ || c.got.Default != c.def || c.got.Description == "" {

@@ -24,6 +24,10 @@ type Config struct {
 	Key string
 	// EventRecorder, if set, receives events about the lock object.
 	EventRecorder EventRecorder
+	// Cooperative makes every record write also write the handover
+	// annotation naming the new holder, which tells candidates that the
+	// holder honours handover requests (see HandoverAnnotationKey).
+	Cooperative bool
 }
 
 // Lock kinds accepted by New.

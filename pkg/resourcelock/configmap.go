@@ -6,7 +6,11 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/tools/cache"
 )
 
 // ConfigMapLock keeps the record as JSON in the LeaderAnnotationKey annotation
@@ -22,7 +26,10 @@ type ConfigMapLock struct {
 	cm *corev1.ConfigMap
 }
 
-var _ Interface = (*ConfigMapLock)(nil)
+var (
+	_ HandoverLock = (*ConfigMapLock)(nil)
+	_ Watchable    = (*ConfigMapLock)(nil)
+)
 
 // NewConfigMapLock returns a lock on the ConfigMap namespace/name. It does not
 // talk to the API server.
@@ -41,7 +48,12 @@ func (l *ConfigMapLock) Get(ctx context.Context) (*Record, []byte, error) {
 		return nil, nil, err
 	}
 	l.cm = cm
-	raw, found := cm.Annotations[LeaderAnnotationKey]
+	return l.decode()
+}
+
+// decode returns the record of the last seen ConfigMap.
+func (l *ConfigMapLock) decode() (*Record, []byte, error) {
+	raw, found := l.cm.Annotations[LeaderAnnotationKey]
 	if !found {
 		return &Record{}, nil, nil
 	}
@@ -61,6 +73,7 @@ func (l *ConfigMapLock) Create(ctx context.Context, r Record) error {
 			Annotations: map[string]string{LeaderAnnotationKey: string(EncodeRecord(r))},
 		},
 	}
+	l.cfg.advertise(&cm.ObjectMeta, r)
 	created, err := l.client.ConfigMaps(l.namespace).Create(ctx, cm, metav1.CreateOptions{})
 	if err != nil {
 		return err
@@ -79,6 +92,7 @@ func (l *ConfigMapLock) Update(ctx context.Context, r Record) error {
 		cm.Annotations = map[string]string{}
 	}
 	cm.Annotations[LeaderAnnotationKey] = string(EncodeRecord(r))
+	l.cfg.advertise(&cm.ObjectMeta, r)
 	updated, err := l.client.ConfigMaps(l.namespace).Update(ctx, cm, metav1.UpdateOptions{})
 	if err != nil {
 		return err
@@ -86,6 +100,70 @@ func (l *ConfigMapLock) Update(ctx context.Context, r Record) error {
 	l.cm = updated
 	return nil
 }
+
+// Handover implements HandoverLock.
+func (l *ConfigMapLock) Handover() Handover {
+	if l.cm == nil {
+		return Handover{}
+	}
+	return readHandover(l.cm.Annotations)
+}
+
+// RequestHandover implements HandoverLock.
+func (l *ConfigMapLock) RequestHandover(ctx context.Context, h Handover) error {
+	if l.cm == nil {
+		return ErrNotInitialized
+	}
+	cm := l.cm.DeepCopy()
+	writeHandover(&cm.ObjectMeta, h)
+	updated, err := l.client.ConfigMaps(l.namespace).Update(ctx, cm, metav1.UpdateOptions{})
+	if err != nil {
+		return err
+	}
+	l.cm = updated
+	return nil
+}
+
+// ListWatch implements Watchable.
+func (l *ConfigMapLock) ListWatch() cache.ListerWatcher {
+	selector := fields.OneTermEqualSelector("metadata.name", l.name).String()
+	return &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+			opts.FieldSelector = selector
+			return l.client.ConfigMaps(l.namespace).List(ctx, opts)
+		},
+		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+			opts.FieldSelector = selector
+			return l.client.ConfigMaps(l.namespace).Watch(ctx, opts)
+		},
+	}
+}
+
+// ExampleObject implements Watchable.
+func (l *ConfigMapLock) ExampleObject() runtime.Object { return &corev1.ConfigMap{} }
+
+// Observe implements Watchable.
+func (l *ConfigMapLock) Observe(obj runtime.Object) (*Record, []byte, error) {
+	cm, ok := obj.(*corev1.ConfigMap)
+	if !ok {
+		return nil, nil, fmt.Errorf("%s: watch delivered %T, not a ConfigMap", l.Describe(), obj)
+	}
+	if l.cm == nil || newer(cm.ResourceVersion, l.cm.ResourceVersion) {
+		l.cm = cm
+	}
+	return l.decode()
+}
+
+// Peek implements Watchable.
+func (l *ConfigMapLock) Peek() (*Record, []byte, error) {
+	if l.cm == nil {
+		return nil, nil, ErrNotInitialized
+	}
+	return l.decode()
+}
+
+// Forget implements Watchable.
+func (l *ConfigMapLock) Forget() { l.cm = nil }
 
 // RecordEvent records an event on the ConfigMap.
 func (l *ConfigMapLock) RecordEvent(eventType, reason, message string) {

@@ -6,7 +6,11 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
 	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
+	"k8s.io/client-go/tools/cache"
 )
 
 // LeaseLock maps the record onto a coordination.k8s.io/v1 Lease. The holder
@@ -21,7 +25,10 @@ type LeaseLock struct {
 	lease *coordinationv1.Lease
 }
 
-var _ Interface = (*LeaseLock)(nil)
+var (
+	_ HandoverLock = (*LeaseLock)(nil)
+	_ Watchable    = (*LeaseLock)(nil)
+)
 
 // NewLeaseLock returns a lock on the Lease namespace/name. It does not talk to
 // the API server.
@@ -39,7 +46,11 @@ func (l *LeaseLock) Get(ctx context.Context) (*Record, []byte, error) {
 		return nil, nil, err
 	}
 	l.lease = lease
-	rec := LeaseToRecord(lease)
+	return l.decode()
+}
+
+func (l *LeaseLock) decode() (*Record, []byte, error) {
+	rec := LeaseToRecord(l.lease)
 	return rec, EncodeRecord(*rec), nil
 }
 
@@ -49,6 +60,7 @@ func (l *LeaseLock) Create(ctx context.Context, r Record) error {
 		ObjectMeta: metav1.ObjectMeta{Name: l.name, Namespace: l.namespace},
 	}
 	ApplyRecordToLease(r, lease)
+	l.cfg.advertise(&lease.ObjectMeta, r)
 	created, err := l.client.Leases(l.namespace).Create(ctx, lease, metav1.CreateOptions{})
 	if err != nil {
 		return err
@@ -65,6 +77,7 @@ func (l *LeaseLock) Update(ctx context.Context, r Record) error {
 	}
 	lease := l.lease.DeepCopy()
 	ApplyRecordToLease(r, lease)
+	l.cfg.advertise(&lease.ObjectMeta, r)
 	updated, err := l.client.Leases(l.namespace).Update(ctx, lease, metav1.UpdateOptions{})
 	if err != nil {
 		return err
@@ -72,6 +85,70 @@ func (l *LeaseLock) Update(ctx context.Context, r Record) error {
 	l.lease = updated
 	return nil
 }
+
+// Handover implements HandoverLock.
+func (l *LeaseLock) Handover() Handover {
+	if l.lease == nil {
+		return Handover{}
+	}
+	return readHandover(l.lease.Annotations)
+}
+
+// RequestHandover implements HandoverLock.
+func (l *LeaseLock) RequestHandover(ctx context.Context, h Handover) error {
+	if l.lease == nil {
+		return ErrNotInitialized
+	}
+	lease := l.lease.DeepCopy()
+	writeHandover(&lease.ObjectMeta, h)
+	updated, err := l.client.Leases(l.namespace).Update(ctx, lease, metav1.UpdateOptions{})
+	if err != nil {
+		return err
+	}
+	l.lease = updated
+	return nil
+}
+
+// ListWatch implements Watchable.
+func (l *LeaseLock) ListWatch() cache.ListerWatcher {
+	selector := fields.OneTermEqualSelector("metadata.name", l.name).String()
+	return &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+			opts.FieldSelector = selector
+			return l.client.Leases(l.namespace).List(ctx, opts)
+		},
+		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+			opts.FieldSelector = selector
+			return l.client.Leases(l.namespace).Watch(ctx, opts)
+		},
+	}
+}
+
+// ExampleObject implements Watchable.
+func (l *LeaseLock) ExampleObject() runtime.Object { return &coordinationv1.Lease{} }
+
+// Observe implements Watchable.
+func (l *LeaseLock) Observe(obj runtime.Object) (*Record, []byte, error) {
+	lease, ok := obj.(*coordinationv1.Lease)
+	if !ok {
+		return nil, nil, fmt.Errorf("%s: watch delivered %T, not a Lease", l.Describe(), obj)
+	}
+	if l.lease == nil || newer(lease.ResourceVersion, l.lease.ResourceVersion) {
+		l.lease = lease
+	}
+	return l.decode()
+}
+
+// Peek implements Watchable.
+func (l *LeaseLock) Peek() (*Record, []byte, error) {
+	if l.lease == nil {
+		return nil, nil, ErrNotInitialized
+	}
+	return l.decode()
+}
+
+// Forget implements Watchable.
+func (l *LeaseLock) Forget() { l.lease = nil }
 
 // RecordEvent records an event on the Lease.
 func (l *LeaseLock) RecordEvent(eventType, reason, message string) {

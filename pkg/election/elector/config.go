@@ -73,6 +73,29 @@ type Config struct {
 	// return before releasing the lock. Zero means do not wait.
 	StopTimeout time.Duration
 
+	// Watch follows the lock object with a watch instead of polling it. A
+	// follower then makes no requests while the holder is alive: it tries to
+	// acquire as soon as the lock is released or deleted, exactly when the
+	// lease expires by its own observation, and when Trigger is called. A
+	// leader ends its term as soon as an event shows another holder. While
+	// the watch is broken the elector polls every RetryPeriod. The lock must
+	// implement resourcelock.Watchable.
+	Watch bool
+
+	// HandoverGrace, when positive, turns on cooperative preemption. A
+	// candidate entitled by KeyComparison to take the lock from a holder that
+	// advertises cooperation (see resourcelock.HandoverAnnotationKey) first
+	// asks it to hand over, and takes the lock by force only if the holder has
+	// not done so within HandoverGrace. A holder asked to hand over stops its
+	// work, waits for it (up to StopTimeout), then writes the record naming
+	// the candidate, so the two never run at once. HandoverGrace should
+	// exceed StopTimeout. The lock must implement resourcelock.HandoverLock.
+	HandoverGrace time.Duration
+	// AcceptHandover tells a holder whether to honour a request from a
+	// candidate with the given key; requests it refuses are cleared by the
+	// next renew. Nil refuses every request.
+	AcceptHandover func(candidateKey string) bool
+
 	// Clock defaults to the real clock.
 	Clock clock.WithTicker
 	// Metrics defaults to a no-op implementation.
@@ -110,6 +133,18 @@ func (c *Config) Validate() error {
 	}
 	if float64(c.RenewDeadline) <= JitterFactor*float64(c.RetryPeriod) {
 		add("RenewDeadline %v must be greater than %.1f x RetryPeriod %v", c.RenewDeadline, JitterFactor, c.RetryPeriod)
+	}
+	if c.Watch && c.Lock != nil {
+		if _, ok := c.Lock.(resourcelock.Watchable); !ok {
+			add("Watch needs a lock that can be watched; %T cannot", c.Lock)
+		}
+	}
+	if c.HandoverGrace < 0 {
+		add("HandoverGrace %v must not be negative", c.HandoverGrace)
+	} else if c.HandoverGrace > 0 && c.Lock != nil {
+		if _, ok := c.Lock.(resourcelock.HandoverLock); !ok {
+			add("HandoverGrace needs a lock that supports handover; %T does not", c.Lock)
+		}
 	}
 	if c.StopTimeout < 0 {
 		add("StopTimeout %v must not be negative", c.StopTimeout)

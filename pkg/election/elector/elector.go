@@ -19,12 +19,17 @@ import (
 	"github.com/meshd-io/meshd/pkg/resourcelock"
 )
 
-// releaseAttempts bounds how often a release is retried after conflicts.
+// releaseAttempts bounds how often a release or handover is retried after
+// conflicts.
 const releaseAttempts = 3
 
 // maxRecordLeaseSeconds caps the lease duration read from a record, so that a
 // huge value cannot overflow time arithmetic.
 const maxRecordLeaseSeconds = math.MaxInt32
+
+// expirySlack is added to a computed expiry so that the wake-up lands after
+// it, not on it.
+const expirySlack = time.Millisecond
 
 // Event reasons recorded on the lock object.
 const (
@@ -39,6 +44,15 @@ type LeaderElector struct {
 	clock   clock.WithTicker
 	metrics Metrics
 	trigger chan struct{}
+
+	// watch is set when Config.Watch is; see watch.go.
+	watch *lockWatch
+	// handover is set when cooperative preemption is on.
+	handover resourcelock.HandoverLock
+
+	// Used only by the goroutine running Run.
+	requestFor string    // the holder's term (termKey) a pending handover request applies to
+	requestAt  time.Time // when this candidate first saw that request pending
 
 	mu              sync.Mutex
 	leading         bool
@@ -75,15 +89,25 @@ func New(cfg Config) (*LeaderElector, error) {
 	if le.metrics == nil {
 		le.metrics = noopMetrics{}
 	}
+	if cfg.Watch {
+		le.watch = newLockWatch(le, cfg.Lock.(resourcelock.Watchable))
+	}
+	if cfg.HandoverGrace > 0 {
+		le.handover = cfg.Lock.(resourcelock.HandoverLock)
+	}
 	return le, nil
 }
 
 // Run takes part in the election until ctx is cancelled or one term of
 // leadership has ended, whichever comes first. It returns only after the
-// OnStartedLeading callback it started has returned. Run may be called again
-// after it returns, to contend for another term; it must not be called
-// concurrently with itself.
+// OnStartedLeading callback and the watch it started have returned. Run may
+// be called again after it returns, to contend for another term; it must not
+// be called concurrently with itself.
 func (le *LeaderElector) Run(ctx context.Context) {
+	if le.watch != nil {
+		stop := le.watch.start(ctx)
+		defer stop()
+	}
 	if !le.acquire(ctx) {
 		return
 	}
@@ -150,30 +174,85 @@ func (le *LeaderElector) Check(tolerance time.Duration) error {
 // acquire tries until the lock is taken (true) or ctx ends (false).
 func (le *LeaderElector) acquire(ctx context.Context) bool {
 	le.log.Debug("contending for leadership")
+	tryNow := true
 	for {
-		outcome, err := le.attempt(ctx, false)
-		le.setLastError(err)
-		switch outcome {
-		case acquired:
-			le.log.Info("acquired leadership")
-			return true
-		case failed:
-			le.log.Warn("could not try to acquire the lock", zap.Error(err))
+		if tryNow {
+			outcome, err := le.attempt(ctx, false)
+			le.setLastError(err)
+			switch outcome {
+			case acquired:
+				le.log.Info("acquired leadership")
+				return true
+			case failed:
+				le.log.Warn("could not try to acquire the lock", zap.Error(err))
+			}
 		}
-		timer := le.clock.NewTimer(wait.Jitter(le.cfg.RetryPeriod, JitterFactor))
+		timer := le.clock.NewTimer(le.followerWait())
 		select {
 		case <-ctx.Done():
 			timer.Stop()
 			return false
 		case <-timer.C():
+			tryNow = true
 		case <-le.trigger:
 			timer.Stop()
+			tryNow = true
+		case <-le.watchEvents():
+			timer.Stop()
+			tryNow = le.watch.ingest() && le.worthTrying()
 		}
 	}
 }
 
+// followerWait is how long a follower sleeps before its next attempt when
+// nothing happens meanwhile. Polling, it is the jittered retry period; with a
+// working watch, it is the time until the lease (or a handover grace) runs
+// out by this candidate's observation.
+func (le *LeaderElector) followerWait() time.Duration {
+	poll := wait.Jitter(le.cfg.RetryPeriod, JitterFactor)
+	if le.watch == nil || !le.watch.healthy() {
+		return poll
+	}
+	le.mu.Lock()
+	rec, seen, corrupt := le.observedRecord, le.observedTime, le.observedCorrupt
+	le.mu.Unlock()
+	if seen.IsZero() || (rec.HolderIdentity == "" && !corrupt) {
+		return poll // nothing known, or free and the last attempt failed
+	}
+	lease := le.cfg.LeaseDuration
+	if !corrupt {
+		lease = time.Duration(min(rec.LeaseDurationSeconds, maxRecordLeaseSeconds)) * time.Second
+	}
+	deadline := seen.Add(lease)
+	if le.requestFor == termKey(&rec) {
+		if graceEnd := le.requestAt.Add(le.cfg.HandoverGrace); graceEnd.Before(deadline) {
+			deadline = graceEnd
+		}
+	}
+	return max(deadline.Sub(le.clock.Now())+expirySlack, expirySlack)
+}
+
+// worthTrying reports whether the record last observed may let this
+// candidate acquire: it is free, names this candidate, is corrupt, or is
+// held by a holder the key comparison lets it take from.
+func (le *LeaderElector) worthTrying() bool {
+	le.mu.Lock()
+	rec, corrupt := le.observedRecord, le.observedCorrupt
+	le.mu.Unlock()
+	switch {
+	case corrupt:
+		return false // the expiry timer decides
+	case rec.HolderIdentity == "" || rec.HolderIdentity == le.cfg.Lock.Identity():
+		return true
+	case !le.leaseValid(le.clock.Now()):
+		return true
+	default:
+		return le.cfg.KeyComparison != nil && le.cfg.KeyComparison(rec.HolderKey)
+	}
+}
+
 // lead runs one term: starts the callback, renews until the term ends, stops
-// the callback, and releases the lock if ctx was cancelled.
+// the callback, and then hands the lock over or releases it as appropriate.
 func (le *LeaderElector) lead(ctx context.Context) {
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -187,14 +266,16 @@ func (le *LeaderElector) lead(ctx context.Context) {
 		le.cfg.Callbacks.OnStartedLeading(runCtx)
 	}()
 
-	stillHeld := le.renew(ctx)
+	end := le.renew(ctx)
 	le.setLeading(false)
 	cancel()
 	le.waitStopped(done)
-	if stillHeld && le.cfg.ReleaseOnCancel {
+	switch {
+	case end.handTo != nil:
+		le.handOver(*end.handTo)
+	case end.stillHeld && le.cfg.ReleaseOnCancel:
 		le.release()
-	}
-	if !stillHeld {
+	case !end.stillHeld:
 		le.metrics.Lost(le.cfg.Name)
 	}
 	le.cfg.Lock.RecordEvent(corev1.EventTypeNormal, ReasonLeaderElection, le.cfg.Lock.Identity()+" stopped leading")
@@ -219,23 +300,44 @@ func (le *LeaderElector) waitStopped(done <-chan struct{}) {
 	}
 }
 
-// renew keeps the lock until ctx is cancelled (returns true: still held) or
-// the term is lost (false): another holder appeared, or no renew succeeded
-// for RenewDeadline.
-func (le *LeaderElector) renew(ctx context.Context) (stillHeld bool) {
+// termEnd says how a term ended.
+type termEnd struct {
+	// stillHeld: the record still names this candidate (ctx was cancelled).
+	stillHeld bool
+	// handTo: a candidate asked for the lock and this holder agreed.
+	handTo *resourcelock.Handover
+}
+
+// renew keeps the lock until ctx is cancelled, the term is lost (another
+// holder appeared, or no renew succeeded for RenewDeadline), or a candidate
+// asks for the lock and is granted it.
+func (le *LeaderElector) renew(ctx context.Context) termEnd {
 	lastRenew := le.clock.Now()
 	timer := le.clock.NewTimer(le.cfg.RetryPeriod)
 	defer timer.Stop()
 	for {
 		select {
 		case <-ctx.Done():
-			return true
+			return termEnd{stillHeld: true}
 		case <-timer.C():
+		case <-le.watchEvents():
+			if !le.watch.ingest() {
+				continue
+			}
+			if holder := le.GetLeader(); holder != le.cfg.Lock.Identity() {
+				le.log.Info("another holder took the lock; stopping leadership at once", zap.String("holder", holder))
+				return termEnd{}
+			}
+			if !le.handoverRequested() {
+				continue
+			}
+			// A candidate asks for the lock: answer now, not at the next renew.
+			timer.Stop()
 		}
 		remaining := le.cfg.RenewDeadline - le.clock.Since(lastRenew)
 		if remaining <= 0 {
 			le.log.Warn("renew deadline passed; stopping leadership", zap.Duration("renewDeadline", le.cfg.RenewDeadline))
-			return false
+			return termEnd{}
 		}
 		attemptCtx, cancel := context.WithTimeout(ctx, remaining)
 		outcome, err := le.attempt(attemptCtx, true)
@@ -246,10 +348,14 @@ func (le *LeaderElector) renew(ctx context.Context) (stillHeld bool) {
 			lastRenew = le.clock.Now()
 		case heldByOther:
 			le.log.Info("another holder took the lock; stopping leadership at once", zap.String("holder", le.GetLeader()))
-			return false
+			return termEnd{}
+		case handOff:
+			h := le.handover.Handover()
+			le.log.Info("handing the lock over on request", zap.String("candidate", h.Candidate), zap.String("candidateKey", h.CandidateKey))
+			return termEnd{stillHeld: true, handTo: &h}
 		case failed:
 			if ctx.Err() != nil {
-				return true
+				return termEnd{stillHeld: true}
 			}
 			le.metrics.RenewFailed(le.cfg.Name)
 			le.log.Warn("failed to renew", zap.Error(err))
@@ -258,37 +364,47 @@ func (le *LeaderElector) renew(ctx context.Context) (stillHeld bool) {
 	}
 }
 
+// handoverRequested reports whether the lock object last seen carries a
+// request, addressed to this holder, that it agrees to.
+func (le *LeaderElector) handoverRequested() bool {
+	if le.handover == nil {
+		return false
+	}
+	h := le.handover.Handover()
+	return h.Requested(le.cfg.Lock.Identity()) && le.cfg.AcceptHandover != nil && le.cfg.AcceptHandover(h.CandidateKey)
+}
+
 type outcome int
 
 const (
 	acquired    outcome = iota // the lock is ours now (taken or renewed)
-	heldByOther                // someone else holds it and we may not take it
+	heldByOther                // someone else holds it and we may not take it (yet)
 	failed                     // the API call failed; state unknown
+	handOff                    // (leader only) a candidate asked for the lock and we agree
 )
 
-// attempt makes one try to take or renew the lock.
+// attempt makes one try to take or renew the lock. A follower with a working
+// watch decides from the object the watch delivered and reads from the API
+// server only after its write conflicts.
 func (le *LeaderElector) attempt(ctx context.Context, renewing bool) (outcome, error) {
 	if !renewing {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, le.cfg.RenewDeadline)
 		defer cancel()
 	}
-	now := le.clock.Now()
-	desired := resourcelock.Record{
-		HolderIdentity:       le.cfg.Lock.Identity(),
-		HolderKey:            le.cfg.Lock.Key(),
-		LeaseDurationSeconds: int(le.cfg.LeaseDuration / time.Second),
-		AcquireTime:          metav1.NewTime(now),
-		RenewTime:            metav1.NewTime(now),
-	}
-
-	// Fast path: a leader overwrites the object version it last wrote. If
-	// anyone else wrote since, the update conflicts and we read below.
+	me := le.cfg.Lock.Identity()
 	if renewing {
-		if prev, _ := le.Observed(); prev.HolderIdentity == desired.HolderIdentity {
+		if le.handoverRequested() {
+			return handOff, nil
+		}
+		// Fast path: overwrite the object version last written or seen. If
+		// anyone else wrote since, the update conflicts and we read below.
+		if prev, _ := le.Observed(); prev.HolderIdentity == me {
+			now := le.clock.Now()
+			desired := le.desired(now)
 			desired.AcquireTime = prev.AcquireTime
 			desired.LeaderTransitions = prev.LeaderTransitions
-			err := le.cfg.Lock.Update(ctx, desired)
+			err := le.update(ctx, desired)
 			if err == nil {
 				le.observeOwnWrite(desired, now)
 				return acquired, nil
@@ -300,22 +416,58 @@ func (le *LeaderElector) attempt(ctx context.Context, renewing bool) (outcome, e
 		}
 	}
 
-	rec, raw, err := le.cfg.Lock.Get(ctx)
-	switch {
-	case apierrors.IsNotFound(err):
-		if err := le.cfg.Lock.Create(ctx, desired); err != nil {
-			return failed, fmt.Errorf("create %s: %w", le.cfg.Lock.Describe(), err)
+	fromCache := !renewing && le.watch != nil && le.watch.healthy()
+	for {
+		now := le.clock.Now()
+		var (
+			rec *resourcelock.Record
+			raw []byte
+			err error
+		)
+		if fromCache {
+			rec, raw, err = le.watch.lock.Peek()
+			if errors.Is(err, resourcelock.ErrNotInitialized) {
+				fromCache = false
+				continue
+			}
+		} else {
+			rec, raw, err = le.get(ctx)
 		}
-		le.observeOwnWrite(desired, now)
-		return acquired, nil
-	case errors.Is(err, resourcelock.ErrCorruptRecord):
-		return le.overwriteCorrupt(ctx, renewing, desired, raw, err, now)
-	case err != nil:
-		return failed, fmt.Errorf("get %s: %w", le.cfg.Lock.Describe(), err)
-	}
-	le.observe(rec, raw, now)
+		switch {
+		case apierrors.IsNotFound(err):
+			desired := le.desired(now)
+			if err := le.create(ctx, desired); err != nil {
+				return failed, fmt.Errorf("create %s: %w", le.cfg.Lock.Describe(), err)
+			}
+			le.observeOwnWrite(desired, now)
+			return acquired, nil
+		case errors.Is(err, resourcelock.ErrCorruptRecord):
+			out, err := le.overwriteCorrupt(ctx, renewing, raw, err, now)
+			if fromCache && apierrors.IsConflict(err) {
+				fromCache = false
+				continue
+			}
+			return out, err
+		case err != nil:
+			return failed, fmt.Errorf("get %s: %w", le.cfg.Lock.Describe(), err)
+		}
+		le.observe(rec, raw, now)
 
-	me := desired.HolderIdentity
+		out, err := le.decideAndWrite(ctx, renewing, rec, now)
+		if fromCache && apierrors.IsConflict(err) {
+			// The watch had not delivered the latest version yet.
+			fromCache = false
+			continue
+		}
+		return out, err
+	}
+}
+
+// decideAndWrite applies the election rules to the record just read and
+// writes this candidate's record when they allow it.
+func (le *LeaderElector) decideAndWrite(ctx context.Context, renewing bool, rec *resourcelock.Record, now time.Time) (outcome, error) {
+	me := le.cfg.Lock.Identity()
+	desired := le.desired(now)
 	stealing := false
 	if rec.HolderIdentity != me {
 		if renewing {
@@ -326,15 +478,21 @@ func (le *LeaderElector) attempt(ctx context.Context, renewing bool) (outcome, e
 			if le.cfg.KeyComparison == nil || !le.cfg.KeyComparison(rec.HolderKey) {
 				return heldByOther, nil
 			}
+			if out, err, wait := le.askForHandover(ctx, rec, now); wait {
+				return out, err
+			}
 			stealing = true
 		}
 		desired.LeaderTransitions = rec.LeaderTransitions + 1
 	} else {
+		if renewing && le.handoverRequested() {
+			return handOff, nil
+		}
 		desired.AcquireTime = rec.AcquireTime
 		desired.LeaderTransitions = rec.LeaderTransitions
 	}
 
-	if err := le.cfg.Lock.Update(ctx, desired); err != nil {
+	if err := le.update(ctx, desired); err != nil {
 		return failed, fmt.Errorf("update %s: %w", le.cfg.Lock.Describe(), err)
 	}
 	le.observeOwnWrite(desired, now)
@@ -347,11 +505,88 @@ func (le *LeaderElector) attempt(ctx context.Context, renewing bool) (outcome, e
 	return acquired, nil
 }
 
+// askForHandover is the cooperative half of a steal. When the holder honours
+// handover requests, the first time this candidate finds itself entitled it
+// writes a request (unless another candidate's is already pending) and waits;
+// it returns wait=false, meaning "take the lock by force", only once
+// HandoverGrace has passed without the holder handing over.
+func (le *LeaderElector) askForHandover(ctx context.Context, rec *resourcelock.Record, now time.Time) (outcome, error, bool) {
+	if le.handover == nil {
+		return 0, nil, false
+	}
+	h := le.handover.Handover()
+	if h.Holder != rec.HolderIdentity {
+		return 0, nil, false // an istiod or client-go holder: it cannot answer
+	}
+	if le.requestFor == termKey(rec) {
+		if now.Before(le.requestAt.Add(le.cfg.HandoverGrace)) {
+			return heldByOther, nil, true
+		}
+		le.log.Warn("holder did not hand over within the grace period; taking the lock",
+			zap.String("holder", rec.HolderIdentity), zap.Duration("grace", le.cfg.HandoverGrace))
+		return 0, nil, false
+	}
+	if !h.Requested(rec.HolderIdentity) {
+		req := resourcelock.Handover{
+			Holder:       rec.HolderIdentity,
+			Candidate:    le.cfg.Lock.Identity(),
+			CandidateKey: le.cfg.Lock.Key(),
+			RequestTime:  &metav1.Time{Time: now},
+		}
+		le.metrics.Request(le.cfg.Name, "update")
+		if err := le.handover.RequestHandover(ctx, req); err != nil {
+			return failed, fmt.Errorf("ask %s to hand over %s: %w", rec.HolderIdentity, le.cfg.Lock.Describe(), err), true
+		}
+		le.metrics.HandoverRequested(le.cfg.Name)
+		le.log.Info("asked the holder to hand over", zap.String("holder", rec.HolderIdentity), zap.String("holderKey", rec.HolderKey))
+	}
+	le.requestFor, le.requestAt = termKey(rec), now
+	return heldByOther, nil, true
+}
+
+// termKey names one holder's term: a holder that regains the lock starts a
+// new term with a new acquire time, and a handover request is about a term.
+func termKey(rec *resourcelock.Record) string {
+	return rec.HolderIdentity + "@" + rec.AcquireTime.UTC().Format(time.RFC3339)
+}
+
+// desired is the record this candidate writes when it takes the lock now.
+func (le *LeaderElector) desired(now time.Time) resourcelock.Record {
+	return resourcelock.Record{
+		HolderIdentity:       le.cfg.Lock.Identity(),
+		HolderKey:            le.cfg.Lock.Key(),
+		LeaseDurationSeconds: int(le.cfg.LeaseDuration / time.Second),
+		AcquireTime:          metav1.NewTime(now),
+		RenewTime:            metav1.NewTime(now),
+	}
+}
+
 // overwriteCorrupt handles a record that cannot be decoded. A follower
 // treats it as held by an unknown holder that expires LeaseDuration after the
 // bytes were first seen; a leader repairs it at once, since whoever broke it
 // cannot be a holder that this elector would recognise.
-func (le *LeaderElector) overwriteCorrupt(ctx context.Context, renewing bool, desired resourcelock.Record, raw []byte, cause error, now time.Time) (outcome, error) {
+func (le *LeaderElector) overwriteCorrupt(ctx context.Context, renewing bool, raw []byte, cause error, now time.Time) (outcome, error) {
+	firstSeen, prev := le.observeCorrupt(raw, cause, now)
+	if !renewing && now.Before(firstSeen.Add(le.cfg.LeaseDuration)) {
+		return heldByOther, nil
+	}
+	desired := le.desired(now)
+	if renewing && prev.HolderIdentity == desired.HolderIdentity {
+		desired.AcquireTime = prev.AcquireTime
+		desired.LeaderTransitions = prev.LeaderTransitions
+	} else {
+		desired.LeaderTransitions = prev.LeaderTransitions + 1
+	}
+	if err := le.update(ctx, desired); err != nil {
+		return failed, fmt.Errorf("replace corrupt record in %s: %w", le.cfg.Lock.Describe(), err)
+	}
+	le.observeOwnWrite(desired, now)
+	return acquired, nil
+}
+
+// observeCorrupt notes undecodable record bytes, warning once per new
+// content. It returns when they were first seen and the last good record.
+func (le *LeaderElector) observeCorrupt(raw []byte, cause error, now time.Time) (time.Time, resourcelock.Record) {
 	le.mu.Lock()
 	changed := !le.observedCorrupt || !bytes.Equal(raw, le.observedRaw)
 	prev := le.observedRecord
@@ -368,58 +603,91 @@ func (le *LeaderElector) overwriteCorrupt(ctx context.Context, renewing bool, de
 		le.cfg.Lock.RecordEvent(corev1.EventTypeWarning, ReasonCorruptRecord,
 			fmt.Sprintf("%v; treated as expired after %v", cause, le.cfg.LeaseDuration))
 	}
-	if !renewing && now.Before(firstSeen.Add(le.cfg.LeaseDuration)) {
-		return heldByOther, nil
-	}
-	if renewing && prev.HolderIdentity == desired.HolderIdentity {
-		desired.AcquireTime = prev.AcquireTime
-		desired.LeaderTransitions = prev.LeaderTransitions
-	} else {
-		desired.LeaderTransitions = prev.LeaderTransitions + 1
-	}
-	if err := le.cfg.Lock.Update(ctx, desired); err != nil {
-		return failed, fmt.Errorf("replace corrupt record in %s: %w", le.cfg.Lock.Describe(), err)
-	}
-	le.observeOwnWrite(desired, now)
-	return acquired, nil
+	return firstSeen, prev
 }
 
 // release writes an empty holder with a one-second lease so that others may
 // take the lock at once. It retries after conflicts as long as the record is
 // still ours.
 func (le *LeaderElector) release() {
+	le.writeSuccessor(resourcelock.Handover{}, "released the lock")
+}
+
+// handOver writes the record naming the candidate that asked for the lock,
+// so that it, and only it, takes over at once.
+func (le *LeaderElector) handOver(h resourcelock.Handover) {
+	if le.writeSuccessor(h, "handed the lock over") {
+		le.metrics.HandedOver(le.cfg.Name)
+		le.cfg.Lock.RecordEvent(corev1.EventTypeNormal, ReasonLeaderElection,
+			fmt.Sprintf("%s handed the lock over to %s (key %q)", le.cfg.Lock.Identity(), h.Candidate, h.CandidateKey))
+	}
+}
+
+// writeSuccessor ends this holder's record: with an empty Handover it
+// releases the lock (empty holder, one-second lease); otherwise it names the
+// candidate h.Candidate as holder. It returns whether the write happened.
+func (le *LeaderElector) writeSuccessor(h resourcelock.Handover, done string) bool {
 	ctx, cancel := context.WithTimeout(context.Background(), le.cfg.RenewDeadline)
 	defer cancel()
 	for i := 0; i < releaseAttempts; i++ {
 		prev, _ := le.Observed()
 		if prev.HolderIdentity != le.cfg.Lock.Identity() {
-			return
+			return false
 		}
 		now := le.clock.Now()
-		released := resourcelock.Record{
+		next := resourcelock.Record{
 			LeaseDurationSeconds: 1,
 			LeaderTransitions:    prev.LeaderTransitions,
 			AcquireTime:          metav1.NewTime(now),
 			RenewTime:            metav1.NewTime(now),
 		}
-		err := le.cfg.Lock.Update(ctx, released)
+		if h.Candidate != "" {
+			next.HolderIdentity = h.Candidate
+			next.HolderKey = h.CandidateKey
+			next.LeaseDurationSeconds = int(le.cfg.LeaseDuration / time.Second)
+			next.LeaderTransitions++
+		}
+		err := le.update(ctx, next)
 		if err == nil {
-			le.observeOwnWrite(released, now)
-			le.log.Info("released the lock")
-			return
+			le.observeOwnWrite(next, now)
+			le.log.Info(done, zap.String("successor", h.Candidate))
+			return true
 		}
 		if !apierrors.IsConflict(err) {
-			le.log.Warn("failed to release the lock", zap.Error(err))
-			return
+			le.log.Warn("could not end the term cleanly", zap.String("successor", h.Candidate), zap.Error(err))
+			return false
 		}
-		rec, raw, err := le.cfg.Lock.Get(ctx)
+		rec, raw, err := le.get(ctx)
 		if err != nil {
-			le.log.Warn("failed to read the lock after a release conflict", zap.Error(err))
-			return
+			le.log.Warn("failed to read the lock after a conflict", zap.Error(err))
+			return false
 		}
 		le.observe(rec, raw, now)
+		if h.Candidate != "" {
+			if cur := le.handover.Handover(); cur.Candidate != h.Candidate || cur.CandidateKey != h.CandidateKey {
+				le.log.Info("the handover request changed; releasing instead")
+				h = resourcelock.Handover{}
+			}
+		}
 	}
-	le.log.Warn("gave up releasing the lock after repeated conflicts", zap.Int("attempts", releaseAttempts))
+	le.log.Warn("gave up ending the term after repeated conflicts", zap.Int("attempts", releaseAttempts))
+	return false
+}
+
+// get, create and update call the lock and count the request.
+func (le *LeaderElector) get(ctx context.Context) (*resourcelock.Record, []byte, error) {
+	le.metrics.Request(le.cfg.Name, "get")
+	return le.cfg.Lock.Get(ctx)
+}
+
+func (le *LeaderElector) create(ctx context.Context, r resourcelock.Record) error {
+	le.metrics.Request(le.cfg.Name, "create")
+	return le.cfg.Lock.Create(ctx, r)
+}
+
+func (le *LeaderElector) update(ctx context.Context, r resourcelock.Record) error {
+	le.metrics.Request(le.cfg.Name, "update")
+	return le.cfg.Lock.Update(ctx, r)
 }
 
 func (le *LeaderElector) setLastError(err error) {

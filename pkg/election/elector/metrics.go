@@ -13,12 +13,24 @@ type Metrics interface {
 	RenewFailed(name string)
 	// Lost counts terms that ended without a release by this process.
 	Lost(name string)
+	// HandoverRequested counts requests this candidate wrote asking a holder
+	// to hand over.
+	HandoverRequested(name string)
+	// HandedOver counts terms this process ended by handing the lock to a
+	// candidate that asked for it.
+	HandedOver(name string)
+	// Request counts API requests this elector made, by verb (get, create,
+	// update, list, watch).
+	Request(name, verb string)
 }
 
 type noopMetrics struct{}
 
-func (noopMetrics) SetLeading(string, bool) {}
-func (noopMetrics) Acquired(string)         {}
-func (noopMetrics) Stole(string)            {}
-func (noopMetrics) RenewFailed(string)      {}
-func (noopMetrics) Lost(string)             {}
+func (noopMetrics) SetLeading(string, bool)  {}
+func (noopMetrics) Acquired(string)          {}
+func (noopMetrics) Stole(string)             {}
+func (noopMetrics) RenewFailed(string)       {}
+func (noopMetrics) Lost(string)              {}
+func (noopMetrics) HandoverRequested(string) {}
+func (noopMetrics) HandedOver(string)        {}
+func (noopMetrics) Request(string, string)   {}

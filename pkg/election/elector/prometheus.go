@@ -10,6 +10,9 @@ type PrometheusMetrics struct {
 	steals       *prometheus.CounterVec
 	renewFailure *prometheus.CounterVec
 	lost         *prometheus.CounterVec
+	requested    *prometheus.CounterVec
+	handedOver   *prometheus.CounterVec
+	requests     *prometheus.CounterVec
 }
 
 var _ Metrics = (*PrometheusMetrics)(nil)
@@ -38,8 +41,20 @@ func NewPrometheusMetrics(reg prometheus.Registerer) (*PrometheusMetrics, error)
 			Name: "meshd_election_lost_total",
 			Help: "Terms of this process that ended without a release (taken over or renew deadline passed).",
 		}, labels),
+		requested: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "meshd_election_handover_requests_total",
+			Help: "Requests written by this process asking a holder to hand the lock over.",
+		}, labels),
+		handedOver: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "meshd_election_handovers_total",
+			Help: "Terms of this process ended by handing the lock to a candidate that asked for it.",
+		}, labels),
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "meshd_election_api_requests_total",
+			Help: "API requests made by this process's elector, by verb.",
+		}, []string{"name", "verb"}),
 	}
-	for _, c := range []prometheus.Collector{m.leading, m.acquired, m.steals, m.renewFailure, m.lost} {
+	for _, c := range []prometheus.Collector{m.leading, m.acquired, m.steals, m.renewFailure, m.lost, m.requested, m.handedOver, m.requests} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -55,7 +70,10 @@ func (m *PrometheusMetrics) SetLeading(name string, leading bool) {
 	m.leading.WithLabelValues(name).Set(v)
 }
 
-func (m *PrometheusMetrics) Acquired(name string)    { m.acquired.WithLabelValues(name).Inc() }
-func (m *PrometheusMetrics) Stole(name string)       { m.steals.WithLabelValues(name).Inc() }
-func (m *PrometheusMetrics) RenewFailed(name string) { m.renewFailure.WithLabelValues(name).Inc() }
-func (m *PrometheusMetrics) Lost(name string)        { m.lost.WithLabelValues(name).Inc() }
+func (m *PrometheusMetrics) Acquired(name string)          { m.acquired.WithLabelValues(name).Inc() }
+func (m *PrometheusMetrics) Stole(name string)             { m.steals.WithLabelValues(name).Inc() }
+func (m *PrometheusMetrics) RenewFailed(name string)       { m.renewFailure.WithLabelValues(name).Inc() }
+func (m *PrometheusMetrics) Lost(name string)              { m.lost.WithLabelValues(name).Inc() }
+func (m *PrometheusMetrics) HandoverRequested(name string) { m.requested.WithLabelValues(name).Inc() }
+func (m *PrometheusMetrics) HandedOver(name string)        { m.handedOver.WithLabelValues(name).Inc() }
+func (m *PrometheusMetrics) Request(name, verb string)     { m.requests.WithLabelValues(name, verb).Inc() }

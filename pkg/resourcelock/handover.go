@@ -1,0 +1,114 @@
+package resourcelock
+
+import (
+	"context"
+	"encoding/json"
+	"strconv"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/tools/cache"
+)
+
+// HandoverAnnotationKey is the annotation, beside the record, in which meshd
+// instances coordinate a handover. istiod and client-go ignore it and keep it
+// when they update the object, so its Holder field tells whether the current
+// holder is a meshd instance that honours handover requests: it is one when
+// Holder equals the record's holderIdentity.
+const HandoverAnnotationKey = "leader.meshd.io/handover"
+
+// Handover is the content of the HandoverAnnotationKey annotation.
+type Handover struct {
+	// Holder is the meshd instance that wrote the current record and will
+	// honour a request to hand the lock over.
+	Holder string `json:"holder"`
+	// Candidate, when set, asks Holder to stop and hand the lock to it.
+	Candidate string `json:"candidate,omitempty"`
+	// CandidateKey is the candidate's holder key, which the holder checks
+	// before it agrees.
+	CandidateKey string `json:"candidateKey,omitempty"`
+	// RequestTime is when the candidate asked, for people reading the object;
+	// nobody's expiry is computed from it.
+	RequestTime *metav1.Time `json:"requestTime,omitempty"`
+}
+
+// Requested reports whether h carries a pending request addressed to holder.
+func (h Handover) Requested(holder string) bool {
+	return h.Candidate != "" && h.Holder == holder
+}
+
+// HandoverLock is implemented by locks that support cooperative handover.
+type HandoverLock interface {
+	Interface
+	// Handover returns the handover annotation of the object version last
+	// seen; the zero value when there is none or it cannot be decoded.
+	Handover() Handover
+	// RequestHandover writes h into the annotation of the object version last
+	// seen, leaving the record alone. A concurrent write makes it fail with a
+	// Conflict error.
+	RequestHandover(ctx context.Context, h Handover) error
+}
+
+// Watchable is implemented by locks whose object can be followed by a watch.
+type Watchable interface {
+	Interface
+	// ListWatch lists and watches only the lock object.
+	ListWatch() cache.ListerWatcher
+	// ExampleObject is an empty object of the lock's type.
+	ExampleObject() runtime.Object
+	// Observe takes an object delivered by the watch as the version last
+	// seen, unless the lock already holds a newer one, and returns the record
+	// of the version it now holds, as Get would.
+	Observe(obj runtime.Object) (*Record, []byte, error)
+	// Peek returns the record of the version last seen without a request;
+	// ErrNotInitialized when there is none.
+	Peek() (*Record, []byte, error)
+	// Forget drops the version last seen, after the object was deleted.
+	Forget()
+}
+
+// readHandover decodes the annotation of an object; zero when absent or bad.
+func readHandover(annotations map[string]string) Handover {
+	var h Handover
+	if raw, ok := annotations[HandoverAnnotationKey]; ok {
+		if err := json.Unmarshal([]byte(raw), &h); err != nil {
+			return Handover{}
+		}
+	}
+	return h
+}
+
+// writeHandover sets the annotation; a zero Handover removes it.
+func writeHandover(meta *metav1.ObjectMeta, h Handover) {
+	if h == (Handover{}) {
+		delete(meta.Annotations, HandoverAnnotationKey)
+		return
+	}
+	raw, _ := json.Marshal(h) // strings and a time: cannot fail
+	if meta.Annotations == nil {
+		meta.Annotations = map[string]string{}
+	}
+	meta.Annotations[HandoverAnnotationKey] = string(raw)
+}
+
+// advertise is what a record write leaves in the handover annotation: with
+// cooperation on, the new holder (clearing any request); otherwise nothing
+// is changed.
+func (c Config) advertise(meta *metav1.ObjectMeta, r Record) {
+	if !c.Cooperative {
+		return
+	}
+	writeHandover(meta, Handover{Holder: r.HolderIdentity})
+}
+
+// newer reports whether resourceVersion a is newer than b. Resource versions
+// are opaque, but the API server's are increasing integers; when either does
+// not parse, a is taken as newer so that a watch is never ignored.
+func newer(a, b string) bool {
+	ai, errA := strconv.ParseUint(a, 10, 64)
+	bi, errB := strconv.ParseUint(b, 10, 64)
+	if errA != nil || errB != nil {
+		return true
+	}
+	return ai > bi
+}
