@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/watchlist"
 )
 
 // EventRecorder is the subset of client-go's record.EventRecorder a lock uses.
@@ -41,18 +42,21 @@ const (
 func New(kind, namespace, name string, client kubernetes.Interface, cfg Config) (Interface, error) {
 	// Each case checks err itself: returning the constructor's results
 	// directly would turn a nil *ConfigMapLock into a non-nil Interface.
+	noWatchList := watchlist.DoesClientNotSupportWatchListSemantics(client)
 	switch kind {
 	case ConfigMapsResourceLock:
 		l, err := NewConfigMapLock(client.CoreV1(), namespace, name, cfg)
 		if err != nil {
 			return nil, err
 		}
+		l.noWatchList = noWatchList
 		return l, nil
 	case LeasesResourceLock:
 		l, err := NewLeaseLock(client.CoordinationV1(), namespace, name, cfg)
 		if err != nil {
 			return nil, err
 		}
+		l.noWatchList = noWatchList
 		return l, nil
 	default:
 		return nil, fmt.Errorf("unknown lock kind %q: want %q or %q", kind, ConfigMapsResourceLock, LeasesResourceLock)

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/watchlist"
 )
 
 // ConfigMapLock keeps the record as JSON in the LeaderAnnotationKey annotation
@@ -20,6 +21,9 @@ type ConfigMapLock struct {
 	namespace string
 	name      string
 	cfg       Config
+
+	// noWatchList is set by New for clients that cannot stream lists.
+	noWatchList bool
 
 	// cm is the object version last read or written; updates start from it
 	// so that other annotations, labels and data survive and conflicts show.
@@ -127,15 +131,18 @@ func (l *ConfigMapLock) RequestHandover(ctx context.Context, h Handover) error {
 // ListWatch implements Watchable.
 func (l *ConfigMapLock) ListWatch() cache.ListerWatcher {
 	selector := fields.OneTermEqualSelector("metadata.name", l.name).String()
-	return &cache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
-			opts.FieldSelector = selector
-			return l.client.ConfigMaps(l.namespace).List(ctx, opts)
+	return &listWatch{
+		ListWatch: cache.ListWatch{
+			ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+				opts.FieldSelector = selector
+				return l.client.ConfigMaps(l.namespace).List(ctx, opts)
+			},
+			WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+				opts.FieldSelector = selector
+				return l.client.ConfigMaps(l.namespace).Watch(ctx, opts)
+			},
 		},
-		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
-			opts.FieldSelector = selector
-			return l.client.ConfigMaps(l.namespace).Watch(ctx, opts)
-		},
+		noWatchList: l.noWatchList || watchlist.DoesClientNotSupportWatchListSemantics(l.client),
 	}
 }
 
@@ -143,13 +150,21 @@ func (l *ConfigMapLock) ListWatch() cache.ListerWatcher {
 func (l *ConfigMapLock) ExampleObject() runtime.Object { return &corev1.ConfigMap{} }
 
 // Observe implements Watchable.
-func (l *ConfigMapLock) Observe(obj runtime.Object) (*Record, []byte, error) {
-	cm, ok := obj.(*corev1.ConfigMap)
+func (l *ConfigMapLock) Observe(obj any, deleted bool) (*Record, []byte, error) {
+	o, ok := ownObject(obj, l.namespace, l.name)
 	if !ok {
-		return nil, nil, fmt.Errorf("%s: watch delivered %T, not a ConfigMap", l.Describe(), obj)
+		return nil, nil, ErrForeignObject
 	}
-	if l.cm == nil || newer(cm.ResourceVersion, l.cm.ResourceVersion) {
-		l.cm = cm
+	if deleted {
+		l.cm = nil
+		return &Record{}, nil, nil
+	}
+	cur, ok := o.(*corev1.ConfigMap)
+	if !ok {
+		return nil, nil, fmt.Errorf("%s: watch delivered %T, not a ConfigMap", l.Describe(), o)
+	}
+	if l.cm == nil || newer(cur.ResourceVersion, l.cm.ResourceVersion) {
+		l.cm = cur
 	}
 	return l.decode()
 }
@@ -161,9 +176,6 @@ func (l *ConfigMapLock) Peek() (*Record, []byte, error) {
 	}
 	return l.decode()
 }
-
-// Forget implements Watchable.
-func (l *ConfigMapLock) Forget() { l.cm = nil }
 
 // RecordEvent records an event on the ConfigMap.
 func (l *ConfigMapLock) RecordEvent(eventType, reason, message string) {

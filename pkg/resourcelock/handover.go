@@ -3,6 +3,7 @@ package resourcelock
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"strconv"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -58,14 +59,46 @@ type Watchable interface {
 	ExampleObject() runtime.Object
 	// Observe takes an object delivered by the watch as the version last
 	// seen, unless the lock already holds a newer one, and returns the record
-	// of the version it now holds, as Get would.
-	Observe(obj runtime.Object) (*Record, []byte, error)
+	// of the version it now holds, as Get would. With deleted set, obj (which
+	// may be a cache.DeletedFinalStateUnknown) was deleted: the lock forgets
+	// its object and returns an empty record. An object other than the lock's
+	// own yields ErrForeignObject and changes nothing.
+	Observe(obj any, deleted bool) (*Record, []byte, error)
 	// Peek returns the record of the version last seen without a request;
 	// ErrNotInitialized when there is none.
 	Peek() (*Record, []byte, error)
-	// Forget drops the version last seen, after the object was deleted.
-	Forget()
 }
+
+// ErrForeignObject is returned by Watchable.Observe for an object that is not
+// the lock's own (a watch that ignored its field selector).
+var ErrForeignObject = errors.New("object is not the lock object")
+
+// ownObject unwraps a deletion tombstone and reports whether obj is the
+// object namespace/name.
+func ownObject(obj any, namespace, name string) (runtime.Object, bool) {
+	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = tomb.Obj
+	}
+	o, ok := obj.(interface {
+		runtime.Object
+		GetName() string
+		GetNamespace() string
+	})
+	if !ok || o.GetName() != name || o.GetNamespace() != namespace {
+		return nil, false
+	}
+	return o, true
+}
+
+// listWatch restricts a ListWatch to one object and tells the reflector
+// whether the client can stream the initial list (fake clientsets cannot).
+type listWatch struct {
+	cache.ListWatch
+	noWatchList bool
+}
+
+// IsWatchListSemanticsUnSupported is consulted by client-go's reflector.
+func (lw *listWatch) IsWatchListSemanticsUnSupported() bool { return lw.noWatchList }
 
 // readHandover decodes the annotation of an object; zero when absent or bad.
 func readHandover(annotations map[string]string) Handover {

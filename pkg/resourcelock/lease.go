@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/watchlist"
 )
 
 // LeaseLock maps the record onto a coordination.k8s.io/v1 Lease. The holder
@@ -21,6 +22,9 @@ type LeaseLock struct {
 	namespace string
 	name      string
 	cfg       Config
+
+	// noWatchList is set by New for clients that cannot stream lists.
+	noWatchList bool
 
 	lease *coordinationv1.Lease
 }
@@ -112,15 +116,18 @@ func (l *LeaseLock) RequestHandover(ctx context.Context, h Handover) error {
 // ListWatch implements Watchable.
 func (l *LeaseLock) ListWatch() cache.ListerWatcher {
 	selector := fields.OneTermEqualSelector("metadata.name", l.name).String()
-	return &cache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
-			opts.FieldSelector = selector
-			return l.client.Leases(l.namespace).List(ctx, opts)
+	return &listWatch{
+		ListWatch: cache.ListWatch{
+			ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+				opts.FieldSelector = selector
+				return l.client.Leases(l.namespace).List(ctx, opts)
+			},
+			WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+				opts.FieldSelector = selector
+				return l.client.Leases(l.namespace).Watch(ctx, opts)
+			},
 		},
-		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
-			opts.FieldSelector = selector
-			return l.client.Leases(l.namespace).Watch(ctx, opts)
-		},
+		noWatchList: l.noWatchList || watchlist.DoesClientNotSupportWatchListSemantics(l.client),
 	}
 }
 
@@ -128,13 +135,21 @@ func (l *LeaseLock) ListWatch() cache.ListerWatcher {
 func (l *LeaseLock) ExampleObject() runtime.Object { return &coordinationv1.Lease{} }
 
 // Observe implements Watchable.
-func (l *LeaseLock) Observe(obj runtime.Object) (*Record, []byte, error) {
-	lease, ok := obj.(*coordinationv1.Lease)
+func (l *LeaseLock) Observe(obj any, deleted bool) (*Record, []byte, error) {
+	o, ok := ownObject(obj, l.namespace, l.name)
 	if !ok {
-		return nil, nil, fmt.Errorf("%s: watch delivered %T, not a Lease", l.Describe(), obj)
+		return nil, nil, ErrForeignObject
 	}
-	if l.lease == nil || newer(lease.ResourceVersion, l.lease.ResourceVersion) {
-		l.lease = lease
+	if deleted {
+		l.lease = nil
+		return &Record{}, nil, nil
+	}
+	cur, ok := o.(*coordinationv1.Lease)
+	if !ok {
+		return nil, nil, fmt.Errorf("%s: watch delivered %T, not a Lease", l.Describe(), o)
+	}
+	if l.lease == nil || newer(cur.ResourceVersion, l.lease.ResourceVersion) {
+		l.lease = cur
 	}
 	return l.decode()
 }
@@ -146,9 +161,6 @@ func (l *LeaseLock) Peek() (*Record, []byte, error) {
 	}
 	return l.decode()
 }
-
-// Forget implements Watchable.
-func (l *LeaseLock) Forget() { l.lease = nil }
 
 // RecordEvent records an event on the Lease.
 func (l *LeaseLock) RecordEvent(eventType, reason, message string) {

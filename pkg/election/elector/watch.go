@@ -2,6 +2,7 @@ package elector
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"sync/atomic"
 
@@ -10,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/watchlist"
 
 	"github.com/meshd-io/meshd/pkg/resourcelock"
 )
@@ -26,7 +28,7 @@ type lockWatch struct {
 	events chan struct{}
 
 	mu      sync.Mutex
-	pending runtime.Object
+	pending any
 	deleted bool
 	fresh   bool // pending or deleted holds something not yet ingested
 
@@ -56,15 +58,19 @@ func (w *lockWatch) healthy() bool { return w.ok.Load() }
 func (w *lockWatch) start(ctx context.Context) (stop func()) {
 	ctx, cancel := context.WithCancel(ctx)
 	lw := w.lock.ListWatch()
-	counted := &cache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
-			w.le.metrics.Request(w.le.cfg.Name, "list")
-			return lw.(cache.ListerWatcherWithContext).ListWithContext(ctx, opts)
+	inner := cache.ToListerWatcherWithContext(lw)
+	counted := &countingListWatch{
+		ListWatch: cache.ListWatch{
+			ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+				w.le.metrics.Request(w.le.cfg.Name, "list")
+				return inner.ListWithContext(ctx, opts)
+			},
+			WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+				w.le.metrics.Request(w.le.cfg.Name, "watch")
+				return inner.WatchWithContext(ctx, opts)
+			},
 		},
-		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
-			w.le.metrics.Request(w.le.cfg.Name, "watch")
-			return lw.(cache.ListerWatcherWithContext).WatchWithContext(ctx, opts)
-		},
+		noWatchList: watchlist.DoesClientNotSupportWatchListSemantics(lw),
 	}
 	inf := cache.NewSharedIndexInformer(counted, w.lock.ExampleObject(), 0, cache.Indexers{})
 	_ = inf.SetWatchErrorHandlerWithContext(func(_ context.Context, _ *cache.Reflector, err error) {
@@ -75,7 +81,7 @@ func (w *lockWatch) start(ctx context.Context) (stop func()) {
 	_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { w.deliver(obj, false) },
 		UpdateFunc: func(_, obj any) { w.deliver(obj, false) },
-		DeleteFunc: func(any) { w.deliver(nil, true) },
+		DeleteFunc: func(obj any) { w.deliver(obj, true) },
 	})
 	var wg sync.WaitGroup
 	wg.Add(2)
@@ -98,11 +104,20 @@ func (w *lockWatch) start(ctx context.Context) (stop func()) {
 	}
 }
 
+// countingListWatch keeps the lock's answer to whether its client can
+// stream lists.
+type countingListWatch struct {
+	cache.ListWatch
+	noWatchList bool
+}
+
+// IsWatchListSemanticsUnSupported is consulted by client-go's reflector.
+func (lw *countingListWatch) IsWatchListSemanticsUnSupported() bool { return lw.noWatchList }
+
 // deliver is called by the informer with the newest object (or a deletion).
 func (w *lockWatch) deliver(obj any, deleted bool) {
-	o, _ := obj.(runtime.Object)
 	w.mu.Lock()
-	w.pending, w.deleted, w.fresh = o, deleted, true
+	w.pending, w.deleted, w.fresh = obj, deleted, true
 	w.mu.Unlock()
 	w.ok.Store(true)
 	select {
@@ -123,13 +138,10 @@ func (w *lockWatch) ingest() bool {
 	}
 	le := w.le
 	now := le.clock.Now()
-	if deleted {
-		w.lock.Forget()
-		le.observe(&resourcelock.Record{}, nil, now)
-		return true
-	}
-	rec, raw, err := w.lock.Observe(obj)
+	rec, raw, err := w.lock.Observe(obj, deleted)
 	switch {
+	case errors.Is(err, resourcelock.ErrForeignObject):
+		return false
 	case err == nil:
 		le.observe(rec, raw, now)
 	case raw != nil:

@@ -1,0 +1,251 @@
+package elector
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/meshd-io/meshd/internal/ledger"
+	"github.com/meshd-io/meshd/pkg/resourcelock"
+)
+
+// candidate is a watching, cooperative elector run in the background.
+type candidate struct {
+	le   *LeaderElector
+	stop context.CancelFunc
+	done chan struct{}
+}
+
+type candidateOpts struct {
+	identity, key string
+	steal         bool // KeyComparison result
+	accept        bool // AcceptHandover result
+	grace         time.Duration
+	ledger        *ledger.Ledger
+}
+
+func (h *harness) start(o candidateOpts) *candidate {
+	h.t.Helper()
+	lock, err := resourcelock.New(resourcelock.ConfigMapsResourceLock, ns, lockName, h.client,
+		resourcelock.Config{Identity: o.identity, Key: o.key, Cooperative: true})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	if o.grace == 0 {
+		o.grace = 10 * time.Second
+	}
+	work := func(ctx context.Context) { <-ctx.Done() }
+	if o.ledger != nil {
+		work = o.ledger.Wrap(lockName, o.identity, work)
+	}
+	le, err := New(Config{
+		Name: lockName, Lock: lock,
+		LeaseDuration: 4 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: time.Second,
+		Callbacks:       Callbacks{OnStartedLeading: work},
+		KeyComparison:   func(string) bool { return o.steal },
+		AcceptHandover:  func(string) bool { return o.accept },
+		HandoverGrace:   o.grace,
+		StopTimeout:     time.Second,
+		ReleaseOnCancel: true,
+		Watch:           true,
+		Clock:           h.clock,
+	})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	c := &candidate{le: le, stop: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(c.done)
+		for ctx.Err() == nil {
+			le.Run(ctx)
+		}
+	}()
+	h.t.Cleanup(func() { cancel(); <-c.done })
+	return c
+}
+
+// waitFor polls cond in real time; the fake clock does not move.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func (h *harness) handover() resourcelock.Handover {
+	h.t.Helper()
+	cm, err := h.client.CoreV1().ConfigMaps(ns).Get(context.Background(), lockName, metav1.GetOptions{})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	var ho resourcelock.Handover
+	if raw := cm.Annotations[resourcelock.HandoverAnnotationKey]; raw != "" {
+		if err := json.Unmarshal([]byte(raw), &ho); err != nil {
+			h.t.Fatal(err)
+		}
+	}
+	return ho
+}
+
+// holderAlive writes a renewal for b, as a holder in another process would.
+func (h *harness) renewAs(rec resourcelock.Record) {
+	h.t.Helper()
+	rec.RenewTime = metav1.NewTime(h.clock.Now())
+	h.writeRecord(rec)
+}
+
+func TestWatchingFollowerMakesNoRequestsWhileHolderRenews(t *testing.T) {
+	h := newHarness(t)
+	holder := held("b", "", 4)
+	h.writeRecord(holder)
+	f := h.start(candidateOpts{identity: "a"})
+	waitFor(t, "the follower to see b", func() bool { return f.le.GetLeader() == "b" && f.le.watch.healthy() })
+	h.client.ClearActions()
+	for i := 0; i < 5; i++ {
+		h.clock.Step(time.Second)
+		h.renewAs(holder)
+	}
+	time.Sleep(50 * time.Millisecond) // let the follower react if it were going to
+	// Only the holder's own get+update per renewal: the follower sent nothing.
+	want := []string{}
+	for i := 0; i < 5; i++ {
+		want = append(want, "get configmaps", "update configmaps")
+	}
+	assertVerbs(t, h.verbs(), want...)
+	if f.le.IsLeader() {
+		t.Fatal("follower leads while the holder renews")
+	}
+}
+
+func TestWatchingFollowerTakesReleasedLockAtOnce(t *testing.T) {
+	h := newHarness(t)
+	h.writeRecord(held("b", "", 4))
+	f := h.start(candidateOpts{identity: "a"})
+	waitFor(t, "the follower to see b", func() bool { return f.le.GetLeader() == "b" && f.le.watch.healthy() })
+	h.client.ClearActions()
+	h.writeRecord(resourcelock.Record{LeaseDurationSeconds: 1, LeaderTransitions: 2}) // b releases
+	waitFor(t, "the follower to lead", f.le.IsLeader)
+	got := h.verbs()
+	// The release (get, update), then the follower's single write: no read.
+	assertVerbs(t, got, "get configmaps", "update configmaps", "update configmaps")
+	if rec := h.record(); rec.HolderIdentity != "a" || rec.LeaderTransitions != 3 {
+		t.Fatalf("record = %+v", rec)
+	}
+}
+
+func TestWatchingFollowerWakesExactlyAtExpiry(t *testing.T) {
+	h := newHarness(t)
+	h.writeRecord(held("b", "", 4))
+	f := h.start(candidateOpts{identity: "a"})
+	waitFor(t, "the follower to see b", func() bool { return f.le.GetLeader() == "b" && f.le.watch.healthy() })
+	h.client.ClearActions()
+	waitFor(t, "the expiry timer", h.clock.HasWaiters)
+	h.clock.Step(4 * time.Second) // exactly the lease: not yet expired
+	time.Sleep(50 * time.Millisecond)
+	if f.le.IsLeader() {
+		t.Fatal("took the lock before it expired")
+	}
+	h.clock.Step(2 * time.Millisecond)
+	waitFor(t, "the follower to lead", f.le.IsLeader)
+	assertVerbs(t, h.verbs(), "update configmaps")
+}
+
+func TestCooperativeHandoverHasNoOverlap(t *testing.T) {
+	h := newHarness(t)
+	l := &ledger.Ledger{}
+	holder := h.start(candidateOpts{identity: "h", key: "canary", accept: true, ledger: l})
+	waitFor(t, "h to lead", holder.le.IsLeader)
+	cand := h.start(candidateOpts{identity: "c", key: "stable", steal: true, ledger: l})
+	waitFor(t, "c to lead", cand.le.IsLeader)
+	if holder.le.IsLeader() {
+		t.Fatal("h still leads after handing over")
+	}
+	rec := h.record()
+	if rec.HolderIdentity != "c" || rec.HolderKey != "stable" || rec.LeaderTransitions != 1 {
+		t.Fatalf("record after handover = %+v", rec)
+	}
+	if ho := h.handover(); ho.Holder != "c" || ho.Candidate != "" {
+		t.Fatalf("handover annotation after handover = %+v", ho)
+	}
+	if o := l.Overlaps(); len(o) != 0 {
+		t.Fatalf("run functions overlapped: %+v", o)
+	}
+	if l.Starts(lockName) != 2 {
+		t.Fatalf("terms = %d, want 2", l.Starts(lockName))
+	}
+}
+
+func TestSilentCooperativeHolderIsPreemptedAfterGrace(t *testing.T) {
+	h := newHarness(t)
+	rec := held("ghost", "canary", 30)
+	h.writeRecord(rec)
+	// The annotation says ghost honours requests, but nothing answers.
+	cm, _ := h.client.CoreV1().ConfigMaps(ns).Get(context.Background(), lockName, metav1.GetOptions{})
+	cm.Annotations[resourcelock.HandoverAnnotationKey] = `{"holder":"ghost"}`
+	if _, err := h.client.CoreV1().ConfigMaps(ns).Update(context.Background(), cm, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	c := h.start(candidateOpts{identity: "c", key: "stable", steal: true, grace: 3 * time.Second})
+	waitFor(t, "a handover request", func() bool { return h.handover().Candidate == "c" })
+	if c.le.IsLeader() {
+		t.Fatal("took the lock without waiting for the holder")
+	}
+	waitFor(t, "the grace timer", h.clock.HasWaiters)
+	h.clock.Step(3*time.Second + 2*time.Millisecond)
+	waitFor(t, "c to take the lock after the grace period", c.le.IsLeader)
+	if got := h.record(); got.HolderIdentity != "c" || got.LeaderTransitions != 3 {
+		t.Fatalf("record = %+v", got)
+	}
+}
+
+func TestNonCooperativeHolderIsPreemptedAtOnce(t *testing.T) {
+	h := newHarness(t)
+	h.writeRecord(held("istiod-a", "canary", 30)) // no handover annotation: istiod
+	c := h.start(candidateOpts{identity: "c", key: "stable", steal: true})
+	waitFor(t, "c to take the lock", c.le.IsLeader)
+	if ho := h.handover(); ho.Candidate != "" {
+		t.Fatalf("asked a holder that cannot answer: %+v", ho)
+	}
+}
+
+func TestRefusedRequestIsClearedAndHolderKeepsLeading(t *testing.T) {
+	h := newHarness(t)
+	holder := h.start(candidateOpts{identity: "h", key: "stable", accept: false})
+	waitFor(t, "h to lead", holder.le.IsLeader)
+	c := h.start(candidateOpts{identity: "c", key: "canary", steal: true})
+	waitFor(t, "c's request", func() bool { return h.handover().Candidate == "c" })
+	waitFor(t, "the renew timer", h.clock.HasWaiters)
+	h.clock.Step(time.Second)
+	waitFor(t, "the refusal (request cleared by the renew)", func() bool {
+		ho := h.handover()
+		return ho.Candidate == "" && ho.Holder == "h"
+	})
+	if !holder.le.IsLeader() || c.le.IsLeader() {
+		t.Fatal("leadership moved although the holder refused")
+	}
+}
+
+func TestDeletedLockIsRecreatedByWatchingFollower(t *testing.T) {
+	h := newHarness(t)
+	h.writeRecord(held("b", "", 30))
+	f := h.start(candidateOpts{identity: "a"})
+	waitFor(t, "the follower to see b", func() bool { return f.le.GetLeader() == "b" && f.le.watch.healthy() })
+	if err := h.client.CoreV1().ConfigMaps(ns).Delete(context.Background(), lockName, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the follower to lead", f.le.IsLeader)
+	var cm *corev1.ConfigMap
+	cm, _ = h.client.CoreV1().ConfigMaps(ns).Get(context.Background(), lockName, metav1.GetOptions{})
+	if cm == nil || h.record().HolderIdentity != "a" {
+		t.Fatalf("lock not recreated by a: %+v", cm)
+	}
+}

@@ -1,0 +1,78 @@
+package resourcelock
+
+import (
+	"errors"
+	"testing"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/tools/cache"
+)
+
+func TestObserveTakesOnlyNewerVersionsOfItsOwnObject(t *testing.T) {
+	client := fake.NewClientset()
+	l, err := NewConfigMapLock(client.CoreV1(), "ns", "lock", Config{Identity: "a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cm := func(name, rv, holder string) *corev1.ConfigMap {
+		return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ns", ResourceVersion: rv,
+			Annotations: map[string]string{LeaderAnnotationKey: `{"holderIdentity":"` + holder + `"}`}}}
+	}
+	if _, _, err := l.Observe(cm("other", "5", "x"), false); !errors.Is(err, ErrForeignObject) {
+		t.Fatalf("foreign object: err = %v", err)
+	}
+	if _, _, err := l.Peek(); !errors.Is(err, ErrNotInitialized) {
+		t.Fatalf("a foreign object was cached: %v", err)
+	}
+	if rec, _, err := l.Observe(cm("lock", "10", "b"), false); err != nil || rec.HolderIdentity != "b" {
+		t.Fatalf("Observe = %+v, %v", rec, err)
+	}
+	if rec, _, _ := l.Observe(cm("lock", "9", "old"), false); rec.HolderIdentity != "b" || l.ResourceVersion() != "10" {
+		t.Fatalf("an older version replaced a newer one: %+v rv %s", rec, l.ResourceVersion())
+	}
+	if _, _, err := l.Observe(cache.DeletedFinalStateUnknown{Obj: cm("other", "11", "x")}, true); !errors.Is(err, ErrForeignObject) {
+		t.Fatalf("deletion of a foreign object: err = %v", err)
+	}
+	if l.ResourceVersion() != "10" {
+		t.Fatal("deletion of a foreign object dropped the lock's object")
+	}
+	if rec, _, err := l.Observe(cache.DeletedFinalStateUnknown{Obj: cm("lock", "12", "b")}, true); err != nil || rec.HolderIdentity != "" || l.ResourceVersion() != "" {
+		t.Fatalf("own deletion: %+v %v rv %q", rec, err, l.ResourceVersion())
+	}
+	if _, _, err := l.Observe(&coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "lock", Namespace: "ns"}}, false); err == nil {
+		t.Fatal("a Lease was accepted by a ConfigMap lock")
+	}
+}
+
+func TestCooperativeWritesAdvertiseTheHolder(t *testing.T) {
+	client := fake.NewClientset()
+	l, _ := NewLeaseLock(client.CoordinationV1(), "ns", "lock", Config{Identity: "a", Cooperative: true})
+	ctx := t.Context()
+	if err := l.Create(ctx, Record{HolderIdentity: "a", LeaseDurationSeconds: 5}); err != nil {
+		t.Fatal(err)
+	}
+	if h := l.Handover(); h.Holder != "a" || h.Candidate != "" {
+		t.Fatalf("after create: %+v", h)
+	}
+	if err := l.RequestHandover(ctx, Handover{Holder: "a", Candidate: "c", CandidateKey: "stable"}); err != nil {
+		t.Fatal(err)
+	}
+	if h := l.Handover(); !h.Requested("a") || h.Requested("b") {
+		t.Fatalf("request not visible: %+v", h)
+	}
+	if err := l.Update(ctx, Record{HolderIdentity: "c", HolderKey: "stable", LeaseDurationSeconds: 5}); err != nil {
+		t.Fatal(err)
+	}
+	if h := l.Handover(); h.Holder != "c" || h.Candidate != "" {
+		t.Fatalf("a record write must clear the request and name the new holder: %+v", h)
+	}
+	if err := l.Update(ctx, Record{LeaseDurationSeconds: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if _, found := l.lease.Annotations[HandoverAnnotationKey]; found {
+		t.Fatal("a release left the handover annotation behind")
+	}
+}
