@@ -544,10 +544,11 @@ func (le *LeaderElector) askForHandover(ctx context.Context, rec *resourcelock.R
 	return heldByOther, nil, true
 }
 
-// termKey names one holder's term: a holder that regains the lock starts a
-// new term with a new acquire time, and a handover request is about a term.
+// termKey names one holder's term: every change of holder increments
+// leaderTransitions, so a holder that regains the lock is in a new term even
+// within the same second. A handover request is about a term.
 func termKey(rec *resourcelock.Record) string {
-	return rec.HolderIdentity + "@" + rec.AcquireTime.UTC().Format(time.RFC3339)
+	return fmt.Sprintf("%s#%d", rec.HolderIdentity, rec.LeaderTransitions)
 }
 
 // desired is the record this candidate writes when it takes the lock now.
