@@ -23,6 +23,17 @@
 // stops leading when it has not renewed for RenewDeadline, and at once when it
 // reads a record naming another holder.
 //
+// With Config.Watch the elector follows the lock object with a watch instead
+// of polling it: followers make no requests while the holder renews, try at
+// once when the lock is released or deleted, and wake exactly when the lease
+// expires; a leader ends its term as soon as an event names another holder.
+//
+// With Config.HandoverGrace a candidate entitled by KeyComparison asks a
+// cooperating holder to hand over (see resourcelock.HandoverAnnotationKey);
+// the holder stops its work before writing the record that names the
+// candidate, so the two never lead at once. docs/handover.md describes the
+// protocol and its races.
+//
 // # Guarantees and limits
 //
 //   - Clock-skew tolerance is LeaseDuration − RenewDeadline: if a follower's
@@ -36,7 +47,9 @@
 //   - There is no fencing: a leader paused longer than the lease (a long GC
 //     pause, a frozen VM) may act after another has taken over. Work that
 //     must never overlap needs its own fencing token.
-//   - A steal (KeyComparison returning true) ends the old holder's term only
-//     when the old holder next renews or observes the record; until then two
-//     processes may believe they lead.
+//   - A steal by force (KeyComparison returning true against a holder that
+//     does not cooperate, or that did not answer within HandoverGrace) ends
+//     the old holder's term only when it next renews or observes the record;
+//     until then two processes may believe they lead. A cooperative handover
+//     has no such window.
 package elector
