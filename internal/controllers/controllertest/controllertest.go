@@ -1,0 +1,167 @@
+// Package controllertest helps test leader-gated controllers against a real
+// API server: running a controller for the length of a test, polling with
+// deadlines, checking for leaked goroutines and reading counters.
+package controllertest
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/goleak"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/retry"
+
+	"github.com/meshd-io/meshd/internal/controllers"
+)
+
+// Timeout bounds every wait of these helpers.
+const Timeout = 30 * time.Second
+
+// Run starts c.Run in a goroutine and returns a function that cancels it and
+// waits until Run has returned, failing the test if that takes longer than
+// Timeout. The function is also registered with t.Cleanup; calling it twice
+// is harmless.
+func Run(t testing.TB, c controllers.Controller) (stop func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		c.Run(ctx)
+	}()
+	stop = func() {
+		t.Helper()
+		cancel()
+		select {
+		case <-done:
+		case <-time.After(Timeout):
+			t.Fatalf("%s controller: Run did not return within %v of cancellation", c.Name(), Timeout)
+		}
+	}
+	t.Cleanup(stop)
+	return stop
+}
+
+// Eventually calls cond every 50ms until it returns nil and fails the test
+// with cond's last error if that does not happen within timeout.
+func Eventually(t testing.TB, timeout time.Duration, cond func() error) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		err := cond()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not true within %v: %v", timeout, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// Consistently calls cond every 50ms for d and fails the test at the first
+// error. It is for asserting that something does not happen.
+func Consistently(t testing.TB, d time.Duration, cond func() error) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for time.Now().Before(deadline) {
+		if err := cond(); err != nil {
+			t.Fatalf("stopped being true: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// LeakCheck records the goroutines running now and returns a function that
+// fails the test if any other goroutine is still running when it is called
+// (goleak retries for a while, so goroutines on their way out pass). Call it
+// after stopping the controller. Goroutines of the API client's transport
+// are ignored: connections are shared and pooled across tests.
+func LeakCheck(t testing.TB) func() {
+	t.Helper()
+	ignore := goleak.IgnoreCurrent()
+	return func() {
+		t.Helper()
+		goleak.VerifyNone(t, ignore)
+	}
+}
+
+// Counter returns the value of the counter name{controller=controller} in
+// reg, or 0 when it has not been exported.
+func Counter(t testing.TB, reg prometheus.Gatherer, name, controller string) float64 {
+	t.Helper()
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatalf("gather metrics: %v", err)
+	}
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "controller" && l.GetValue() == controller {
+					return m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return 0
+}
+
+// Context returns a context cancelled after Timeout or when the test ends.
+func Context(t testing.TB) context.Context {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), Timeout)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// SetNamespaceLabel sets (value non-nil) or removes (nil) a label of a
+// namespace, retrying on conflicts.
+func SetNamespaceLabel(t testing.TB, client kubernetes.Interface, namespace, key string, value *string) {
+	t.Helper()
+	ctx := Context(t)
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		ns, err := client.CoreV1().Namespaces().Get(ctx, namespace, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if value == nil {
+			delete(ns.Labels, key)
+		} else {
+			if ns.Labels == nil {
+				ns.Labels = map[string]string{}
+			}
+			ns.Labels[key] = *value
+		}
+		_, err = client.CoreV1().Namespaces().Update(ctx, ns, metav1.UpdateOptions{})
+		return err
+	})
+	if err != nil {
+		t.Fatalf("label namespace %s: %v", namespace, err)
+	}
+}
+
+// UpdateConfigMap applies mutate to the stored ConfigMap and writes it back,
+// retrying on conflicts.
+func UpdateConfigMap(t testing.TB, client kubernetes.Interface, namespace, name string, mutate func(*corev1.ConfigMap)) {
+	t.Helper()
+	ctx := Context(t)
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cm, err := client.CoreV1().ConfigMaps(namespace).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		mutate(cm)
+		_, err = client.CoreV1().ConfigMaps(namespace).Update(ctx, cm, metav1.UpdateOptions{})
+		return err
+	})
+	if err != nil {
+		t.Fatalf("update ConfigMap %s/%s: %v", namespace, name, err)
+	}
+}

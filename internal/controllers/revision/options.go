@@ -1,0 +1,71 @@
+package revision
+
+import (
+	"github.com/hashicorp/go-multierror"
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
+
+	"github.com/meshd-io/meshd/internal/controllers"
+	"github.com/meshd-io/meshd/pkg/election"
+)
+
+const (
+	// ElectionID is the per-revision election whose leader (one per
+	// revision) runs this controller; its Lease is ElectionID-<revision>.
+	ElectionID = election.GatewayDeploymentController
+	// Name is the controller's name in logs and metrics.
+	Name = "revision"
+
+	// DefaultRevisionLabel is the default Options.RevisionLabel.
+	DefaultRevisionLabel = "istio.io/rev"
+	// Data keys of the ConfigMap.
+	KeyNamespaces = "namespaces"
+	KeyCount      = "count"
+)
+
+// ConfigMapName is the name of the ConfigMap written for revision.
+func ConfigMapName(revision string) string { return "meshd-revision-" + revision }
+
+// Options configure New.
+type Options struct {
+	// MeshNamespace holds the ConfigMap. Required.
+	MeshNamespace string
+	// Revision whose namespaces are listed. Empty means
+	// election.DefaultRevision.
+	Revision string
+	// RevisionLabel is the namespace label naming a revision. Default
+	// DefaultRevisionLabel.
+	RevisionLabel string
+	// Logger defaults to a no-op logger.
+	Logger *zap.Logger
+	// Registerer receives the controller's counters; nil means they are not
+	// registered.
+	Registerer prometheus.Registerer
+}
+
+func (o Options) withDefaults() Options {
+	if o.Revision == "" {
+		o.Revision = election.DefaultRevision
+	}
+	if o.RevisionLabel == "" {
+		o.RevisionLabel = DefaultRevisionLabel
+	}
+	if o.Logger == nil {
+		o.Logger = zap.NewNop()
+	}
+	return o
+}
+
+// validate reports every invalid field of defaulted options.
+func (o Options) validate() error {
+	var errs *multierror.Error
+	add := func(err error) {
+		if err != nil {
+			errs = multierror.Append(errs, err)
+		}
+	}
+	add(controllers.CheckDNSLabel("MeshNamespace", o.MeshNamespace))
+	add(controllers.CheckDNSLabel("Revision", o.Revision))
+	add(controllers.CheckLabelKey("RevisionLabel", o.RevisionLabel))
+	return errs.ErrorOrNil()
+}

@@ -1,0 +1,315 @@
+package rootcert
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-multierror"
+	"go.uber.org/zap"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
+	coreinformers "k8s.io/client-go/informers/core/v1"
+	"k8s.io/client-go/kubernetes"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
+
+	"github.com/meshd-io/meshd/internal/controllers"
+)
+
+// Controller is the namespace controller. Build it with New; run it with
+// Run while leading ElectionID.
+type Controller struct {
+	client   kubernetes.Interface
+	opts     Options
+	excluded map[string]bool
+	log      *zap.Logger
+	metrics  *controllers.Metrics
+
+	mu sync.Mutex
+	// distributed is the certificate this process last distributed, in any
+	// term. It is only used to re-create a deleted source.
+	distributed string
+}
+
+var _ controllers.Controller = (*Controller)(nil)
+
+// New validates opts and returns a controller. It returns an error naming
+// every invalid option; it does not contact the API server.
+func New(client kubernetes.Interface, opts Options) (*Controller, error) {
+	opts = opts.withDefaults()
+	var errs *multierror.Error
+	if client == nil {
+		errs = multierror.Append(errs, errNilClient)
+	}
+	if err := opts.validate(); err != nil {
+		errs = multierror.Append(errs, err)
+	}
+	if err := errs.ErrorOrNil(); err != nil {
+		return nil, fmt.Errorf("%s controller: %w", Name, err)
+	}
+	metrics, err := controllers.NewMetrics(opts.Registerer, Name)
+	if err != nil {
+		return nil, fmt.Errorf("%s controller: %w", Name, err)
+	}
+	c := &Controller{
+		client:   client,
+		opts:     opts,
+		excluded: map[string]bool{},
+		log:      opts.Logger.With(zap.String("controller", Name)),
+		metrics:  metrics,
+	}
+	for _, ns := range opts.ExcludedNamespaces {
+		c.excluded[ns] = true
+	}
+	return c, nil
+}
+
+// Name returns "namespace".
+func (c *Controller) Name() string { return Name }
+
+// key is a queued item: the source, or one namespace's target.
+type key struct {
+	source    bool
+	namespace string
+}
+
+var sourceKey = key{source: true}
+
+// Run keeps the certificate in every namespace until ctx is done, then
+// returns after its informers and workers have stopped.
+func (c *Controller) Run(ctx context.Context) {
+	c.log.Info("started")
+	defer c.log.Info("stopped")
+	t := c.newTerm()
+	t.loop().Run(ctx)
+}
+
+// term is the state of one Run.
+type term struct {
+	c          *Controller
+	queue      workqueue.TypedRateLimitingInterface[key]
+	namespaces cache.SharedIndexInformer
+	targets    cache.SharedIndexInformer
+	sources    cache.SharedIndexInformer
+	nsLister   corelisters.NamespaceLister
+	tgtLister  corelisters.ConfigMapLister
+	srcLister  corelisters.ConfigMapLister
+	synced     []cache.InformerSynced
+
+	mu sync.Mutex
+	// bundle is the certificate distributed in this term; empty until the
+	// source has been read.
+	bundle string
+}
+
+func (c *Controller) newTerm() *term {
+	byName := func(name string) func(*metav1.ListOptions) {
+		sel := fields.OneTermEqualSelector("metadata.name", name).String()
+		return func(o *metav1.ListOptions) { o.FieldSelector = sel }
+	}
+	t := &term{
+		c:          c,
+		queue:      controllers.NewQueue[key](Name),
+		namespaces: coreinformers.NewNamespaceInformer(c.client, 0, cache.Indexers{}),
+		targets: coreinformers.NewFilteredConfigMapInformer(c.client, metav1.NamespaceAll, 0, cache.Indexers{},
+			byName(TargetConfigMap)),
+		sources: coreinformers.NewFilteredConfigMapInformer(c.client, c.opts.MeshNamespace, 0, cache.Indexers{},
+			byName(c.opts.SourceConfigMap)),
+	}
+	t.nsLister = corelisters.NewNamespaceLister(t.namespaces.GetIndexer())
+	t.tgtLister = corelisters.NewConfigMapLister(t.targets.GetIndexer())
+	t.srcLister = corelisters.NewConfigMapLister(t.sources.GetIndexer())
+
+	nsReg, _ := t.namespaces.AddEventHandler(controllers.Enqueue(t.queue, func(obj any) (key, bool) {
+		ns, ok := obj.(*corev1.Namespace)
+		if !ok || !c.wanted(ns) {
+			return key{}, false
+		}
+		return key{namespace: ns.Name}, true
+	}))
+	tgtReg, _ := t.targets.AddEventHandler(controllers.Enqueue(t.queue, func(obj any) (key, bool) {
+		cm, ok := obj.(*corev1.ConfigMap)
+		if !ok || cm.Name != TargetConfigMap {
+			return key{}, false
+		}
+		return key{namespace: cm.Namespace}, true
+	}))
+	srcReg, _ := t.sources.AddEventHandler(controllers.Enqueue(t.queue, func(obj any) (key, bool) {
+		cm, ok := obj.(*corev1.ConfigMap)
+		if !ok || cm.Namespace != c.opts.MeshNamespace || cm.Name != c.opts.SourceConfigMap {
+			return key{}, false
+		}
+		return sourceKey, true
+	}))
+	// AddEventHandler fails only on a stopped informer; these are new.
+	t.synced = []cache.InformerSynced{nsReg.HasSynced, tgtReg.HasSynced, srcReg.HasSynced}
+	return t
+}
+
+func (t *term) loop() controllers.Loop[key] {
+	return controllers.Loop[key]{
+		Informers: []cache.SharedIndexInformer{t.namespaces, t.targets, t.sources},
+		Synced:    t.synced,
+		Queue:     t.queue,
+		Workers:   t.c.opts.Workers,
+		Reconcile: t.reconcile,
+		// The source may not exist, so no event would bring it: queue it.
+		OnSynced: func() { t.queue.Add(sourceKey) },
+		Metrics:  t.c.metrics,
+		Log:      t.c.log,
+	}
+}
+
+// wanted reports whether namespace ns should hold the certificate.
+func (c *Controller) wanted(ns *corev1.Namespace) bool {
+	terminating := ns.DeletionTimestamp != nil || ns.Status.Phase == corev1.NamespaceTerminating
+	return !terminating && !c.excluded[ns.Name]
+}
+
+func (t *term) reconcile(ctx context.Context, k key) error {
+	if k.source {
+		return t.syncSource(ctx)
+	}
+	return t.syncNamespace(ctx, k.namespace)
+}
+
+// syncSource reads the source, creating it when absent, and distributes
+// its certificate.
+func (t *term) syncSource(ctx context.Context) error {
+	c := t.c
+	ns, name := c.opts.MeshNamespace, c.opts.SourceConfigMap
+	cm, err := t.srcLister.ConfigMaps(ns).Get(name)
+	if err == nil {
+		return t.useSource(cm)
+	}
+	if !apierrors.IsNotFound(err) {
+		return err
+	}
+
+	cert, generated := c.lastDistributed(), false
+	if cert == "" {
+		if cert, err = generateRootCert(time.Now()); err != nil {
+			return err
+		}
+		generated = true
+	}
+	src := &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Data:       map[string]string{c.opts.SourceKey: cert},
+	}
+	if generated {
+		src.Annotations = map[string]string{GeneratedAnnotation: "true"}
+	}
+	_, err = c.client.CoreV1().ConfigMaps(ns).Create(ctx, src, metav1.CreateOptions{})
+	if apierrors.IsAlreadyExists(err) {
+		// Another instance won the race, or our cache lags: use what is
+		// stored, read directly since the cache may not have it yet.
+		stored, err := c.client.CoreV1().ConfigMaps(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return fmt.Errorf("read source ConfigMap %s/%s: %w", ns, name, err)
+		}
+		return t.useSource(stored)
+	}
+	if err != nil {
+		return fmt.Errorf("create source ConfigMap %s/%s: %w", ns, name, err)
+	}
+	c.metrics.Wrote()
+	c.log.Info("created the root certificate source", zap.String("configmap", ns+"/"+name), zap.Bool("generated", generated))
+	t.distribute(cert)
+	return nil
+}
+
+// useSource distributes the certificate of the source ConfigMap cm.
+func (t *term) useSource(cm *corev1.ConfigMap) error {
+	cert := cm.Data[t.c.opts.SourceKey]
+	if err := checkCertificates(cert); err != nil {
+		// Retried with backoff; an update of the source retries at once.
+		return fmt.Errorf("source ConfigMap %s/%s key %s: %w", cm.Namespace, cm.Name, t.c.opts.SourceKey, err)
+	}
+	t.distribute(cert)
+	return nil
+}
+
+// distribute makes cert the certificate of this term and, if it changed,
+// queues every namespace.
+func (t *term) distribute(cert string) {
+	t.mu.Lock()
+	changed := t.bundle != cert
+	t.bundle = cert
+	t.mu.Unlock()
+	if !changed {
+		return
+	}
+	t.c.setDistributed(cert)
+	nss, _ := t.nsLister.List(labels.Everything())
+	t.c.log.Info("distributing the root certificate", zap.Int("namespaces", len(nss)))
+	for _, ns := range nss {
+		if t.c.wanted(ns) {
+			t.queue.Add(key{namespace: ns.Name})
+		}
+	}
+}
+
+func (t *term) currentBundle() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.bundle
+}
+
+// syncNamespace makes the target in namespace name hold the certificate.
+func (t *term) syncNamespace(ctx context.Context, name string) error {
+	cert := t.currentBundle()
+	if cert == "" {
+		// Not read yet: distribute queues every namespace once it is.
+		return nil
+	}
+	ns, err := t.nsLister.Get(name)
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if !t.c.wanted(ns) {
+		return nil
+	}
+	current, err := t.tgtLister.ConfigMaps(name).Get(TargetConfigMap)
+	if apierrors.IsNotFound(err) {
+		current, err = nil, nil
+	}
+	if err != nil {
+		return err
+	}
+	wrote, err := controllers.ApplyConfigMap(ctx, t.c.client.CoreV1(), current, controllers.OwnedConfigMap{
+		Namespace: name,
+		Name:      TargetConfigMap,
+		Labels:    map[string]string{ConfigLabel: "true"},
+		Data:      map[string]string{TargetKey: cert},
+	})
+	if err != nil {
+		return err
+	}
+	if wrote {
+		t.c.metrics.Wrote()
+		t.c.log.Debug("wrote the root certificate", zap.String("namespace", name), zap.Bool("created", current == nil))
+	}
+	return nil
+}
+
+func (c *Controller) lastDistributed() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.distributed
+}
+
+func (c *Controller) setDistributed(cert string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.distributed = cert
+}

@@ -1,0 +1,336 @@
+package rootcert
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	ct "github.com/meshd-io/meshd/internal/controllers/controllertest"
+	"github.com/meshd-io/meshd/internal/testcluster"
+)
+
+func TestMain(m *testing.M) { testcluster.Main(m) }
+
+// wait bounds every convergence in these tests.
+const wait = 20 * time.Second
+
+// newCert returns a fresh certificate for a test source.
+func newCert(t *testing.T) string {
+	t.Helper()
+	cert, err := generateRootCert(time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cert
+}
+
+func createSource(t *testing.T, client kubernetes.Interface, ns, cert string) {
+	t.Helper()
+	_, err := client.CoreV1().ConfigMaps(ns).Create(ct.Context(t), &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: DefaultSourceConfigMap},
+		Data:       map[string]string{DefaultSourceKey: cert},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func newController(t *testing.T, client kubernetes.Interface, opts Options) *Controller {
+	t.Helper()
+	c, err := New(client, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// checkTarget returns nil when namespace ns holds cert in a ConfigMap that
+// the controller would leave alone.
+func checkTarget(ctx context.Context, client kubernetes.Interface, ns, cert string) error {
+	cm, err := client.CoreV1().ConfigMaps(ns).Get(ctx, TargetConfigMap, metav1.GetOptions{})
+	if err != nil {
+		return fmt.Errorf("namespace %s: %w", ns, err)
+	}
+	if cm.Data[TargetKey] != cert {
+		return fmt.Errorf("namespace %s: %s holds another certificate", ns, TargetKey)
+	}
+	if cm.Labels[ConfigLabel] != "true" {
+		return fmt.Errorf("namespace %s: label %s=%q", ns, ConfigLabel, cm.Labels[ConfigLabel])
+	}
+	return nil
+}
+
+// checkEveryNamespace returns nil when every live namespace holds cert.
+func checkEveryNamespace(ctx context.Context, client kubernetes.Interface, cert string) error {
+	nss, err := client.CoreV1().Namespaces().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, ns := range nss.Items {
+		if ns.DeletionTimestamp != nil {
+			continue
+		}
+		errs = append(errs, checkTarget(ctx, client, ns.Name, cert))
+	}
+	return errors.Join(errs...)
+}
+
+func TestCopiesIntoEveryNamespace(t *testing.T) {
+	c := testcluster.Get(t)
+	ctx := ct.Context(t)
+	mesh := c.NewNamespace(t)
+	before := c.NewNamespace(t)
+	cert := newCert(t)
+	createSource(t, c.Client, mesh, cert)
+	leaks := ct.LeakCheck(t)
+
+	reg := prometheus.NewRegistry()
+	stop := ct.Run(t, newController(t, c.Client, Options{MeshNamespace: mesh, Registerer: reg}))
+	ct.Eventually(t, wait, func() error { return checkEveryNamespace(ctx, c.Client, cert) })
+	if err := checkTarget(ctx, c.Client, before, cert); err != nil {
+		t.Fatal(err)
+	}
+
+	after := c.NewNamespace(t)
+	ct.Eventually(t, wait, func() error { return checkTarget(ctx, c.Client, after, cert) })
+
+	if n := ct.Counter(t, reg, "meshd_controller_writes_total", "namespace"); n < 2 {
+		t.Errorf("writes_total = %v, want at least 2", n)
+	}
+	if n := ct.Counter(t, reg, "meshd_controller_reconciles_total", "namespace"); n < 2 {
+		t.Errorf("reconciles_total = %v, want at least 2", n)
+	}
+	stop()
+	leaks()
+}
+
+func TestRepairsEditsAndDeletion(t *testing.T) {
+	c := testcluster.Get(t)
+	ctx := ct.Context(t)
+	mesh := c.NewNamespace(t)
+	ns := c.NewNamespace(t)
+	cert := newCert(t)
+	createSource(t, c.Client, mesh, cert)
+	// A target that exists with someone else's content, which must survive.
+	_, err := c.Client.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: TargetConfigMap, Labels: map[string]string{"team": "a"},
+			Annotations: map[string]string{"note": "keep"}},
+		Data: map[string]string{TargetKey: "stale", "extra": "keep"},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaks := ct.LeakCheck(t)
+	stop := ct.Run(t, newController(t, c.Client, Options{MeshNamespace: mesh}))
+
+	keptOthers := func() error {
+		if err := checkTarget(ctx, c.Client, ns, cert); err != nil {
+			return err
+		}
+		cm, err := c.Client.CoreV1().ConfigMaps(ns).Get(ctx, TargetConfigMap, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if cm.Data["extra"] != "keep" || cm.Labels["team"] != "a" || cm.Annotations["note"] != "keep" {
+			return fmt.Errorf("other content lost: labels %v annotations %v data keys %d", cm.Labels, cm.Annotations, len(cm.Data))
+		}
+		return nil
+	}
+	ct.Eventually(t, wait, keptOthers)
+
+	ct.UpdateConfigMap(t, c.Client, ns, TargetConfigMap, func(cm *corev1.ConfigMap) {
+		cm.Data[TargetKey] = "tampered"
+		delete(cm.Labels, ConfigLabel)
+	})
+	ct.Eventually(t, wait, keptOthers)
+
+	if err := c.Client.CoreV1().ConfigMaps(ns).Delete(ctx, TargetConfigMap, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	ct.Eventually(t, wait, func() error { return checkTarget(ctx, c.Client, ns, cert) })
+	stop()
+	leaks()
+}
+
+func TestFollowsSourceChanges(t *testing.T) {
+	c := testcluster.Get(t)
+	ctx := ct.Context(t)
+	mesh := c.NewNamespace(t)
+	first, second := newCert(t), newCert(t)
+	createSource(t, c.Client, mesh, first)
+	leaks := ct.LeakCheck(t)
+	stop := ct.Run(t, newController(t, c.Client, Options{MeshNamespace: mesh}))
+	ct.Eventually(t, wait, func() error { return checkEveryNamespace(ctx, c.Client, first) })
+
+	ct.UpdateConfigMap(t, c.Client, mesh, DefaultSourceConfigMap, func(cm *corev1.ConfigMap) {
+		cm.Data[DefaultSourceKey] = second
+	})
+	ct.Eventually(t, wait, func() error { return checkEveryNamespace(ctx, c.Client, second) })
+
+	// Deleting the source does not rotate the root: it comes back as it was.
+	if err := c.Client.CoreV1().ConfigMaps(mesh).Delete(ctx, DefaultSourceConfigMap, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	ct.Eventually(t, wait, func() error {
+		src, err := c.Client.CoreV1().ConfigMaps(mesh).Get(ctx, DefaultSourceConfigMap, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if src.Data[DefaultSourceKey] != second {
+			return errors.New("source re-created with another certificate")
+		}
+		return nil
+	})
+	if err := checkEveryNamespace(ctx, c.Client, second); err != nil {
+		t.Fatal(err)
+	}
+	stop()
+	leaks()
+}
+
+func TestGeneratesMissingSourceOnce(t *testing.T) {
+	c := testcluster.Get(t)
+	ctx := ct.Context(t)
+	mesh := c.NewNamespace(t)
+	leaks := ct.LeakCheck(t)
+
+	// Two instances start at once with no source: one creates it and both
+	// distribute that one.
+	stopA := ct.Run(t, newController(t, c.Client, Options{MeshNamespace: mesh}))
+	stopB := ct.Run(t, newController(t, c.Client, Options{MeshNamespace: mesh}))
+	var generated *corev1.ConfigMap
+	ct.Eventually(t, wait, func() error {
+		src, err := c.Client.CoreV1().ConfigMaps(mesh).Get(ctx, DefaultSourceConfigMap, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		generated = src
+		return nil
+	})
+	if generated.Annotations[GeneratedAnnotation] != "true" {
+		t.Errorf("generated source lacks %s: %v", GeneratedAnnotation, generated.Annotations)
+	}
+	cert := generated.Data[DefaultSourceKey]
+	if err := checkCertificates(cert); err != nil {
+		t.Fatalf("generated source: %v", err)
+	}
+	if ca := parseOne(t, cert); !ca.IsCA {
+		t.Error("generated certificate is not a CA")
+	}
+	ct.Eventually(t, wait, func() error { return checkEveryNamespace(ctx, c.Client, cert) })
+	stopA()
+	stopB()
+
+	// A new instance reuses the stored source instead of generating again.
+	stop := ct.Run(t, newController(t, c.Client, Options{MeshNamespace: mesh}))
+	fresh := c.NewNamespace(t)
+	ct.Eventually(t, wait, func() error { return checkTarget(ctx, c.Client, fresh, cert) })
+	src, err := c.Client.CoreV1().ConfigMaps(mesh).Get(ctx, DefaultSourceConfigMap, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if src.ResourceVersion != generated.ResourceVersion {
+		t.Errorf("source rewritten by a later instance: resourceVersion %s -> %s", generated.ResourceVersion, src.ResourceVersion)
+	}
+	stop()
+	leaks()
+}
+
+func TestInvalidSourceIsNotDistributed(t *testing.T) {
+	c := testcluster.Get(t)
+	ctx := ct.Context(t)
+	mesh := c.NewNamespace(t)
+	ns := c.NewNamespace(t)
+	createSource(t, c.Client, mesh, "not a certificate")
+	leaks := ct.LeakCheck(t)
+	reg := prometheus.NewRegistry()
+	stop := ct.Run(t, newController(t, c.Client, Options{MeshNamespace: mesh, Registerer: reg}))
+
+	ct.Eventually(t, wait, func() error {
+		if n := ct.Counter(t, reg, "meshd_controller_errors_total", "namespace"); n < 1 {
+			return errors.New("no error counted for the invalid source")
+		}
+		return nil
+	})
+	if _, err := c.Client.CoreV1().ConfigMaps(ns).Get(ctx, TargetConfigMap, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("target written from an invalid source: err = %v", err)
+	}
+	src, err := c.Client.CoreV1().ConfigMaps(mesh).Get(ctx, DefaultSourceConfigMap, metav1.GetOptions{})
+	if err != nil || src.Data[DefaultSourceKey] != "not a certificate" {
+		t.Fatalf("invalid source was overwritten: %v %v", err, src.Data)
+	}
+
+	// Fixing the source is picked up at once, not after the backoff.
+	cert := newCert(t)
+	ct.UpdateConfigMap(t, c.Client, mesh, DefaultSourceConfigMap, func(cm *corev1.ConfigMap) {
+		cm.Data[DefaultSourceKey] = cert
+	})
+	ct.Eventually(t, wait, func() error { return checkTarget(ctx, c.Client, ns, cert) })
+	stop()
+	leaks()
+}
+
+func TestSkipsExcludedNamespaces(t *testing.T) {
+	c := testcluster.Get(t)
+	ctx := ct.Context(t)
+	mesh := c.NewNamespace(t)
+	excluded := c.NewNamespace(t)
+	included := c.NewNamespace(t)
+	cert := newCert(t)
+	createSource(t, c.Client, mesh, cert)
+	leaks := ct.LeakCheck(t)
+	stop := ct.Run(t, newController(t, c.Client, Options{MeshNamespace: mesh, ExcludedNamespaces: []string{excluded}}))
+
+	ct.Eventually(t, wait, func() error { return checkTarget(ctx, c.Client, included, cert) })
+	ct.Consistently(t, time.Second, func() error {
+		_, err := c.Client.CoreV1().ConfigMaps(excluded).Get(ctx, TargetConfigMap, metav1.GetOptions{})
+		if !apierrors.IsNotFound(err) {
+			return fmt.Errorf("excluded namespace: err = %v", err)
+		}
+		return nil
+	})
+	stop()
+	leaks()
+}
+
+func TestStopsWritingWhenCancelled(t *testing.T) {
+	c := testcluster.Get(t)
+	ctx := ct.Context(t)
+	mesh := c.NewNamespace(t)
+	ns := c.NewNamespace(t)
+	cert := newCert(t)
+	createSource(t, c.Client, mesh, cert)
+	leaks := ct.LeakCheck(t)
+	ctrl := newController(t, c.Client, Options{MeshNamespace: mesh})
+
+	// Two terms in a row, as after losing and regaining leadership.
+	for range 2 {
+		stop := ct.Run(t, ctrl)
+		ct.Eventually(t, wait, func() error { return checkTarget(ctx, c.Client, ns, cert) })
+		ct.UpdateConfigMap(t, c.Client, ns, TargetConfigMap, func(cm *corev1.ConfigMap) { cm.Data[TargetKey] = "edited" })
+		ct.Eventually(t, wait, func() error { return checkTarget(ctx, c.Client, ns, cert) })
+		stop()
+	}
+	leaks()
+
+	ct.UpdateConfigMap(t, c.Client, ns, TargetConfigMap, func(cm *corev1.ConfigMap) { cm.Data[TargetKey] = "edited" })
+	ct.Consistently(t, 2*time.Second, func() error {
+		cm, err := c.Client.CoreV1().ConfigMaps(ns).Get(ctx, TargetConfigMap, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if cm.Data[TargetKey] != "edited" {
+			return errors.New("target repaired after Run returned")
+		}
+		return nil
+	})
+}
