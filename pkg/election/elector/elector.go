@@ -233,8 +233,9 @@ func (le *LeaderElector) followerWait() time.Duration {
 }
 
 // worthTrying reports whether the record last observed may let this
-// candidate acquire: it is free, names this candidate, is corrupt, or is
-// held by a holder the key comparison lets it take from.
+// candidate acquire now: it is free, names this candidate, has expired, or is
+// held by a holder the key comparison lets it take from. A corrupt record is
+// left to the expiry timer.
 func (le *LeaderElector) worthTrying() bool {
 	le.mu.Lock()
 	rec, corrupt := le.observedRecord, le.observedCorrupt
