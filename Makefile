@@ -12,7 +12,7 @@ GO       ?= go
 BIN      := $(CURDIR)/bin
 FUZZTIME ?= 30s
 # Packages whose tests need no API server.
-UNIT_PKGS := ./pkg/... ./cmd/... ./internal/kubetest/...
+UNIT_PKGS := ./pkg/... ./internal/kubetest/... ./internal/ledger/... ./internal/lockstatus/... ./internal/monitoring/...
 
 include mk/kube.mk
 

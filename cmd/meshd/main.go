@@ -1,117 +1,73 @@
-// Command meshd is the mesh control-plane daemon built on meshd's leader
-// election. This first version connects to a cluster, contends in one
-// prioritized election and logs while it leads; on SIGTERM or SIGINT it stops
-// its work, releases the lock and exits 0.
+// Command meshd is the mesh control-plane daemon built on meshd's
+// prioritized leader election.
+//
+//	meshd [run]   contend in the elections and run the controllers (default)
+//	meshd status  show every election lock of a namespace
+//	meshd env     list the environment variables meshd reads
+//	meshd version print the build information
+//
+// Exit status: 0 on success and after a clean shutdown (SIGTERM or SIGINT),
+// 1 on errors, including a shutdown that did not finish in time.
 package main
 
 import (
 	"context"
-	"errors"
-	"flag"
 	"fmt"
+	"io"
 	"os"
-	"os/signal"
-	"path/filepath"
-	"syscall"
-	"time"
+	"strings"
 
-	"go.uber.org/zap"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
-
-	"github.com/meshd-io/meshd/pkg/election"
-	"github.com/meshd-io/meshd/pkg/features"
+	"github.com/spf13/cobra"
 )
 
 func main() {
-	if err := run(os.Args[1:]); err != nil {
-		fmt.Fprintln(os.Stderr, "meshd:", err)
-		os.Exit(1)
-	}
+	os.Exit(execute(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
 }
 
-func run(args []string) error {
-	fs := flag.NewFlagSet("meshd", flag.ContinueOnError)
-	kubeconfig := fs.String("kubeconfig", "", "path to a kubeconfig (default: $KUBECONFIG, in-cluster, ~/.kube/config)")
-	namespace := fs.String("namespace", envOr("POD_NAMESPACE", "istio-system"), "namespace of the election locks")
-	identity := fs.String("identity", os.Getenv("POD_NAME"), "holder identity (default unknown-<hostname>)")
-	revision := fs.String("revision", envOr("REVISION", election.DefaultRevision), "control-plane revision of this instance")
-	remote := fs.Bool("remote", false, "this instance serves a remote cluster")
-	electionID := fs.String("election", election.IngressController, "election ID to contend in")
-	ttl := fs.Duration("ttl", features.LeaderElectionTTL.Get(), "lease duration (renew deadline ttl/2, retry period ttl/4)")
-	if err := fs.Parse(args); err != nil {
-		return err
+// execute runs the command line args and returns the exit status.
+func execute(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	root := newRootCommand()
+	root.SetArgs(withDefaultCommand(root, args))
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	if err := root.ExecuteContext(ctx); err != nil {
+		fmt.Fprintln(stderr, "meshd:", err)
+		return 1
 	}
-
-	log, err := zap.NewProduction()
-	if err != nil {
-		return err
-	}
-	defer func() { _ = log.Sync() }()
-	features.SetLogger(log)
-	if err := features.Validate(); err != nil {
-		log.Warn("some environment settings are invalid; their defaults are used", zap.Error(err))
-	}
-
-	cfg, err := restConfig(*kubeconfig)
-	if err != nil {
-		return err
-	}
-	client, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		return fmt.Errorf("kubernetes client: %w", err)
-	}
-
-	le, err := election.NewLeaderElectionMulticluster(*namespace, *identity, *electionID, *revision, *remote, client,
-		election.WithTTL(*ttl), election.WithLogger(log))
-	if err != nil {
-		return err
-	}
-	le.AddRunFunctionContext(func(ctx context.Context) {
-		log.Info("leading", zap.String("election", *electionID), zap.String("identity", le.Identity()))
-		<-ctx.Done()
-		log.Info("stopped leading", zap.String("election", *electionID))
-	})
-
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
-	defer stop()
-	done := make(chan struct{})
-	go func() { defer close(done); le.RunContext(ctx) }()
-	<-ctx.Done()
-	log.Info("shutting down")
-	select {
-	case <-done:
-		return nil
-	case <-time.After(*ttl):
-		return errors.New("election did not stop within one ttl")
-	}
+	return 0
 }
 
-// restConfig follows the usual order: an explicit kubeconfig, $KUBECONFIG,
-// the in-cluster service account, then ~/.kube/config.
-func restConfig(path string) (*rest.Config, error) {
-	if path == "" {
-		path = os.Getenv("KUBECONFIG")
+func newRootCommand() *cobra.Command {
+	root := &cobra.Command{
+		Use:   "meshd",
+		Short: "The mesh control-plane daemon with prioritized, multi-revision leader election",
+		Long: `meshd runs a mesh control plane's cluster-wide singleton controllers, each
+only while this instance leads its election. Elections are compatible with
+istiod's: an instance of the default revision takes over from other
+revisions, and a local instance from one serving a remote cluster.
+
+Without a command, meshd runs the daemon ("meshd run").`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
 	}
-	if path == "" {
-		if cfg, err := rest.InClusterConfig(); err == nil {
-			return cfg, nil
-		}
-		if home, err := os.UserHomeDir(); err == nil {
-			path = filepath.Join(home, ".kube", "config")
-		}
-	}
-	cfg, err := clientcmd.BuildConfigFromFlags("", path)
-	if err != nil {
-		return nil, fmt.Errorf("load kubeconfig %q: %w", path, err)
-	}
-	return cfg, nil
+	root.CompletionOptions.DisableDefaultCmd = true
+	root.AddCommand(newRunCommand(), newStatusCommand(), newEnvCommand(), newVersionCommand())
+	return root
 }
 
-func envOr(name, def string) string {
-	if v := os.Getenv(name); v != "" {
-		return v
+// withDefaultCommand makes "run" the default command: arguments that start
+// with a flag (or no arguments at all) are given to "meshd run", except the
+// root's own help flags.
+func withDefaultCommand(root *cobra.Command, args []string) []string {
+	if len(args) == 0 {
+		return []string{"run"}
 	}
-	return def
+	first := args[0]
+	if first == "-h" || first == "--help" || !strings.HasPrefix(first, "-") {
+		return args
+	}
+	if cmd, _, err := root.Find(args); err == nil && cmd != root {
+		return args
+	}
+	return append([]string{"run"}, args...)
 }

@@ -1,0 +1,151 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/meshd-io/meshd/internal/testcluster"
+	"github.com/meshd-io/meshd/pkg/election"
+	"github.com/meshd-io/meshd/pkg/resourcelock"
+)
+
+// TestProcessSIGTERM runs the meshd binary, checks its endpoints while it
+// leads, and stops it with SIGTERM: it releases its locks and exits 0.
+func TestProcessSIGTERM(t *testing.T) {
+	c := testcluster.Get(t)
+	ns := c.NewNamespace(t)
+	dir := t.TempDir()
+	kubeconfig := filepath.Join(dir, "kubeconfig")
+	if err := c.WriteKubeconfig(kubeconfig); err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, "meshd")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	addr := freeAddress(t)
+
+	var stderr syncBuffer
+	cmd := exec.Command(bin, "run", "--kubeconfig", kubeconfig, "--namespace", ns, "--identity", "meshd-proc",
+		"--ttl", "2s", "--monitoring-address", addr)
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-exited
+	})
+
+	client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+	get := func(path string) (int, []byte, error) {
+		resp, err := client.Get("http://" + addr + path)
+		if err != nil {
+			return 0, nil, err
+		}
+		defer resp.Body.Close()
+		body, err := io.ReadAll(resp.Body)
+		return resp.StatusCode, body, err
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		err := func() error {
+			code, body, err := get("/debug/elections")
+			if err != nil {
+				return err
+			}
+			var statuses []election.Status
+			if err := json.Unmarshal(body, &statuses); err != nil || code != http.StatusOK {
+				return errors.New(string(body))
+			}
+			if len(statuses) != 3 {
+				return errors.New("not all elections listed")
+			}
+			for _, s := range statuses {
+				if !s.Leader {
+					return errors.New(s.ID + " not led")
+				}
+			}
+			if code, body, err := get("/readyz"); err != nil || code != http.StatusOK {
+				return errors.New("not ready: " + string(body))
+			}
+			return nil
+		}()
+		if err == nil {
+			break
+		}
+		select {
+		case err := <-exited:
+			t.Fatalf("meshd exited early (%v):\n%s", err, stderr.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("meshd did not lead every election: %v\n%s", err, stderr.String())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if code, body, err := get("/healthz"); err != nil || code != http.StatusOK {
+		t.Fatalf("/healthz: %d %s %v", code, body, err)
+	}
+
+	start := time.Now()
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-exited:
+		exited <- err // for the cleanup
+		if err != nil {
+			t.Fatalf("meshd exited with %v after SIGTERM:\n%s", err, stderr.String())
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatalf("meshd did not exit after SIGTERM:\n%s", stderr.String())
+	}
+	// The bound is min(ttl, 10s) = 2s plus the monitoring server's grace.
+	if took := time.Since(start); took > 4*time.Second {
+		t.Errorf("shutdown took %v", took)
+	}
+
+	ctx := context.Background()
+	cm, err := c.Client.CoreV1().ConfigMaps(ns).Get(ctx, election.NamespaceController, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec, err := resourcelock.DecodeRecord([]byte(cm.Annotations[resourcelock.LeaderAnnotationKey])); err != nil || rec.HolderIdentity != "" {
+		t.Errorf("ConfigMap lock after SIGTERM: %+v, %v", rec, err)
+	}
+	for _, name := range []string{election.StatusController, election.GatewayDeploymentController + "-default"} {
+		lease, err := c.Client.CoordinationV1().Leases(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rec := resourcelock.LeaseToRecord(lease); rec.HolderIdentity != "" {
+			t.Errorf("Lease %s after SIGTERM: %+v", name, rec)
+		}
+	}
+}
+
+// freeAddress returns a loopback address with a port that was free a moment
+// ago.
+func freeAddress(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}

@@ -1,0 +1,172 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/hashicorp/go-multierror"
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+	"go.uber.org/zap"
+
+	"github.com/meshd-io/meshd/internal/daemon"
+	"github.com/meshd-io/meshd/internal/monitoring"
+	"github.com/meshd-io/meshd/pkg/election"
+	"github.com/meshd-io/meshd/pkg/features"
+)
+
+type runOptions struct {
+	kube              kubeFlags
+	identity          string
+	revision          string
+	remote            bool
+	monitoringAddress string
+	ttl               time.Duration
+	controllers       string
+	logLevel          string
+	logFormat         string
+}
+
+func newRunCommand() *cobra.Command {
+	var (
+		o   runOptions
+		env envBindings
+	)
+	cmd := &cobra.Command{
+		Use:   "run",
+		Short: "Contend in the elections and run the controllers (the default command)",
+		Long: `Run the daemon. Each selected controller runs only while this instance leads
+its election:
+
+  namespace  root certificate into every namespace
+             (ConfigMap lock istio-namespace-controller-election, prioritized)
+  status     revisions and election leaders into meshd-status
+             (Lease istio-status-leader, prioritized)
+  revision   the namespaces of this revision into meshd-revision-<revision>
+             (Lease istio-gateway-deployment-<revision>, one leader per revision)
+
+Endpoints on --monitoring-address: /healthz fails when a lock this instance
+leads has not been renewed for 1.5 x ttl (the lease plus ttl/2 tolerance),
+/readyz succeeds once the elections run and the default revision is known,
+/metrics, and /debug/elections (JSON).
+
+On SIGTERM or SIGINT meshd stops its controllers and releases every lock it
+holds, within ttl or 10s, whichever is smaller; it exits 1 if that takes
+longer. A second signal ends it at once.
+
+Other settings are environment variables; see "meshd env".`,
+		Args: cobra.NoArgs,
+		PreRunE: func(cmd *cobra.Command, _ []string) error {
+			return env.apply(cmd.Flags())
+		},
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runDaemon(cmd.Context(), &o, cmd)
+		},
+	}
+	o.register(cmd.Flags(), &env)
+	return cmd
+}
+
+// register defines the flags of "meshd run" on fs.
+func (o *runOptions) register(fs *pflag.FlagSet, env *envBindings) {
+	o.kube.register(fs, env)
+	env.stringVarP(fs, &o.identity, "identity", "", "POD_NAME", "", "holder identity written into the locks; unknown-<hostname> when empty")
+	env.stringVarP(fs, &o.revision, "revision", "", "REVISION", election.DefaultRevision, "control-plane revision of this instance")
+	fs.BoolVar(&o.remote, "remote", false, "this instance serves a remote cluster (holder key ^<revision>)")
+	fs.StringVar(&o.monitoringAddress, "monitoring-address", monitoring.DefaultAddress, "address of the health, readiness, metrics and debug endpoints")
+	fs.DurationVar(&o.ttl, "ttl", 0, "lease duration of every election; renew deadline ttl/2, retry period ttl/4 (default $"+
+		features.LeaderElectionTTL.Name()+", else "+features.LeaderElectionTTL.Default().String()+")")
+	fs.StringVar(&o.controllers, "controllers", kindList(daemon.AllKinds()), "comma-separated controllers to run")
+	fs.StringVar(&o.logLevel, "log-level", "info", "minimum log level: debug, info, warn or error")
+	fs.StringVar(&o.logFormat, "log-format", logFormatJSON, "log format: json or console")
+}
+
+func runDaemon(ctx context.Context, o *runOptions, cmd *cobra.Command) error {
+	kinds, err := daemon.ParseKinds(o.controllers)
+	if err != nil {
+		return err
+	}
+	if o.ttl < 0 {
+		return errors.New("--ttl must not be negative")
+	}
+	log, err := newLogger(o.logLevel, o.logFormat, cmd.ErrOrStderr())
+	if err != nil {
+		return err
+	}
+	defer func() { _ = log.Sync() }()
+	bridgeKlog(log)
+	warnInvalidEnvironment(log)
+
+	client, err := o.kube.client()
+	if err != nil {
+		return err
+	}
+	d, err := daemon.New(daemon.Config{
+		Client:            client,
+		Namespace:         o.kube.namespace,
+		Identity:          o.identity,
+		Revision:          o.revision,
+		Remote:            o.remote,
+		TTL:               o.ttl,
+		Kinds:             kinds,
+		MonitoringAddress: o.monitoringAddress,
+		Logger:            log,
+	})
+	if err != nil {
+		return err
+	}
+
+	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	go func() {
+		// After the first signal the default handling returns, so that a
+		// second one ends the process at once.
+		<-ctx.Done()
+		stop()
+	}()
+	log.Info("starting meshd", zap.String("version", buildVersion()))
+	if err := d.Run(ctx); err != nil {
+		log.Error("meshd stopped with an error", zap.Error(err))
+		return err
+	}
+	log.Info("meshd stopped")
+	return nil
+}
+
+// warnInvalidEnvironment logs one warning per invalid environment variable.
+// It reads every flag with the features package's own warnings silenced,
+// so that each problem is reported exactly once, here, whoever reads the
+// flag first; later reads go to log.
+func warnInvalidEnvironment(log *zap.Logger) {
+	features.SetLogger(zap.NewNop())
+	err := features.Validate()
+	features.SetLogger(log)
+	var merr *multierror.Error
+	if !errors.As(err, &merr) {
+		if err != nil {
+			log.Warn("invalid environment", zap.Error(err))
+		}
+		return
+	}
+	for _, e := range merr.Errors {
+		var ve *features.ValueError
+		if errors.As(e, &ve) {
+			log.Warn("invalid environment variable; using its default", zap.String("name", ve.Name),
+				zap.String("value", ve.Value), zap.String("default", ve.Default), zap.String("type", ve.Type), zap.Error(ve.Err))
+			continue
+		}
+		log.Warn("invalid environment variable", zap.Error(e))
+	}
+}
+
+func kindList(kinds []daemon.Kind) string {
+	names := make([]string, len(kinds))
+	for i, k := range kinds {
+		names[i] = string(k)
+	}
+	return strings.Join(names, ",")
+}

@@ -1,0 +1,241 @@
+package daemon
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/go-multierror"
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/meshd-io/meshd/internal/controllers"
+	"github.com/meshd-io/meshd/internal/monitoring"
+	"github.com/meshd-io/meshd/pkg/election"
+	"github.com/meshd-io/meshd/pkg/features"
+	"github.com/meshd-io/meshd/pkg/revisions"
+)
+
+// Kind names one of the daemon's elections and the controllers it gates.
+// The values are what --controllers accepts.
+type Kind string
+
+const (
+	// KindNamespace is the prioritized election NamespaceController (a
+	// ConfigMap lock shared with istiod), gating the root-certificate
+	// controller. Remote instances take part with a remote key.
+	KindNamespace Kind = "namespace"
+	// KindStatus is the prioritized election StatusController on a Lease,
+	// gating the status controller.
+	KindStatus Kind = "status"
+	// KindRevision is the per-revision election GatewayDeploymentController
+	// (Lease <id>-<revision>), gating the revision controller.
+	KindRevision Kind = "revision"
+)
+
+// AllKinds returns every kind in the order the daemon starts them.
+func AllKinds() []Kind { return []Kind{KindNamespace, KindStatus, KindRevision} }
+
+// ParseKinds reads a comma-separated list of kinds, such as the value of
+// --controllers. Spaces around names are ignored, repetitions are dropped and
+// the result is in AllKinds order. It returns an error naming every unknown
+// name, or when the list is empty.
+func ParseKinds(list string) ([]Kind, error) {
+	seen := map[Kind]bool{}
+	var unknown []string
+	for _, name := range strings.Split(list, ",") {
+		name = strings.TrimSpace(name)
+		if name == "" {
+			continue
+		}
+		k := Kind(name)
+		if !slices.Contains(AllKinds(), k) {
+			unknown = append(unknown, fmt.Sprintf("%q", name))
+			continue
+		}
+		seen[k] = true
+	}
+	if len(unknown) > 0 {
+		return nil, fmt.Errorf("unknown controllers %s: want a comma-separated list of %s", strings.Join(unknown, ", "), kindList())
+	}
+	var kinds []Kind
+	for _, k := range AllKinds() {
+		if seen[k] {
+			kinds = append(kinds, k)
+		}
+	}
+	if len(kinds) == 0 {
+		return nil, fmt.Errorf("no controllers selected: want a comma-separated list of %s", kindList())
+	}
+	return kinds, nil
+}
+
+func kindList() string {
+	names := make([]string, 0, len(AllKinds()))
+	for _, k := range AllKinds() {
+		names = append(names, string(k))
+	}
+	return strings.Join(names, ",")
+}
+
+// Controller is work that runs only while this instance leads an election
+// (see controllers.Controller). Run must return soon after ctx is cancelled,
+// which happens when leadership ends; it is called again in a later term.
+type Controller = controllers.Controller
+
+// ControllerEnv is what the daemon hands to a ControllerFactory.
+type ControllerEnv struct {
+	Client    kubernetes.Interface
+	Namespace string
+	Identity  string
+	Revision  string
+	Remote    bool
+	// Logger is the daemon's logger, named after the kind.
+	Logger *zap.Logger
+	// Registerer is the daemon's metrics registry, served on /metrics.
+	Registerer prometheus.Registerer
+}
+
+// ControllerFactory builds the controllers gated by the election of kind.
+// It is called once per selected kind, by New.
+type ControllerFactory func(kind Kind, env ControllerEnv) ([]Controller, error)
+
+// Defaults of Config.
+const (
+	DefaultNamespace = revisions.DefaultMeshNamespace
+	// MaxShutdownTimeout caps the default ShutdownTimeout.
+	MaxShutdownTimeout = 10 * time.Second
+)
+
+// Config configures a Daemon. The zero value of every field but Client has a
+// default, given on the field.
+type Config struct {
+	// Client talks to the cluster. Required.
+	Client kubernetes.Interface
+
+	// Namespace holds the election locks; default "istio-system".
+	Namespace string
+	// Identity is the holder identity; default unknown-<hostname>.
+	Identity string
+	// Revision is this instance's control-plane revision; default "default".
+	Revision string
+	// Remote marks an instance that serves a remote cluster: its key in
+	// the namespace election is "^"+revision.
+	Remote bool
+	// TTL is the lease duration of every election; default
+	// LEADER_ELECTION_TTL.
+	TTL time.Duration
+
+	// Kinds selects the elections (and so the controllers) to run; default
+	// AllKinds().
+	Kinds []Kind
+	// Controllers builds the controllers of each kind; default
+	// BuiltinControllers.
+	Controllers ControllerFactory
+
+	// MonitoringAddress is where the monitoring endpoints listen; default
+	// monitoring.DefaultAddress (":15014").
+	MonitoringAddress string
+	// MonitoringListener, if set, is used instead of listening on
+	// MonitoringAddress. Run closes it.
+	MonitoringListener net.Listener
+	// HealthTolerance is how long past its lease a leader that has not
+	// renewed still counts as healthy; default TTL/2. With it, /healthz
+	// fails for a leader whose last renew is 1.5 x TTL old: its own renew
+	// deadline (TTL/2) passed a whole TTL before, and followers have treated
+	// the lease as expired for TTL/2, so the process is stuck, not slow.
+	HealthTolerance time.Duration
+	// ShutdownTimeout bounds how long Run takes to return once its context
+	// is cancelled: controllers get half of it to stop (or
+	// LEADER_ELECTION_STOP_TIMEOUT, when shorter), the rest is for releasing
+	// the locks. Default: TTL or MaxShutdownTimeout, whichever is smaller.
+	ShutdownTimeout time.Duration
+
+	// Logger receives the daemon's logs; default a no-op logger.
+	Logger *zap.Logger
+}
+
+// withDefaults returns c with every empty field filled in.
+func (c Config) withDefaults() Config {
+	if c.Namespace == "" {
+		c.Namespace = DefaultNamespace
+	}
+	if c.Identity == "" {
+		c.Identity = defaultIdentity()
+	}
+	if c.Revision == "" {
+		c.Revision = election.DefaultRevision
+	}
+	if c.TTL == 0 {
+		c.TTL = features.LeaderElectionTTL.Get()
+	}
+	if c.Kinds == nil {
+		c.Kinds = AllKinds()
+	}
+	if c.Controllers == nil {
+		c.Controllers = BuiltinControllers
+	}
+	if c.MonitoringAddress == "" {
+		c.MonitoringAddress = monitoring.DefaultAddress
+	}
+	if c.HealthTolerance == 0 {
+		c.HealthTolerance = c.TTL / 2
+	}
+	if c.ShutdownTimeout == 0 {
+		c.ShutdownTimeout = min(c.TTL, MaxShutdownTimeout)
+	}
+	if c.Logger == nil {
+		c.Logger = zap.NewNop()
+	}
+	return c
+}
+
+// validate reports every problem of a defaulted Config at once. The
+// elections validate the rest (revision, identity, timing) when New builds
+// them.
+func (c Config) validate() error {
+	var errs *multierror.Error
+	if c.Client == nil {
+		errs = multierror.Append(errs, errors.New("Client is required"))
+	}
+	if msgs := validation.IsDNS1123Label(c.Namespace); len(msgs) > 0 {
+		errs = multierror.Append(errs, fmt.Errorf("invalid Namespace %q: %s", c.Namespace, strings.Join(msgs, "; ")))
+	}
+	if c.TTL < time.Second {
+		errs = multierror.Append(errs, fmt.Errorf("TTL %v must be at least 1s", c.TTL))
+	}
+	if len(c.Kinds) == 0 {
+		errs = multierror.Append(errs, errors.New("Kinds must not be empty"))
+	}
+	seen := map[Kind]bool{}
+	for _, k := range c.Kinds {
+		if !slices.Contains(AllKinds(), k) {
+			errs = multierror.Append(errs, fmt.Errorf("unknown kind %q", k))
+		} else if seen[k] {
+			errs = multierror.Append(errs, fmt.Errorf("kind %q given twice", k))
+		}
+		seen[k] = true
+	}
+	if c.HealthTolerance < 0 {
+		errs = multierror.Append(errs, fmt.Errorf("HealthTolerance %v must not be negative", c.HealthTolerance))
+	}
+	if c.ShutdownTimeout < 0 {
+		errs = multierror.Append(errs, fmt.Errorf("ShutdownTimeout %v must not be negative", c.ShutdownTimeout))
+	}
+	if errs == nil {
+		return nil
+	}
+	errs.ErrorFormat = func(list []error) string {
+		msgs := make([]string, len(list))
+		for i, err := range list {
+			msgs[i] = err.Error()
+		}
+		return strings.Join(msgs, "; ")
+	}
+	return fmt.Errorf("daemon: invalid config: %w", errs)
+}

@@ -1,0 +1,535 @@
+package daemon
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+	"go.uber.org/zap/zaptest"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/meshd-io/meshd/internal/testcluster"
+	"github.com/meshd-io/meshd/pkg/election"
+	"github.com/meshd-io/meshd/pkg/resourcelock"
+)
+
+func TestMain(m *testing.M) { testcluster.Main(m) }
+
+// checkLeaks fails the test if it leaves goroutines behind. Call it first:
+// the check runs after every later cleanup, including the daemons' stop. It
+// ignores what outlives a test by design: the goroutines present when it
+// started (the shared cluster's client) and idle keep-alive connections of
+// client-go's shared transports.
+func checkLeaks(t *testing.T) {
+	opts := []goleak.Option{
+		goleak.IgnoreCurrent(),
+		goleak.IgnoreTopFunction("net/http.(*persistConn).readLoop"),
+		goleak.IgnoreTopFunction("net/http.(*persistConn).writeLoop"),
+		goleak.IgnoreTopFunction("internal/poll.runtime_pollWait"),
+	}
+	t.Cleanup(func() { goleak.VerifyNone(t, opts...) })
+}
+
+// testController counts how often it runs and whether it is running now.
+type testController struct {
+	name string
+	// block, when not nil, makes Run ignore its context until it is closed.
+	block chan struct{}
+
+	mu      sync.Mutex
+	running bool
+	starts  int
+}
+
+func (c *testController) Name() string { return c.name }
+
+func (c *testController) Run(ctx context.Context) {
+	c.mu.Lock()
+	c.running = true
+	c.starts++
+	c.mu.Unlock()
+	defer func() {
+		c.mu.Lock()
+		c.running = false
+		c.mu.Unlock()
+	}()
+	if c.block != nil {
+		<-c.block
+		return
+	}
+	<-ctx.Done()
+}
+
+func (c *testController) state() (running bool, starts int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.running, c.starts
+}
+
+// testDaemon is a Daemon running in this process with test controllers.
+type testDaemon struct {
+	daemon      *Daemon
+	identity    string
+	url         string
+	cancel      context.CancelFunc
+	done        chan error
+	controllers map[Kind]*testController
+}
+
+func startDaemon(t *testing.T, client kubernetes.Interface, cfg Config) *testDaemon {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	td := &testDaemon{identity: cfg.Identity, url: "http://" + ln.Addr().String(), done: make(chan error, 1),
+		controllers: map[Kind]*testController{}}
+	cfg.Client = client
+	cfg.MonitoringListener = ln
+	cfg.Logger = zaptest.NewLogger(t).Named(cfg.Identity)
+	if cfg.Controllers == nil {
+		cfg.Controllers = func(kind Kind, env ControllerEnv) ([]Controller, error) {
+			if env.Identity != cfg.Identity || env.Registerer == nil || env.Logger == nil {
+				t.Errorf("ControllerEnv %+v", env)
+			}
+			c := &testController{name: "test-" + string(kind)}
+			td.controllers[kind] = c
+			return []Controller{c}, nil
+		}
+	}
+	d, err := New(cfg)
+	if err != nil {
+		ln.Close()
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	td.daemon, td.cancel = d, cancel
+	go func() { td.done <- d.Run(ctx) }()
+	t.Cleanup(func() { td.stop(t) })
+	return td
+}
+
+// stop cancels the daemon and waits for Run; it may be called again.
+func (td *testDaemon) stop(t *testing.T) {
+	t.Helper()
+	td.cancel()
+	if td.done == nil {
+		return
+	}
+	select {
+	case err := <-td.done:
+		td.done = nil
+		if err != nil {
+			t.Errorf("%s: Run: %v", td.identity, err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("%s: Run did not return", td.identity)
+	}
+}
+
+func (td *testDaemon) get(path string) (int, string, error) {
+	client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+	resp, err := client.Get(td.url + path)
+	if err != nil {
+		return 0, "", err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(body), err
+}
+
+func (td *testDaemon) elections(t *testing.T) map[string]election.Status {
+	t.Helper()
+	code, body, err := td.get("/debug/elections")
+	if err != nil || code != http.StatusOK {
+		t.Fatalf("%s: /debug/elections: %d %v", td.identity, code, err)
+	}
+	var list []election.Status
+	if err := json.Unmarshal([]byte(body), &list); err != nil {
+		t.Fatalf("%s: /debug/elections: %v\n%s", td.identity, err, body)
+	}
+	byID := map[string]election.Status{}
+	for _, s := range list {
+		byID[s.ID] = s
+	}
+	return byID
+}
+
+func eventually(t *testing.T, timeout time.Duration, what string, cond func() error) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		err := cond()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s: %v", timeout, what, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func waitReady(t *testing.T, d *testDaemon) {
+	t.Helper()
+	eventually(t, 20*time.Second, d.identity+" ready", func() error {
+		code, body, err := d.get("/readyz")
+		if err == nil && code != http.StatusOK {
+			err = errors.New(body)
+		}
+		return err
+	})
+}
+
+var electionIDs = []string{election.NamespaceController, election.StatusController, election.GatewayDeploymentController}
+
+// leaders returns, per election ID, the identities that report leading.
+func leaders(t *testing.T, daemons ...*testDaemon) map[string][]string {
+	t.Helper()
+	out := map[string][]string{}
+	for _, d := range daemons {
+		for id, s := range d.elections(t) {
+			if s.Leader {
+				out[id] = append(out[id], d.identity)
+			}
+		}
+	}
+	return out
+}
+
+func TestTwoDaemonsHandOver(t *testing.T) {
+	checkLeaks(t)
+	c := testcluster.Get(t)
+	ns := c.NewNamespace(t)
+
+	a := startDaemon(t, newClient(t, c), Config{Namespace: ns, Identity: "meshd-a", TTL: 2 * time.Second})
+	b := startDaemon(t, newClient(t, c), Config{Namespace: ns, Identity: "meshd-b", TTL: 2 * time.Second})
+	byIdentity := map[string]*testDaemon{a.identity: a, b.identity: b}
+
+	waitReady(t, a)
+	waitReady(t, b)
+
+	// Exactly one leader per election, the same one seen by both.
+	var first *testDaemon
+	eventually(t, 20*time.Second, "one leader per election", func() error {
+		l := leaders(t, a, b)
+		for _, id := range electionIDs {
+			if len(l[id]) != 1 {
+				return errors.New(id + ": leaders " + strings.Join(l[id], ","))
+			}
+		}
+		leader := l[election.NamespaceController][0]
+		for _, d := range []*testDaemon{a, b} {
+			if h := d.elections(t)[election.NamespaceController].Holder; h != leader {
+				return errors.New(d.identity + " sees holder " + h)
+			}
+		}
+		first = byIdentity[leader]
+		return nil
+	})
+	second := a
+	if first == a {
+		second = b
+	}
+	nsStatus := first.elections(t)[election.NamespaceController]
+	if nsStatus.Lock != election.ConfigMapLock || nsStatus.Namespace != ns || nsStatus.Name != election.NamespaceController ||
+		nsStatus.HolderKey != "default" || nsStatus.Revision != "default" || nsStatus.Remote {
+		t.Fatalf("namespace election status: %+v", nsStatus)
+	}
+	if s := first.elections(t)[election.GatewayDeploymentController]; s.Lock != election.LeaseLock || s.Name != "istio-gateway-deployment-default" {
+		t.Fatalf("revision election status: %+v", s)
+	}
+	if s := first.elections(t)[election.StatusController]; s.Lock != election.LeaseLock || s.HolderKey != "default" {
+		t.Fatalf("status election status: %+v", s)
+	}
+	eventually(t, 5*time.Second, "the leader's namespace controller to run", func() error {
+		if running, _ := first.controllers[KindNamespace].state(); !running {
+			return errors.New("not running")
+		}
+		return nil
+	})
+	if running, starts := second.controllers[KindNamespace].state(); running || starts != 0 {
+		t.Fatalf("follower's namespace controller ran: running=%v starts=%d", running, starts)
+	}
+	transitions := nsStatus.Transitions
+
+	// Endpoints of a healthy leader.
+	if code, body, err := first.get("/healthz"); err != nil || code != http.StatusOK {
+		t.Fatalf("/healthz: %d %q %v", code, body, err)
+	}
+	code, metrics, err := first.get("/metrics")
+	if err != nil || code != http.StatusOK {
+		t.Fatalf("/metrics: %d %v", code, err)
+	}
+	for _, want := range []string{
+		`meshd_election_leader{name="istio-namespace-controller-election"} 1`,
+		// The per-revision election may be led by either daemon; the
+		// namespace election is led by this one.
+		`meshd_election_acquired_total{name="istio-namespace-controller-election"} 1`,
+		"go_goroutines",
+		"process_start_time_seconds",
+	} {
+		if !strings.Contains(metrics, want) {
+			t.Errorf("/metrics lacks %q", want)
+		}
+	}
+
+	// The leader stops: it releases its locks and the other takes over.
+	stopped := time.Now()
+	first.stop(t)
+	if running, _ := first.controllers[KindNamespace].state(); running {
+		t.Fatal("controller still running after Run returned")
+	}
+	eventually(t, 10*time.Second, second.identity+" to take over", func() error {
+		l := leaders(t, second)
+		for _, id := range electionIDs {
+			if len(l[id]) != 1 {
+				return errors.New(id + " not led")
+			}
+		}
+		return nil
+	})
+	t.Logf("handover of all elections took %v", time.Since(stopped).Round(time.Millisecond))
+	s := second.elections(t)[election.NamespaceController]
+	if s.Holder != second.identity || s.Transitions != transitions+1 {
+		t.Fatalf("after handover: %+v (transitions before %d)", s, transitions)
+	}
+
+	// Lock events reach the API server under the component "meshd".
+	eventually(t, 10*time.Second, "leader election events", func() error {
+		events, err := c.Client.CoreV1().Events(ns).List(context.Background(), metav1.ListOptions{})
+		if err != nil {
+			return err
+		}
+		for _, e := range events.Items {
+			if e.Source.Component == EventComponent && e.Reason == "LeaderElection" && e.InvolvedObject.Name == election.NamespaceController {
+				return nil
+			}
+		}
+		return errors.New("no event yet")
+	})
+
+	// The last one stops: every lock is left released.
+	second.stop(t)
+	ctx := context.Background()
+	cm, err := c.Client.CoreV1().ConfigMaps(ns).Get(ctx, election.NamespaceController, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, err := resourcelock.DecodeRecord([]byte(cm.Annotations[resourcelock.LeaderAnnotationKey]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec.HolderIdentity != "" {
+		t.Fatalf("ConfigMap lock still held after shutdown: %+v", rec)
+	}
+	for _, name := range []string{election.StatusController, "istio-gateway-deployment-default"} {
+		lease, err := c.Client.CoordinationV1().Leases(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rec := resourcelock.LeaseToRecord(lease); rec.HolderIdentity != "" {
+			t.Fatalf("Lease %s still held after shutdown: %+v", name, rec)
+		}
+	}
+}
+
+func newClient(t *testing.T, c *testcluster.Cluster) kubernetes.Interface {
+	t.Helper()
+	client, err := kubernetes.NewForConfig(c.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return client
+}
+
+func TestRemoteInstanceWritesRemoteKey(t *testing.T) {
+	checkLeaks(t)
+	c := testcluster.Get(t)
+	ns := c.NewNamespace(t)
+	d := startDaemon(t, newClient(t, c), Config{Namespace: ns, Identity: "meshd-remote", Revision: "canary", Remote: true,
+		TTL: 2 * time.Second, Kinds: []Kind{KindNamespace}})
+	eventually(t, 20*time.Second, "leadership", func() error {
+		s := d.elections(t)[election.NamespaceController]
+		if !s.Leader || s.HolderKey != "^canary" || !s.Remote || s.Revision != "canary" {
+			return errors.New("status " + s.Holder + " " + s.HolderKey)
+		}
+		return nil
+	})
+	if got := len(d.elections(t)); got != 1 {
+		t.Fatalf("%d elections, want only the namespace election", got)
+	}
+	if _, ok := d.controllers[KindStatus]; ok {
+		t.Fatal("controllers built for an unselected kind")
+	}
+}
+
+func TestShutdownTimeout(t *testing.T) {
+	// A controller that ignores its context keeps the daemon from stopping:
+	// Run gives up after ShutdownTimeout and says so.
+	block := make(chan struct{})
+	checkLeaks(t)
+	defer close(block)
+
+	client := fake.NewClientset()
+	var ctl *testController
+	d := startDaemon(t, client, Config{Namespace: "istio-system", Identity: "stuck", TTL: time.Second,
+		Kinds: []Kind{KindRevision}, ShutdownTimeout: 500 * time.Millisecond,
+		Controllers: func(Kind, ControllerEnv) ([]Controller, error) {
+			ctl = &testController{name: "stuck", block: block}
+			return []Controller{ctl}, nil
+		}})
+	eventually(t, 10*time.Second, "the controller to start", func() error {
+		if running, _ := ctl.state(); !running {
+			return errors.New("not running")
+		}
+		return nil
+	})
+	start := time.Now()
+	d.cancel()
+	select {
+	case err := <-d.done:
+		d.done = nil
+		if !errors.Is(err, ErrShutdownTimeout) || !strings.Contains(err.Error(), election.GatewayDeploymentController) {
+			t.Fatalf("Run: %v, want ErrShutdownTimeout naming the election", err)
+		}
+		if took := time.Since(start); took > 3*time.Second {
+			t.Fatalf("Run took %v to give up", took)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run did not give up")
+	}
+}
+
+func TestHealthAndReadiness(t *testing.T) {
+	checkLeaks(t) // New starts nothing
+	client := fake.NewClientset(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "istio-system"}})
+	d, err := New(Config{Client: client, Identity: "x", TTL: time.Second, Controllers: noControllers})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Ready(); err == nil || !strings.Contains(err.Error(), "not started") {
+		t.Fatalf("Ready before Run = %v", err)
+	}
+	if err := d.Healthy(); err != nil {
+		t.Fatalf("Healthy before Run = %v", err)
+	}
+	if got := len(d.Statuses()); got != 3 {
+		t.Fatalf("%d statuses, want 3", got)
+	}
+	for _, s := range d.Statuses() {
+		if s.Leader || s.Namespace != "istio-system" {
+			t.Fatalf("status before Run: %+v", s)
+		}
+	}
+}
+
+func noControllers(Kind, ControllerEnv) ([]Controller, error) { return nil, nil }
+
+func TestNewRejectsBadConfig(t *testing.T) {
+	checkLeaks(t)
+	_, err := New(Config{Namespace: "Not_A_Namespace", TTL: 500 * time.Millisecond, Kinds: []Kind{"nope", KindStatus, KindStatus},
+		HealthTolerance: -1, Controllers: noControllers})
+	if err == nil {
+		t.Fatal("New accepted a bad config")
+	}
+	for _, want := range []string{"Client is required", "invalid Namespace", "TTL 500ms", `unknown kind "nope"`, `"status" given twice`, "HealthTolerance"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not mention %q", err, want)
+		}
+	}
+
+	_, err = New(Config{Client: fake.NewClientset(), Revision: "Bad_Rev", TTL: time.Second, Controllers: noControllers})
+	if err == nil || !strings.Contains(err.Error(), "Bad_Rev") {
+		t.Fatalf("bad revision: %v", err)
+	}
+
+	_, err = New(Config{Client: fake.NewClientset(), TTL: time.Second,
+		Controllers: func(k Kind, _ ControllerEnv) ([]Controller, error) { return nil, errors.New("boom " + string(k)) }})
+	if err == nil || !strings.Contains(err.Error(), "boom namespace") {
+		t.Fatalf("factory error: %v", err)
+	}
+}
+
+func TestRunTwice(t *testing.T) {
+	checkLeaks(t)
+	td := startDaemon(t, fake.NewClientset(), Config{Identity: "twice", TTL: time.Second, Kinds: []Kind{KindRevision}})
+	waitReady(t, td)
+	if err := td.daemon.Run(context.Background()); err == nil || !strings.Contains(err.Error(), "more than once") {
+		t.Fatalf("second Run = %v", err)
+	}
+}
+
+func TestParseKinds(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want []Kind
+		err  string
+	}{
+		{"namespace,status,revision", AllKinds(), ""},
+		{" revision , namespace,revision", []Kind{KindNamespace, KindRevision}, ""},
+		{"status", []Kind{KindStatus}, ""},
+		{"", nil, "no controllers selected"},
+		{" , ", nil, "no controllers selected"},
+		{"namespace,ingress,foo", nil, `unknown controllers "ingress", "foo"`},
+	} {
+		got, err := ParseKinds(tc.in)
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("ParseKinds(%q) error = %v, want %q", tc.in, err, tc.err)
+			}
+			continue
+		}
+		if err != nil || strings.Join(kindStrings(got), ",") != strings.Join(kindStrings(tc.want), ",") {
+			t.Errorf("ParseKinds(%q) = %v, %v; want %v", tc.in, got, err, tc.want)
+		}
+	}
+}
+
+func kindStrings(ks []Kind) []string {
+	out := make([]string, len(ks))
+	for i, k := range ks {
+		out[i] = string(k)
+	}
+	return out
+}
+
+func TestBuiltinControllers(t *testing.T) {
+	checkLeaks(t)
+	c := testcluster.Get(t)
+	ns := c.NewNamespace(t)
+	d := startDaemon(t, newClient(t, c), Config{Namespace: ns, Identity: "meshd-builtin", Revision: "canary",
+		TTL: 2 * time.Second, Controllers: BuiltinControllers})
+
+	ctx := context.Background()
+	for _, name := range []string{"meshd-status", "meshd-revision-canary", "meshd-root-cert"} {
+		eventually(t, 30*time.Second, "ConfigMap "+name, func() error {
+			_, err := c.Client.CoreV1().ConfigMaps(ns).Get(ctx, name, metav1.GetOptions{})
+			return err
+		})
+	}
+	eventually(t, 30*time.Second, "controller counters on /metrics", func() error {
+		_, metrics, err := d.get("/metrics")
+		if err != nil {
+			return err
+		}
+		for _, ctl := range []string{"namespace", "status", "revision"} {
+			if want := `meshd_controller_writes_total{controller="` + ctl + `"}`; !strings.Contains(metrics, want) {
+				return errors.New("no " + want)
+			}
+		}
+		return nil
+	})
+	d.stop(t)
+}

@@ -1,0 +1,149 @@
+// Package monitoring serves meshd's HTTP endpoints:
+//
+//	/healthz          200 while every election this process leads is being
+//	                  renewed; 503 naming each one that is not (liveness)
+//	/readyz           200 once the daemon is running; 503 with the reason
+//	                  before that and during shutdown (readiness)
+//	/metrics          Prometheus metrics of the daemon's registry
+//	/debug/elections  JSON array of election.Status, one per election
+//
+// The endpoints read the daemon through the small Source interface, so they
+// can be tested without a cluster. Only GET (and HEAD) are served.
+package monitoring
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.uber.org/zap"
+
+	"github.com/meshd-io/meshd/pkg/election"
+)
+
+// DefaultAddress is where meshd serves its endpoints, the port istiod uses
+// for monitoring.
+const DefaultAddress = ":15014"
+
+// shutdownGrace bounds how long Serve waits for requests in flight once its
+// context ends.
+const shutdownGrace = 2 * time.Second
+
+// Source is what the endpoints report on. Implementations must be safe for
+// concurrent use; every method is called once per request.
+type Source interface {
+	// Statuses returns a snapshot of every election of the process.
+	Statuses() []election.Status
+	// Healthy returns nil when the process is healthy, or an error saying
+	// why not (for example an election it leads but no longer renews).
+	Healthy() error
+	// Ready returns nil once the process does its work, or why it does not
+	// (yet).
+	Ready() error
+}
+
+// Options configure a Server.
+type Options struct {
+	// Source is what the endpoints report on. Required.
+	Source Source
+	// Gatherer serves /metrics. Default: prometheus.DefaultGatherer.
+	Gatherer prometheus.Gatherer
+	// Logger receives errors of the metrics handler and of serving.
+	// Default: no logging.
+	Logger *zap.Logger
+}
+
+// Server is the monitoring HTTP handler. It is an http.Handler, so tests can
+// mount it on httptest; Serve runs it on a listener.
+type Server struct {
+	mux *http.ServeMux
+	log *zap.Logger
+}
+
+// New returns a Server reporting on opts.Source.
+func New(opts Options) (*Server, error) {
+	if opts.Source == nil {
+		return nil, errors.New("monitoring: Options.Source is required")
+	}
+	if opts.Gatherer == nil {
+		opts.Gatherer = prometheus.DefaultGatherer
+	}
+	if opts.Logger == nil {
+		opts.Logger = zap.NewNop()
+	}
+	s := &Server{mux: http.NewServeMux(), log: opts.Logger}
+	src := opts.Source
+	// "GET /x" also matches HEAD; other methods get 405.
+	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { writeCheck(w, src.Healthy()) })
+	s.mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) { writeCheck(w, src.Ready()) })
+	s.mux.Handle("GET /metrics", promhttp.HandlerFor(opts.Gatherer, promhttp.HandlerOpts{
+		ErrorLog:      zapErrorLog{opts.Logger},
+		ErrorHandling: promhttp.ContinueOnError,
+	}))
+	s.mux.HandleFunc("GET /debug/elections", func(w http.ResponseWriter, _ *http.Request) {
+		statuses := src.Statuses()
+		if statuses == nil {
+			statuses = []election.Status{} // "[]", never "null"
+		}
+		w.Header().Set("Content-Type", "application/json")
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(statuses); err != nil {
+			s.log.Debug("writing /debug/elections", zap.Error(err))
+		}
+	})
+	return s, nil
+}
+
+// ServeHTTP serves the endpoints.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+
+// Serve serves the endpoints on ln until ctx ends, then stops accepting
+// connections, waits briefly for requests in flight, and returns nil. It
+// closes ln. Any other reason to stop serving is returned as an error.
+func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	srv := &http.Server{
+		Handler:           s,
+		ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog:          zap.NewStdLog(s.log),
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return fmt.Errorf("monitoring: serving on %s: %w", ln.Addr(), err)
+	case <-ctx.Done():
+	}
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
+	defer cancel()
+	if err := srv.Shutdown(shutdownCtx); err != nil {
+		_ = srv.Close()
+	}
+	if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("monitoring: serving on %s: %w", ln.Addr(), err)
+	}
+	return nil
+}
+
+// writeCheck writes "ok" with 200, or the error's message with 503.
+func writeCheck(w http.ResponseWriter, err error) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	if err != nil {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		fmt.Fprintln(w, err)
+		return
+	}
+	fmt.Fprintln(w, "ok")
+}
+
+// zapErrorLog adapts zap to promhttp's error logger.
+type zapErrorLog struct{ log *zap.Logger }
+
+func (l zapErrorLog) Println(v ...any) { l.log.Error(fmt.Sprint(v...)) }
