@@ -156,6 +156,11 @@ type Config struct {
 	// the locks. Default: TTL or MaxShutdownTimeout, whichever is smaller.
 	ShutdownTimeout time.Duration
 
+	// LedgerFile, if set, receives a line when each controller starts and
+	// stops (see internal/ledger), so that tests can prove that no two
+	// processes ran the same controller at once.
+	LedgerFile string
+
 	// Logger receives the daemon's logs; default a no-op logger.
 	Logger *zap.Logger
 }

@@ -43,6 +43,7 @@ import (
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/record"
 
+	"github.com/meshd-io/meshd/internal/ledger"
 	"github.com/meshd-io/meshd/internal/monitoring"
 	"github.com/meshd-io/meshd/pkg/election"
 	"github.com/meshd-io/meshd/pkg/election/elector"
@@ -68,6 +69,7 @@ type Daemon struct {
 	watcher  revisions.DefaultWatcher // nil when no election needs it
 	runs     []*run
 	monitor  *monitoring.Server
+	ledger   *ledger.File // nil unless Config.LedgerFile is set
 
 	started atomic.Bool
 	state   atomic.Int32
@@ -108,6 +110,11 @@ func New(cfg Config) (*Daemon, error) {
 	metrics, err := elector.NewPrometheusMetrics(d.registry)
 	if err != nil {
 		return nil, fmt.Errorf("daemon: election metrics: %w", err)
+	}
+	if cfg.LedgerFile != "" {
+		if d.ledger, err = ledger.OpenFile(cfg.LedgerFile); err != nil {
+			return nil, fmt.Errorf("daemon: %w", err)
+		}
 	}
 
 	// One watcher serves every prioritized election: one watch instead of
@@ -186,8 +193,12 @@ func (d *Daemon) newRun(kind Kind, opts []election.Option) (*run, error) {
 	}
 	r := &run{election: le}
 	for _, ctl := range controllers {
+		runCtl := ctl.Run
+		if d.ledger != nil {
+			runCtl = d.ledger.Wrap(le.Status().Name, c.Identity, runCtl)
+		}
 		le.AddRunFunctionContext(func(ctx context.Context) {
-			ctl.Run(ctx)
+			runCtl(ctx)
 			if ctx.Err() == nil {
 				log.Warn("controller returned while still leading; it stays stopped until the next term",
 					zap.String("controller", ctl.Name()))
@@ -213,6 +224,9 @@ func (d *Daemon) Run(ctx context.Context) error {
 		return errors.New("daemon: Run called more than once")
 	}
 	defer d.state.Store(stateStopped)
+	if d.ledger != nil {
+		defer d.ledger.Close()
+	}
 
 	ln := d.cfg.MonitoringListener
 	if ln == nil {

@@ -14,7 +14,7 @@ func TestOverlaps(t *testing.T) {
 		{Election: "e", Holder: "c", Start: at(150), Stop: at(170)}, // 20ms inside b
 		{Election: "e", Holder: "b", Start: at(300), Stop: at(400)},
 		{Election: "other", Holder: "a", Start: at(0), Stop: at(400)}, // other election
-		{Election: "e", Holder: "b", Start: at(350), Stop: at(360)}, // same holder
+		{Election: "e", Holder: "b", Start: at(350), Stop: at(360)},   // same holder
 	}}
 	got := l.Overlaps()
 	if len(got) != 1 || got[0].A != "b" || got[0].B != "c" || got[0].Duration != 20*time.Millisecond {
