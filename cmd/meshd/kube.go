@@ -26,18 +26,40 @@ func (k *kubeFlags) register(fs *pflag.FlagSet, env *envBindings) {
 		"namespace of the mesh control plane and its election locks")
 }
 
+// Client-side rate limits. client-go's defaults (5/s, burst 10) let a
+// controller writing a ConfigMap into every namespace delay lock renewals by
+// seconds; elections also get a client, and so a rate limiter, of their own.
+const (
+	clientQPS   = 50
+	clientBurst = 100
+)
+
 // client connects to the cluster.
 func (k *kubeFlags) client() (kubernetes.Interface, error) {
+	clients, err := k.clients(1)
+	if err != nil {
+		return nil, err
+	}
+	return clients[0], nil
+}
+
+// clients returns n clients of the cluster, each with its own rate limiter.
+func (k *kubeFlags) clients(n int) ([]kubernetes.Interface, error) {
 	cfg, err := restConfig(k.kubeconfig)
 	if err != nil {
 		return nil, err
 	}
 	cfg.UserAgent = fmt.Sprintf("meshd/%s (%s/%s)", buildVersion(), runtime.GOOS, runtime.GOARCH)
-	client, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("kubernetes client: %w", err)
+	if cfg.QPS == 0 && cfg.RateLimiter == nil {
+		cfg.QPS, cfg.Burst = clientQPS, clientBurst
 	}
-	return client, nil
+	out := make([]kubernetes.Interface, n)
+	for i := range out {
+		if out[i], err = kubernetes.NewForConfig(rest.CopyConfig(cfg)); err != nil {
+			return nil, fmt.Errorf("kubernetes client: %w", err)
+		}
+	}
+	return out, nil
 }
 
 // restConfig finds the cluster in the usual order: an explicit kubeconfig,

@@ -104,12 +104,13 @@ func runDaemon(ctx context.Context, o *runOptions, cmd *cobra.Command) error {
 	bridgeKlog(log)
 	warnInvalidEnvironment(log)
 
-	client, err := o.kube.client()
+	clients, err := o.kube.clients(2)
 	if err != nil {
 		return err
 	}
 	d, err := daemon.New(daemon.Config{
-		Client:            client,
+		Client:            clients[0],
+		ElectionClient:    clients[1],
 		Namespace:         o.kube.namespace,
 		Identity:          o.identity,
 		Revision:          o.revision,

@@ -117,6 +117,10 @@ const (
 type Config struct {
 	// Client talks to the cluster. Required.
 	Client kubernetes.Interface
+	// ElectionClient, if set, is used by the elections (locks, the default
+	// revision watch) instead of Client, so that controller traffic cannot
+	// hold up lock renewals in a shared client-side rate limiter.
+	ElectionClient kubernetes.Interface
 
 	// Namespace holds the election locks; default "istio-system".
 	Namespace string
@@ -169,6 +173,9 @@ type Config struct {
 func (c Config) withDefaults() Config {
 	if c.Namespace == "" {
 		c.Namespace = DefaultNamespace
+	}
+	if c.ElectionClient == nil {
+		c.ElectionClient = c.Client
 	}
 	if c.Identity == "" {
 		c.Identity = defaultIdentity()

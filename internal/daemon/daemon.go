@@ -120,7 +120,7 @@ func New(cfg Config) (*Daemon, error) {
 	// One watcher serves every prioritized election: one watch instead of
 	// one per election, and they all see the same default at once.
 	if features.EnableLeaderElection.Get() && (d.selected(KindNamespace) || d.selected(KindStatus)) {
-		d.watcher, err = revisions.NewDefaultWatcher(cfg.Client, revisions.Options{
+		d.watcher, err = revisions.NewDefaultWatcher(cfg.ElectionClient, revisions.Options{
 			MeshNamespace: cfg.Namespace,
 			WebhookName:   features.DefaultRevisionWebhook.Get(),
 			RevisionLabel: features.RevisionLabel.Get(),
@@ -167,11 +167,11 @@ func (d *Daemon) newRun(kind Kind, opts []election.Option) (*run, error) {
 	)
 	switch kind {
 	case KindNamespace:
-		le, err = election.NewLeaderElectionMulticluster(c.Namespace, c.Identity, election.NamespaceController, c.Revision, c.Remote, c.Client, opts...)
+		le, err = election.NewLeaderElectionMulticluster(c.Namespace, c.Identity, election.NamespaceController, c.Revision, c.Remote, c.ElectionClient, opts...)
 	case KindStatus:
-		le, err = election.NewLeaseLeaderElection(c.Namespace, c.Identity, election.StatusController, c.Revision, c.Client, opts...)
+		le, err = election.NewLeaseLeaderElection(c.Namespace, c.Identity, election.StatusController, c.Revision, c.ElectionClient, opts...)
 	case KindRevision:
-		le, err = election.NewPerRevisionLeaderElection(c.Namespace, c.Identity, election.GatewayDeploymentController, c.Revision, c.Client, opts...)
+		le, err = election.NewPerRevisionLeaderElection(c.Namespace, c.Identity, election.GatewayDeploymentController, c.Revision, c.ElectionClient, opts...)
 	default:
 		return nil, fmt.Errorf("unknown kind %q", kind)
 	}

@@ -125,10 +125,15 @@ func writeHandover(meta *metav1.ObjectMeta, h Handover) {
 }
 
 // advertise is what a record write leaves in the handover annotation: with
-// cooperation on, the new holder (clearing any request); otherwise nothing
-// is changed.
+// cooperation on, the new holder, clearing requests addressed to anyone
+// else; otherwise nothing is changed. A request addressed to the holder being
+// written stays: it was made while the lock was handed to that holder, and the
+// holder answers it once it leads.
 func (c Config) advertise(meta *metav1.ObjectMeta, r Record) {
 	if !c.Cooperative {
+		return
+	}
+	if r.HolderIdentity != "" && readHandover(meta.Annotations).Requested(r.HolderIdentity) {
 		return
 	}
 	writeHandover(meta, Handover{Holder: r.HolderIdentity})

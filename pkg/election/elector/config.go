@@ -51,10 +51,11 @@ type Config struct {
 
 	// LeaseDuration is how long followers wait, after they last saw the record
 	// change, before taking the lock. It is written to the record in whole
-	// seconds, so it must be at least one second.
+	// seconds, rounded up, so it must be at least one second.
 	LeaseDuration time.Duration
 	// RenewDeadline is how long the leader keeps trying to renew before it
-	// gives up leadership. Must be shorter than LeaseDuration.
+	// gives up leadership, counted from when it sent its last successful
+	// renew. Must be shorter than LeaseDuration.
 	RenewDeadline time.Duration
 	// RetryPeriod is the wait between attempts. RenewDeadline must exceed
 	// JitterFactor*RetryPeriod.

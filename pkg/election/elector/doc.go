@@ -20,8 +20,9 @@
 //
 // The leader renews every RetryPeriod with a single UPDATE of the object it
 // last wrote (no GET first); only a failed update is followed by a GET. It
-// stops leading when it has not renewed for RenewDeadline, and at once when it
-// reads a record naming another holder.
+// stops leading when RenewDeadline has passed since it sent its last
+// successful renew, and at once when it reads a record naming another holder.
+// A record's leaseDurationSeconds is honoured up to MaxLeaseDuration.
 //
 // With Config.Watch the elector follows the lock object with a watch instead
 // of polling it: followers make no requests while the holder renews, try at
@@ -39,7 +40,10 @@
 //   - Clock-skew tolerance is LeaseDuration − RenewDeadline: if a follower's
 //     clock runs fast relative to the leader's by less than that over one
 //     lease, the follower never considers a lease expired while its holder
-//     still believes it leads.
+//     still believes it leads. (The follower starts its lease when it sees a
+//     renew, which is after the leader sent it; the leader's deadline runs
+//     from the sending.) With the ttl split of package election this allows
+//     a follower clock up to twice as fast as the leader's.
 //   - When leadership ends, the run callback's context is cancelled and the
 //     elector waits up to StopTimeout for the callback to return before it
 //     releases the lock, so a successor does not start while the old work is

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"sync"
 	"time"
 
@@ -23,9 +22,13 @@ import (
 // conflicts.
 const releaseAttempts = 3
 
-// maxRecordLeaseSeconds caps the lease duration read from a record, so that a
-// huge value cannot overflow time arithmetic.
-const maxRecordLeaseSeconds = math.MaxInt32
+// MaxLeaseDuration caps the lease a candidate honours from a record written
+// by another holder. A holder that wrote a lease of ten years and died would
+// otherwise block the election for ten years; with the cap the others take
+// over an hour after they last saw it renew. Any holder whose renew deadline
+// is under an hour stays safe: istiod writes 30s, client-go's default is 15s.
+// A record over the cap is reported once per holder with a warning event.
+const MaxLeaseDuration = time.Hour
 
 // expirySlack is added to a computed expiry so that the wake-up lands after
 // it, not on it.
@@ -35,6 +38,7 @@ const expirySlack = time.Millisecond
 const (
 	ReasonLeaderElection = "LeaderElection"
 	ReasonCorruptRecord  = "CorruptLeaderRecord"
+	ReasonLeaseTooLong   = "LeaseDurationTooLong"
 )
 
 // LeaderElector runs one candidate of one election. Create it with New.
@@ -51,8 +55,10 @@ type LeaderElector struct {
 	handover resourcelock.HandoverLock
 
 	// Used only by the goroutine running Run.
-	requestFor string    // the holder's term (termKey) a pending handover request applies to
-	requestAt  time.Time // when this candidate first saw that request pending
+	requestFor  string    // the holder's term (termKey) a pending handover request applies to
+	requestAt   time.Time // when this candidate first saw that request pending
+	requestedBy string    // the candidate of the request pending then ("" if none)
+	acquiredAt  time.Time // when the attempt that won the current term started
 
 	mu              sync.Mutex
 	leading         bool
@@ -62,6 +68,7 @@ type LeaderElector struct {
 	observedTime    time.Time
 	observedCorrupt bool
 	reportedLeader  string
+	warnedLease     string // holder and lease of the last over-long lease reported
 	lastErr         error
 }
 
@@ -109,6 +116,9 @@ func (le *LeaderElector) Run(ctx context.Context) {
 		defer stop()
 	}
 	if !le.acquire(ctx) {
+		if le.cfg.ReleaseOnCancel {
+			le.withdraw()
+		}
 		return
 	}
 	le.lead(ctx)
@@ -177,10 +187,12 @@ func (le *LeaderElector) acquire(ctx context.Context) bool {
 	tryNow := true
 	for {
 		if tryNow {
+			started := le.clock.Now()
 			outcome, err := le.attempt(ctx, false)
 			le.setLastError(err)
 			switch outcome {
 			case acquired:
+				le.acquiredAt = started
 				le.log.Info("acquired leadership")
 				return true
 			case failed:
@@ -221,7 +233,7 @@ func (le *LeaderElector) followerWait() time.Duration {
 	}
 	lease := le.cfg.LeaseDuration
 	if !corrupt {
-		lease = time.Duration(min(rec.LeaseDurationSeconds, maxRecordLeaseSeconds)) * time.Second
+		lease = honouredLease(rec)
 	}
 	deadline := seen.Add(lease)
 	if le.requestFor == termKey(&rec) {
@@ -229,7 +241,13 @@ func (le *LeaderElector) followerWait() time.Duration {
 			deadline = graceEnd
 		}
 	}
-	return max(deadline.Sub(le.clock.Now())+expirySlack, expirySlack)
+	if left := deadline.Sub(le.clock.Now()); left > 0 {
+		return left + expirySlack
+	}
+	// The lock could already be taken, so the attempt that just ended failed
+	// (or lost a race): retry at the polling pace, not at once, which would
+	// hammer an API server that refuses the write.
+	return poll
 }
 
 // worthTrying reports whether the record last observed may let this
@@ -313,40 +331,51 @@ type termEnd struct {
 // holder appeared, or no renew succeeded for RenewDeadline), or a candidate
 // asks for the lock and is granted it.
 func (le *LeaderElector) renew(ctx context.Context) termEnd {
-	lastRenew := le.clock.Now()
-	timer := le.clock.NewTimer(le.cfg.RetryPeriod)
+	// The deadline counts from when the last successful write was sent, not
+	// from when its answer came back: the API server stored it at some point
+	// in between, and followers time the lease from when they see it, so a
+	// slow answer must not stretch the term beyond what they allow.
+	lastRenew := le.acquiredAt
+	timer := le.clock.NewTimer(le.nextRenew(lastRenew))
 	defer timer.Stop()
+	// A request may already wait: one addressed to this candidate while the
+	// previous holder was handing the lock to it.
+	answerNow := le.requestPending()
 	for {
-		select {
-		case <-ctx.Done():
-			return termEnd{stillHeld: true}
-		case <-timer.C():
-		case <-le.watchEvents():
-			if !le.watch.ingest() {
-				continue
+		if !answerNow {
+			select {
+			case <-ctx.Done():
+				return termEnd{stillHeld: true}
+			case <-timer.C():
+			case <-le.watchEvents():
+				if !le.watch.ingest() {
+					continue
+				}
+				if holder := le.GetLeader(); holder != le.cfg.Lock.Identity() {
+					le.log.Info("another holder took the lock; stopping leadership at once", zap.String("holder", holder))
+					return termEnd{}
+				}
+				if !le.requestPending() {
+					continue
+				}
+				// A candidate asks for the lock: answer now, not at the next renew.
+				timer.Stop()
 			}
-			if holder := le.GetLeader(); holder != le.cfg.Lock.Identity() {
-				le.log.Info("another holder took the lock; stopping leadership at once", zap.String("holder", holder))
-				return termEnd{}
-			}
-			if !le.handoverRequested() {
-				continue
-			}
-			// A candidate asks for the lock: answer now, not at the next renew.
-			timer.Stop()
 		}
+		answerNow = false
 		remaining := le.cfg.RenewDeadline - le.clock.Since(lastRenew)
 		if remaining <= 0 {
 			le.log.Warn("renew deadline passed; stopping leadership", zap.Duration("renewDeadline", le.cfg.RenewDeadline))
 			return termEnd{}
 		}
+		sent := le.clock.Now()
 		attemptCtx, cancel := context.WithTimeout(ctx, remaining)
 		outcome, err := le.attempt(attemptCtx, true)
 		cancel()
 		le.setLastError(err)
 		switch outcome {
 		case acquired:
-			lastRenew = le.clock.Now()
+			lastRenew = sent
 		case heldByOther:
 			le.log.Info("another holder took the lock; stopping leadership at once", zap.String("holder", le.GetLeader()))
 			return termEnd{}
@@ -361,18 +390,45 @@ func (le *LeaderElector) renew(ctx context.Context) termEnd {
 			le.metrics.RenewFailed(le.cfg.Name)
 			le.log.Warn("failed to renew", zap.Error(err))
 		}
-		timer.Reset(le.cfg.RetryPeriod)
+		timer.Reset(le.nextRenew(lastRenew))
 	}
 }
 
-// handoverRequested reports whether the lock object last seen carries a
-// request, addressed to this holder, that it agrees to.
-func (le *LeaderElector) handoverRequested() bool {
-	if le.handover == nil {
-		return false
+// nextRenew is the wait before the next renew: RetryPeriod, but never past
+// the renew deadline, so that a leader whose renewals keep failing ends its
+// term RenewDeadline after its last successful renew, not up to a
+// RetryPeriod later. The clock-skew tolerance, LeaseDuration -
+// RenewDeadline, depends on it.
+func (le *LeaderElector) nextRenew(lastRenew time.Time) time.Duration {
+	left := le.cfg.RenewDeadline - le.clock.Since(lastRenew)
+	return max(min(le.cfg.RetryPeriod, left), 0)
+}
+
+// requestPending reports whether the lock object last seen carries a
+// handover request addressed to this holder.
+func (le *LeaderElector) requestPending() bool {
+	return le.handover != nil && le.handover.Handover().Requested(le.cfg.Lock.Identity())
+}
+
+// answerRequest answers a pending handover request, if there is one
+// (answered). An entitled candidate is granted the lock (handOff); any other
+// request is cleared, so that its candidate stops waiting for an answer and
+// the next candidate can ask.
+func (le *LeaderElector) answerRequest(ctx context.Context) (out outcome, err error, answered bool) {
+	if !le.requestPending() {
+		return 0, nil, false
 	}
 	h := le.handover.Handover()
-	return h.Requested(le.cfg.Lock.Identity()) && le.cfg.AcceptHandover != nil && le.cfg.AcceptHandover(h.CandidateKey)
+	if le.cfg.AcceptHandover != nil && le.cfg.AcceptHandover(h.CandidateKey) {
+		return handOff, nil, true
+	}
+	le.metrics.Request(le.cfg.Name, "update")
+	if err := le.handover.RequestHandover(ctx, resourcelock.Handover{Holder: le.cfg.Lock.Identity()}); err != nil {
+		return failed, fmt.Errorf("refuse the handover request of %s: %w", h.Candidate, err), true
+	}
+	le.log.Info("refused a handover request from a candidate that is not entitled",
+		zap.String("candidate", h.Candidate), zap.String("candidateKey", h.CandidateKey))
+	return 0, nil, false
 }
 
 type outcome int
@@ -395,8 +451,8 @@ func (le *LeaderElector) attempt(ctx context.Context, renewing bool) (outcome, e
 	}
 	me := le.cfg.Lock.Identity()
 	if renewing {
-		if le.handoverRequested() {
-			return handOff, nil
+		if out, err, answered := le.answerRequest(ctx); answered {
+			return out, err
 		}
 		// Fast path: overwrite the object version last written or seen. If
 		// anyone else wrote since, the update conflicts and we read below.
@@ -486,8 +542,10 @@ func (le *LeaderElector) decideAndWrite(ctx context.Context, renewing bool, rec 
 		}
 		desired.LeaderTransitions = rec.LeaderTransitions + 1
 	} else {
-		if renewing && le.handoverRequested() {
-			return handOff, nil
+		if renewing {
+			if out, err, answered := le.answerRequest(ctx); answered {
+				return out, err
+			}
 		}
 		desired.AcquireTime = rec.AcquireTime
 		desired.LeaderTransitions = rec.LeaderTransitions
@@ -519,7 +577,12 @@ func (le *LeaderElector) askForHandover(ctx context.Context, rec *resourcelock.R
 	if h.Holder != rec.HolderIdentity {
 		return 0, nil, false // an istiod or client-go holder: it cannot answer
 	}
-	if le.requestFor == termKey(rec) {
+	me := le.cfg.Lock.Identity()
+	// A pending request of a candidate that this one outranks is replaced,
+	// so that the lock moves once, to the best candidate, instead of twice.
+	outranksPending := h.Requested(rec.HolderIdentity) && h.Candidate != me &&
+		le.cfg.KeyComparison != nil && le.cfg.KeyComparison(h.CandidateKey)
+	if le.requestFor == termKey(rec) && !(outranksPending && le.requestedBy != h.Candidate) {
 		if now.Before(le.requestAt.Add(le.cfg.HandoverGrace)) {
 			return heldByOther, nil, true
 		}
@@ -527,10 +590,10 @@ func (le *LeaderElector) askForHandover(ctx context.Context, rec *resourcelock.R
 			zap.String("holder", rec.HolderIdentity), zap.Duration("grace", le.cfg.HandoverGrace))
 		return 0, nil, false
 	}
-	if !h.Requested(rec.HolderIdentity) {
+	if !h.Requested(rec.HolderIdentity) || outranksPending {
 		req := resourcelock.Handover{
 			Holder:       rec.HolderIdentity,
-			Candidate:    le.cfg.Lock.Identity(),
+			Candidate:    me,
 			CandidateKey: le.cfg.Lock.Key(),
 			RequestTime:  &metav1.Time{Time: now},
 		}
@@ -541,7 +604,7 @@ func (le *LeaderElector) askForHandover(ctx context.Context, rec *resourcelock.R
 		le.metrics.HandoverRequested(le.cfg.Name)
 		le.log.Info("asked the holder to hand over", zap.String("holder", rec.HolderIdentity), zap.String("holderKey", rec.HolderKey))
 	}
-	le.requestFor, le.requestAt = termKey(rec), now
+	le.requestFor, le.requestAt, le.requestedBy = termKey(rec), now, h.Candidate
 	return heldByOther, nil, true
 }
 
@@ -557,7 +620,7 @@ func (le *LeaderElector) desired(now time.Time) resourcelock.Record {
 	return resourcelock.Record{
 		HolderIdentity:       le.cfg.Lock.Identity(),
 		HolderKey:            le.cfg.Lock.Key(),
-		LeaseDurationSeconds: int(le.cfg.LeaseDuration / time.Second),
+		LeaseDurationSeconds: le.leaseSeconds(),
 		AcquireTime:          metav1.NewTime(now),
 		RenewTime:            metav1.NewTime(now),
 	}
@@ -615,6 +678,48 @@ func (le *LeaderElector) release() {
 	le.writeSuccessor(resourcelock.Handover{}, "released the lock")
 }
 
+// withdraw is how a candidate that stops without leading leaves: if it
+// asked for a handover, it takes the request back, and if the holder has
+// already handed it the lock, it releases the lock, so that nobody waits out
+// a lease that no one renews.
+func (le *LeaderElector) withdraw() {
+	me := le.cfg.Lock.Identity()
+	if le.requestFor == "" && le.GetLeader() != me {
+		return // never asked, never named: nothing to undo
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), le.cfg.RenewDeadline)
+	defer cancel()
+	for i := 0; i < releaseAttempts; i++ {
+		rec, raw, err := le.get(ctx)
+		if err != nil {
+			le.log.Warn("could not read the lock to withdraw", zap.Error(err))
+			return
+		}
+		le.observe(rec, raw, le.clock.Now())
+		if rec.HolderIdentity == me {
+			le.release()
+			return
+		}
+		if le.handover == nil {
+			return
+		}
+		h := le.handover.Handover()
+		if h.Candidate != me {
+			return
+		}
+		le.metrics.Request(le.cfg.Name, "update")
+		err = le.handover.RequestHandover(ctx, resourcelock.Handover{Holder: h.Holder})
+		if err == nil {
+			le.log.Info("withdrew the handover request")
+			return
+		}
+		if !apierrors.IsConflict(err) {
+			le.log.Warn("could not withdraw the handover request", zap.Error(err))
+			return
+		}
+	}
+}
+
 // handOver writes the record naming the candidate that asked for the lock,
 // so that it, and only it, takes over at once.
 func (le *LeaderElector) handOver(h resourcelock.Handover) {
@@ -646,7 +751,7 @@ func (le *LeaderElector) writeSuccessor(h resourcelock.Handover, done string) bo
 		if h.Candidate != "" {
 			next.HolderIdentity = h.Candidate
 			next.HolderKey = h.CandidateKey
-			next.LeaseDurationSeconds = int(le.cfg.LeaseDuration / time.Second)
+			next.LeaseDurationSeconds = le.leaseSeconds()
 			next.LeaderTransitions++
 		}
 		err := le.update(ctx, next)
@@ -710,8 +815,20 @@ func (le *LeaderElector) setLeading(v bool) {
 func (le *LeaderElector) leaseValid(now time.Time) bool {
 	le.mu.Lock()
 	defer le.mu.Unlock()
-	secs := min(le.observedRecord.LeaseDurationSeconds, maxRecordLeaseSeconds)
-	return !le.observedTime.Add(time.Duration(secs) * time.Second).Before(now)
+	return !le.observedTime.Add(honouredLease(le.observedRecord)).Before(now)
+}
+
+// honouredLease is the lease of rec that candidates wait for, at most
+// MaxLeaseDuration.
+func honouredLease(rec resourcelock.Record) time.Duration {
+	return time.Duration(min(rec.LeaseDurationSeconds, int(MaxLeaseDuration/time.Second))) * time.Second
+}
+
+// leaseSeconds is LeaseDuration in the whole seconds a record stores, rounded
+// up: rounding down could tell others to wait less than the renew deadline
+// (a lease of 1.9s with a deadline of 1.5s would read as 1s).
+func (le *LeaderElector) leaseSeconds() int {
+	return int((le.cfg.LeaseDuration + time.Second - 1) / time.Second)
 }
 
 // observe remembers rec if the lock changed since it was seen last. A change
@@ -731,6 +848,24 @@ func (le *LeaderElector) observe(rec *resourcelock.Record, raw []byte, now time.
 	le.observedCorrupt = false
 	le.mu.Unlock()
 	le.reportLeader(rec.HolderIdentity)
+	le.warnLongLease(rec)
+}
+
+// warnLongLease reports, once per holder and lease, a record whose lease is
+// longer than MaxLeaseDuration.
+func (le *LeaderElector) warnLongLease(rec *resourcelock.Record) {
+	if rec.LeaseDurationSeconds <= int(MaxLeaseDuration/time.Second) {
+		return
+	}
+	seen := fmt.Sprintf("%s/%d", rec.HolderIdentity, rec.LeaseDurationSeconds)
+	if seen == le.warnedLease {
+		return
+	}
+	le.warnedLease = seen
+	le.log.Warn("the lock holder wrote a lease longer than the maximum; honouring only the maximum",
+		zap.String("holder", rec.HolderIdentity), zap.Int("leaseDurationSeconds", rec.LeaseDurationSeconds), zap.Duration("max", MaxLeaseDuration))
+	le.cfg.Lock.RecordEvent(corev1.EventTypeWarning, ReasonLeaseTooLong,
+		fmt.Sprintf("%s wrote leaseDurationSeconds %d; candidates honour at most %v", rec.HolderIdentity, rec.LeaseDurationSeconds, MaxLeaseDuration))
 }
 
 // observeOwnWrite remembers a record this candidate just wrote.

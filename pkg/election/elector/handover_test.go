@@ -1,0 +1,103 @@
+package elector
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/meshd-io/meshd/pkg/resourcelock"
+)
+
+// setHandover writes the handover annotation as another process would.
+func (h *harness) setHandover(raw string) {
+	h.t.Helper()
+	cm, err := h.client.CoreV1().ConfigMaps(ns).Get(context.Background(), lockName, metav1.GetOptions{})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	cm.Annotations[resourcelock.HandoverAnnotationKey] = raw
+	if _, err := h.client.CoreV1().ConfigMaps(ns).Update(context.Background(), cm, metav1.UpdateOptions{}); err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+func TestStoppedCandidateWithdrawsItsRequest(t *testing.T) {
+	h := newHarness(t)
+	h.writeRecord(held("ghost", "canary", 30))
+	h.setHandover(`{"holder":"ghost"}`)
+	c := h.start(candidateOpts{identity: "c", key: "stable", steal: true})
+	waitFor(t, "c's request", func() bool { return h.handover().Candidate == "c" })
+	c.stop()
+	<-c.done
+	if ho := h.handover(); ho.Candidate != "" || ho.Holder != "ghost" {
+		t.Fatalf("request left behind by a stopped candidate: %+v", ho)
+	}
+}
+
+func TestCandidateStoppedAfterBeingHandedTheLockReleasesIt(t *testing.T) {
+	h := newHarness(t)
+	var failUpdates atomic.Bool
+	failUpdates.Store(true)
+	h.client.PrependReactor("update", "configmaps", func(k8stesting.Action) (bool, runtime.Object, error) {
+		if failUpdates.Load() {
+			return true, nil, apierrors.NewInternalError(context.DeadlineExceeded)
+		}
+		return false, nil, nil
+	})
+	// The holder has handed the lock to c, but c cannot confirm yet.
+	failUpdates.Store(false)
+	h.writeRecord(held("c", "stable", 30))
+	h.setHandover(`{"holder":"c"}`)
+	failUpdates.Store(true)
+	c := h.start(candidateOpts{identity: "c", key: "stable"})
+	waitFor(t, "c to see itself named", func() bool { return c.le.GetLeader() == "c" && c.le.LastError() != nil })
+	if c.le.IsLeader() {
+		t.Fatal("c leads although it could not confirm")
+	}
+	failUpdates.Store(false)
+	c.stop()
+	<-c.done
+	if rec := h.record(); rec.HolderIdentity != "" || rec.LeaseDurationSeconds != 1 {
+		t.Fatalf("a candidate named by a handover left without releasing: %+v", rec)
+	}
+}
+
+func TestRequestMadeDuringHandoverIsAnsweredOnceLeading(t *testing.T) {
+	h := newHarness(t)
+	// The previous holder handed the lock to c1; meanwhile c2, which
+	// outranks c1, asked c1 to hand over.
+	h.writeRecord(held("c1", "^stable", 30))
+	h.setHandover(`{"holder":"c1","candidate":"c2","candidateKey":"stable"}`)
+	c1 := h.start(candidateOpts{identity: "c1", key: "^stable", accept: true})
+	waitFor(t, "c1 to hand the lock to c2", func() bool { return h.record().HolderIdentity == "c2" })
+	rec := h.record()
+	if rec.HolderKey != "stable" || rec.LeaderTransitions != 3 {
+		t.Fatalf("record after the second handover = %+v", rec)
+	}
+	if c1.le.IsLeader() {
+		t.Fatal("c1 still leads")
+	}
+	// No clock step was needed: the request was answered at once, not at
+	// the next renew.
+}
+
+func TestCandidateReplacesRequestOfOneItOutranks(t *testing.T) {
+	h := newHarness(t)
+	h.writeRecord(held("ghost", "canary", 30))
+	h.setHandover(`{"holder":"ghost","candidate":"remote-1","candidateKey":"^stable"}`)
+	h.start(candidateOpts{identity: "local-1", key: "stable", steal: true})
+	waitFor(t, "local-1's request to replace remote-1's", func() bool {
+		ho := h.handover()
+		return ho.Candidate == "local-1" && ho.CandidateKey == "stable" && ho.Holder == "ghost"
+	})
+	time.Sleep(20 * time.Millisecond)
+	if ho := h.handover(); ho.Candidate != "local-1" {
+		t.Fatalf("request flapped: %+v", ho)
+	}
+}

@@ -1,0 +1,453 @@
+// Package meshdproc runs the meshd binary as child processes ("meshd run")
+// and talks to them over their monitoring endpoints. The end-to-end tests and
+// the demo (internal/cmd/demo) use it to start, kill, stop and restart
+// instances and to ask each one which elections it leads.
+//
+// Every process listens for monitoring on its own free port on 127.0.0.1
+// and appends its output to a log file. Children run in their own process
+// group, so a Ctrl-C in the terminal reaches only the parent, which decides
+// how to stop them; on Linux they are also killed when the parent dies.
+package meshdproc
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/meshd-io/meshd/pkg/election"
+)
+
+// Options describe one meshd instance.
+type Options struct {
+	// Binary is the meshd executable. Required.
+	Binary string
+	// Name is the holder identity (--identity) and names the log file.
+	// Required.
+	Name string
+	// Kubeconfig is passed as --kubeconfig. Required.
+	Kubeconfig string
+	// Namespace is the mesh namespace (--namespace). Required.
+	Namespace string
+	// Revision is --revision; empty leaves meshd's default.
+	Revision string
+	// Remote adds --remote.
+	Remote bool
+	// TTL is --ttl; zero leaves meshd's default.
+	TTL time.Duration
+	// Controllers is --controllers; empty leaves meshd's default (all).
+	Controllers string
+	// LogDir receives the log file <Name>.log. Required.
+	LogDir string
+	// Env is added to the parent's environment.
+	Env []string
+	// Args are appended to the command line.
+	Args []string
+}
+
+func (o Options) validate() error {
+	var missing []string
+	for _, f := range []struct{ name, v string }{
+		{"Binary", o.Binary}, {"Name", o.Name}, {"Kubeconfig", o.Kubeconfig},
+		{"Namespace", o.Namespace}, {"LogDir", o.LogDir},
+	} {
+		if f.v == "" {
+			missing = append(missing, f.name)
+		}
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("meshdproc: Options.%s required", strings.Join(missing, ", Options."))
+	}
+	return nil
+}
+
+// Process is one meshd instance. It can be started again after it exited,
+// with the same options and a new monitoring port. Methods are safe for
+// concurrent use.
+type Process struct {
+	opts    Options
+	logPath string
+	client  *http.Client
+
+	mu       sync.Mutex
+	cmd      *exec.Cmd
+	addr     string
+	done     chan struct{} // closed when the current run has exited
+	waitErr  error
+	exitedAt time.Time
+}
+
+// Start launches a new instance. It returns once the process runs; use
+// WaitReady to wait for its endpoints.
+func Start(opts Options) (*Process, error) {
+	if err := opts.validate(); err != nil {
+		return nil, err
+	}
+	p := &Process{
+		opts:    opts,
+		logPath: filepath.Join(opts.LogDir, opts.Name+".log"),
+		client: &http.Client{
+			Timeout: 2 * time.Second,
+			// Loopback only: never through a proxy from the environment.
+			Transport: &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 2},
+		},
+	}
+	if err := p.Restart(); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// Name is the instance's identity.
+func (p *Process) Name() string { return p.opts.Name }
+
+// Options returns the options the instance was started with.
+func (p *Process) Options() Options { return p.opts }
+
+// LogPath is the file that collects the instance's output over all its runs.
+func (p *Process) LogPath() string { return p.logPath }
+
+// Addr is the monitoring address of the current run, 127.0.0.1:<port>.
+func (p *Process) Addr() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.addr
+}
+
+// Pid is the process id of the current run, 0 if never started.
+func (p *Process) Pid() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cmd == nil || p.cmd.Process == nil {
+		return 0
+	}
+	return p.cmd.Process.Pid
+}
+
+// Restart starts the instance again after it exited. It fails if the
+// instance is running.
+func (p *Process) Restart() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.done != nil {
+		select {
+		case <-p.done:
+		default:
+			return fmt.Errorf("meshdproc: %s is already running", p.opts.Name)
+		}
+	}
+	port, err := FreePort()
+	if err != nil {
+		return err
+	}
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+	args := []string{"run",
+		"--kubeconfig=" + p.opts.Kubeconfig,
+		"--namespace=" + p.opts.Namespace,
+		"--identity=" + p.opts.Name,
+		"--monitoring-address=" + addr,
+	}
+	if p.opts.Revision != "" {
+		args = append(args, "--revision="+p.opts.Revision)
+	}
+	if p.opts.Remote {
+		args = append(args, "--remote")
+	}
+	if p.opts.TTL > 0 {
+		args = append(args, "--ttl="+p.opts.TTL.String())
+	}
+	if p.opts.Controllers != "" {
+		args = append(args, "--controllers="+p.opts.Controllers)
+	}
+	args = append(args, p.opts.Args...)
+
+	if err := os.MkdirAll(p.opts.LogDir, 0o755); err != nil {
+		return err
+	}
+	logFile, err := os.OpenFile(p.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(logFile, "=== %s meshdproc: starting %s %s\n",
+		time.Now().Format(time.RFC3339Nano), p.opts.Binary, strings.Join(args, " "))
+
+	cmd := exec.Command(p.opts.Binary, args...)
+	cmd.Env = append(os.Environ(), p.opts.Env...)
+	cmd.Stdout = logFile
+	cmd.Stderr = logFile
+	cmd.SysProcAttr = sysProcAttr()
+	if err := cmd.Start(); err != nil {
+		logFile.Close()
+		return fmt.Errorf("meshdproc: start %s: %w", p.opts.Name, err)
+	}
+	done := make(chan struct{})
+	p.cmd, p.addr, p.done = cmd, addr, done
+	p.waitErr, p.exitedAt = nil, time.Time{}
+	go func() {
+		err := cmd.Wait()
+		exitedAt := time.Now()
+		fmt.Fprintf(logFile, "=== %s meshdproc: %s exited: %s\n",
+			time.Now().Format(time.RFC3339Nano), p.opts.Name, describeExit(err))
+		logFile.Close()
+		p.mu.Lock()
+		p.waitErr, p.exitedAt = err, exitedAt
+		p.mu.Unlock()
+		close(done)
+	}()
+	return nil
+}
+
+// Exited returns a channel closed when the current run ends.
+func (p *Process) Exited() <-chan struct{} {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.done
+}
+
+// Running reports whether the current run has not exited.
+func (p *Process) Running() bool {
+	select {
+	case <-p.Exited():
+		return false
+	default:
+		return true
+	}
+}
+
+// ExitErr is how the last run ended: nil for exit status 0, an
+// *exec.ExitError otherwise. It is only meaningful once Exited is closed.
+func (p *Process) ExitErr() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.waitErr
+}
+
+// ExitedAt is when the parent saw the last run exit. It is only meaningful
+// once Exited is closed.
+func (p *Process) ExitedAt() time.Time {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.exitedAt
+}
+
+// Signal sends sig to the current run.
+func (p *Process) Signal(sig syscall.Signal) error {
+	p.mu.Lock()
+	cmd := p.cmd
+	p.mu.Unlock()
+	if cmd == nil || cmd.Process == nil {
+		return fmt.Errorf("meshdproc: %s was never started", p.opts.Name)
+	}
+	if err := cmd.Process.Signal(sig); err != nil && !errors.Is(err, os.ErrProcessDone) {
+		return fmt.Errorf("meshdproc: signal %v to %s: %w", sig, p.opts.Name, err)
+	}
+	return nil
+}
+
+// Wait waits up to timeout for the current run to exit and returns how it
+// ended (nil for status 0).
+func (p *Process) Wait(timeout time.Duration) error {
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	select {
+	case <-p.Exited():
+		return p.ExitErr()
+	case <-t.C:
+		return fmt.Errorf("meshdproc: %s still running after %v", p.opts.Name, timeout)
+	}
+}
+
+// Kill sends SIGKILL and waits for the process to be gone.
+func (p *Process) Kill() error {
+	if err := p.Signal(syscall.SIGKILL); err != nil {
+		return err
+	}
+	select {
+	case <-p.Exited():
+		return nil
+	case <-time.After(10 * time.Second):
+		return fmt.Errorf("meshdproc: %s survived SIGKILL for 10s", p.opts.Name)
+	}
+}
+
+// Stop ends the current run for cleanup: SIGTERM, then SIGKILL if it has
+// not exited within grace. It returns how the process ended; a process that
+// had already exited is not signalled again.
+func (p *Process) Stop(grace time.Duration) error {
+	if !p.Running() {
+		return p.ExitErr()
+	}
+	if err := p.Signal(syscall.SIGTERM); err != nil {
+		return err
+	}
+	if err := p.Wait(grace); err == nil || !p.Running() {
+		return err
+	}
+	if err := p.Kill(); err != nil {
+		return err
+	}
+	return fmt.Errorf("meshdproc: %s did not exit within %v of SIGTERM and was killed", p.opts.Name, grace)
+}
+
+// WaitReady polls /readyz until it answers 200, the process exits, or ctx
+// ends. A run that lost the race for its monitoring port is started again on
+// another port.
+func (p *Process) WaitReady(ctx context.Context) error {
+	for attempt := 1; ; attempt++ {
+		err := p.pollReady(ctx)
+		if err == nil {
+			return nil
+		}
+		if attempt < 3 && !p.Running() && strings.Contains(p.LogTail(20), "address already in use") {
+			if rerr := p.Restart(); rerr != nil {
+				return rerr
+			}
+			continue
+		}
+		return err
+	}
+}
+
+func (p *Process) pollReady(ctx context.Context) error {
+	exited := p.Exited()
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	var last error
+	for {
+		if last = p.Ready(ctx); last == nil {
+			return nil
+		}
+		select {
+		case <-exited:
+			return fmt.Errorf("meshdproc: %s exited before it was ready (%s); log tail:\n%s",
+				p.opts.Name, describeExit(p.ExitErr()), p.LogTail(20))
+		case <-ctx.Done():
+			return fmt.Errorf("meshdproc: %s not ready: %w (last: %v); log tail:\n%s",
+				p.opts.Name, ctx.Err(), last, p.LogTail(20))
+		case <-tick.C:
+		}
+	}
+}
+
+// Ready returns nil when /readyz answers 200.
+func (p *Process) Ready(ctx context.Context) error {
+	_, err := p.get(ctx, "/readyz")
+	return err
+}
+
+// Healthy returns nil when /healthz answers 200.
+func (p *Process) Healthy(ctx context.Context) error {
+	_, err := p.get(ctx, "/healthz")
+	return err
+}
+
+// Elections returns what the instance reports on /debug/elections.
+func (p *Process) Elections(ctx context.Context) ([]election.Status, error) {
+	body, err := p.get(ctx, "/debug/elections")
+	if err != nil {
+		return nil, err
+	}
+	var out []election.Status
+	if err := json.Unmarshal(body, &out); err != nil {
+		return nil, fmt.Errorf("meshdproc: %s: decode /debug/elections: %w", p.opts.Name, err)
+	}
+	return out, nil
+}
+
+// Leads reports whether the instance says it leads the election whose lock
+// is named lockName (the election ID, or <id>-<revision> for per-revision
+// elections). An instance that cannot be asked does not lead.
+func (p *Process) Leads(ctx context.Context, lockName string) bool {
+	st, err := p.Elections(ctx)
+	if err != nil {
+		return false
+	}
+	for _, s := range st {
+		if s.Name == lockName {
+			return s.Leader
+		}
+	}
+	return false
+}
+
+// Metrics returns the Prometheus text exposition from /metrics.
+func (p *Process) Metrics(ctx context.Context) (string, error) {
+	body, err := p.get(ctx, "/metrics")
+	return string(body), err
+}
+
+func (p *Process) get(ctx context.Context, path string) ([]byte, error) {
+	addr := p.Addr()
+	if addr == "" {
+		return nil, fmt.Errorf("meshdproc: %s was never started", p.opts.Name)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+path, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := p.client.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return body, fmt.Errorf("%s%s: %s: %s", p.opts.Name, path, resp.Status, bytes.TrimSpace(body))
+	}
+	return body, nil
+}
+
+// Log returns everything the instance has written over all its runs.
+func (p *Process) Log() string {
+	b, err := os.ReadFile(p.logPath)
+	if err != nil {
+		return fmt.Sprintf("(cannot read %s: %v)", p.logPath, err)
+	}
+	return string(b)
+}
+
+// LogTail returns the last n lines of Log.
+func (p *Process) LogTail(n int) string {
+	lines := strings.Split(strings.TrimRight(p.Log(), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// FreePort returns a TCP port that was free on 127.0.0.1. Another process
+// may take it before the caller binds it; WaitReady retries that case.
+func FreePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, fmt.Errorf("meshdproc: find a free port: %w", err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// DescribeExit says how a run ended, from the error ExitErr or Wait
+// returned: "exit status 0", "exit status 1", "signal: killed", ...
+func DescribeExit(err error) string { return describeExit(err) }
+
+func describeExit(err error) string {
+	if err == nil {
+		return "exit status 0"
+	}
+	return err.Error()
+}
