@@ -7,16 +7,22 @@
 #   make test-unit         tests that need no API server
 #   make test-integration  tests against a real kube-apiserver and etcd on 127.0.0.1
 #   make fuzz              longer fuzzing of every decoder
+#   make bench             benchmarks against client-go's elector, written to docs/benchmarks.md
+#   make chaos             faults injected into several meshd processes; checks safety and liveness
 
 GO       ?= go
 BIN      := $(CURDIR)/bin
 FUZZTIME ?= 30s
+CHAOS_DURATION ?= 3m
+CHAOS_SEED ?= 0
+# Packages with fuzz targets.
+FUZZ_PKGS := ./pkg/... ./internal/chaos/...
 # Packages whose tests need no API server.
-UNIT_PKGS := ./pkg/... ./internal/kubetest/... ./internal/ledger/... ./internal/lockstatus/... ./internal/monitoring/...
+UNIT_PKGS := ./pkg/... ./internal/kubetest/... ./internal/ledger/... ./internal/lockstatus/... ./internal/monitoring/... ./internal/faultproxy/...
 
 include mk/kube.mk
 
-.PHONY: all build test test-unit test-integration lint fuzz demo clean
+.PHONY: all build test test-unit test-integration lint fuzz demo bench chaos clean
 
 all: build
 
@@ -39,14 +45,21 @@ test: lint kube-bins
 	$(MAKE) --no-print-directory fuzz FUZZTIME=5s
 
 fuzz:
-	@for target in $$($(GO) test -list '^Fuzz' ./pkg/... 2>/dev/null | grep '^Fuzz'); do \
-		pkg=$$(grep -rl "func $$target(" pkg --include='*_test.go' | head -1 | xargs dirname); \
+	@for target in $$($(GO) test -list '^Fuzz' $(FUZZ_PKGS) 2>/dev/null | grep '^Fuzz'); do \
+		pkg=$$(grep -rl "func $$target(" pkg internal --include='*_test.go' | head -1 | xargs dirname); \
 		echo "fuzz $$target in ./$$pkg for $(FUZZTIME)"; \
 		$(GO) test -run='^$$' -fuzz="^$$target$$" -fuzztime=$(FUZZTIME) ./$$pkg || exit 1; \
 	done
 
 demo: kube-bins build
 	@$(CURDIR)/hack/demo.sh
+
+# Reports, not tests: about 20 minutes on 2 cores; run it on an idle machine.
+bench: kube-bins
+	$(GO) run ./internal/cmd/bench -out docs/benchmarks.md
+
+chaos: kube-bins build
+	$(GO) run ./internal/cmd/chaos -meshd $(BIN)/meshd -duration $(CHAOS_DURATION) -seed $(CHAOS_SEED)
 
 clean:
 	rm -rf $(BIN)

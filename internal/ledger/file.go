@@ -65,8 +65,10 @@ func (l *File) write(e entry) {
 func (l *File) Close() error { return l.f.Close() }
 
 // ReadFiles merges ledger files into one Ledger. An interval whose stop is
-// missing (its process was killed) ends at the last time any file recorded,
-// which is when the process was known to be gone at the latest.
+// missing (its process was killed) ends at the last time any file recorded.
+// That is an upper bound, so a killed process can show overlap it did not
+// have; a caller that knows when each process died should cut its open
+// intervals there instead (as the chaos run does).
 func ReadFiles(paths ...string) (*Ledger, error) {
 	starts := map[string]entry{}
 	stops := map[string]int64{}

@@ -76,8 +76,9 @@ type Config struct {
 
 	// Watch follows the lock object with a watch instead of polling it. A
 	// follower then makes no requests while the holder is alive: it tries to
-	// acquire as soon as the lock is released or deleted, exactly when the
-	// lease expires by its own observation, and when Trigger is called. A
+	// acquire as soon as the lock is released, exactly when the lease
+	// expires by its own observation (also after the lock object was
+	// deleted), and when Trigger is called. A
 	// leader ends its term as soon as an event shows another holder. While
 	// the watch is broken the elector polls every RetryPeriod. The lock must
 	// implement resourcelock.Watchable.

@@ -26,8 +26,13 @@
 //
 // With Config.Watch the elector follows the lock object with a watch instead
 // of polling it: followers make no requests while the holder renews, try at
-// once when the lock is released or deleted, and wake exactly when the lease
-// expires; a leader ends its term as soon as an event names another holder.
+// once when the lock is released, and wake exactly when the lease expires; a
+// leader ends its term as soon as an event names another holder.
+//
+// Deleting the lock object is not a release: the holder may still be
+// working. Followers keep waiting for its lease as they saw it (or create
+// the lock at once if it was free or expired); the holder keeps leading and
+// recreates the lock at its next renew.
 //
 // With Config.HandoverGrace a candidate entitled by KeyComparison asks a
 // cooperating holder to hand over (see resourcelock.HandoverAnnotationKey);

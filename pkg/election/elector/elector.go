@@ -492,6 +492,10 @@ func (le *LeaderElector) attempt(ctx context.Context, renewing bool) (outcome, e
 		}
 		switch {
 		case apierrors.IsNotFound(err):
+			if !renewing && le.holderMayBeWorking(now) {
+				// Deleted, not released: its holder may still be working.
+				return heldByOther, nil
+			}
 			desired := le.desired(now)
 			if err := le.create(ctx, desired); err != nil {
 				return failed, fmt.Errorf("create %s: %w", le.cfg.Lock.Describe(), err)
@@ -816,6 +820,22 @@ func (le *LeaderElector) leaseValid(now time.Time) bool {
 	le.mu.Lock()
 	defer le.mu.Unlock()
 	return !le.observedTime.Add(honouredLease(le.observedRecord)).Before(now)
+}
+
+// holderMayBeWorking reports whether, by this candidate's observation, the
+// lock is held by another holder whose lease has not run out; a corrupt
+// record counts as held for LeaseDuration from when it was first seen.
+// Deleting the lock object does not end such a lease: the holder is not told
+// and goes on working until it notices, so the lock is not free before the
+// lease runs out (the holder itself recreates it at its next renew).
+func (le *LeaderElector) holderMayBeWorking(now time.Time) bool {
+	le.mu.Lock()
+	rec, seen, corrupt := le.observedRecord, le.observedTime, le.observedCorrupt
+	le.mu.Unlock()
+	if corrupt {
+		return now.Before(seen.Add(le.cfg.LeaseDuration))
+	}
+	return rec.HolderIdentity != "" && rec.HolderIdentity != le.cfg.Lock.Identity() && le.leaseValid(now)
 }
 
 // honouredLease is the lease of rec that candidates wait for, at most

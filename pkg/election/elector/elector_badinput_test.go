@@ -16,6 +16,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/meshd-io/meshd/internal/kubetest"
+	"github.com/meshd-io/meshd/internal/ledger"
 	"github.com/meshd-io/meshd/pkg/resourcelock"
 )
 
@@ -257,5 +258,66 @@ func TestFailingWritesAreRetriedAtThePollingPace(t *testing.T) {
 				t.Fatal("leads although every write failed")
 			}
 		})
+	}
+}
+
+// TestDeletedLockIsNotTakenWhileItsHolderMayStillWork: someone deletes the
+// lock object while its holder leads. A follower must not take the lock at
+// once, as if it had been released: the holder has not stopped its work,
+// and stopping takes time (here 300ms). The followers wait for the lease as
+// they saw it; the holder, which knows it is alive, recreates the lock and
+// keeps leading.
+func TestDeletedLockIsNotTakenWhileItsHolderMayStillWork(t *testing.T) {
+	client := kubetest.NewClientset()
+	l := &ledger.Ledger{}
+	start := func(identity string) *LeaderElector {
+		lock, err := resourcelock.New(resourcelock.ConfigMapsResourceLock, ns, lockName, client, resourcelock.Config{Identity: identity})
+		if err != nil {
+			t.Fatal(err)
+		}
+		le, err := New(Config{
+			Name: lockName, Lock: lock,
+			LeaseDuration: 2 * time.Second, RenewDeadline: time.Second, RetryPeriod: 250 * time.Millisecond,
+			Callbacks: Callbacks{OnStartedLeading: l.Wrap(lockName, identity, func(ctx context.Context) {
+				<-ctx.Done()
+				time.Sleep(300 * time.Millisecond) // a controller shutting down
+			})},
+			StopTimeout: time.Second,
+			Watch:       true,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			for ctx.Err() == nil {
+				le.Run(ctx)
+			}
+		}()
+		t.Cleanup(func() { cancel(); <-done })
+		return le
+	}
+	a := start("a")
+	waitFor(t, "a to lead", a.IsLeader)
+	b := start("b")
+	waitFor(t, "b to follow a through its watch", func() bool { return b.GetLeader() == "a" && b.watch.healthy() })
+	if err := client.CoreV1().ConfigMaps(ns).Delete(context.Background(), lockName, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Second)
+	if o := l.Overlaps(); len(o) != 0 {
+		t.Fatalf("after the lock was deleted, a and b both led for %v", l.TotalOverlap())
+	}
+	if !a.IsLeader() || b.IsLeader() {
+		t.Fatalf("after the deletion a leads %v, b leads %v; want a to keep leading", a.IsLeader(), b.IsLeader())
+	}
+	cm, err := client.CoreV1().ConfigMaps(ns).Get(context.Background(), lockName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("the holder did not recreate its lock: %v", err)
+	}
+	if rec, err := resourcelock.DecodeRecord([]byte(cm.Annotations[resourcelock.LeaderAnnotationKey])); err != nil || rec.HolderIdentity != "a" {
+		t.Fatalf("recreated record %+v, %v", rec, err)
 	}
 }

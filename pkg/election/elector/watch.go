@@ -142,6 +142,13 @@ func (w *lockWatch) ingest() bool {
 	switch {
 	case errors.Is(err, resourcelock.ErrForeignObject):
 		return false
+	case err == nil && deleted && (le.holderMayBeWorking(now) || le.GetLeader() == le.cfg.Lock.Identity()):
+		// A deletion is not a release. Followers keep the holder's lease as
+		// they saw it; the holder keeps leading and recreates the lock at its
+		// next renew.
+		le.log.Info("the lock object was deleted while held; keeping the holder's lease",
+			zap.String("holder", le.GetLeader()))
+		return false
 	case err == nil:
 		le.observe(rec, raw, now)
 	case raw != nil:

@@ -176,11 +176,10 @@ func TestCooperativeHandoverHasNoOverlap(t *testing.T) {
 	if ho := h.handover(); ho.Holder != "c" || ho.Candidate != "" {
 		t.Fatalf("handover annotation after handover = %+v", ho)
 	}
+	// IsLeader turns true just before the run function's goroutine starts.
+	waitFor(t, "c's term in the ledger", func() bool { return l.Starts(lockName) == 2 })
 	if o := l.Overlaps(); len(o) != 0 {
 		t.Fatalf("run functions overlapped: %+v", o)
-	}
-	if l.Starts(lockName) != 2 {
-		t.Fatalf("terms = %d, want 2", l.Starts(lockName))
 	}
 }
 
@@ -242,6 +241,14 @@ func TestDeletedLockIsRecreatedByWatchingFollower(t *testing.T) {
 	if err := h.client.CoreV1().ConfigMaps(ns).Delete(context.Background(), lockName, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	// A deletion is not a release: b may still be working, so the follower
+	// waits for b's lease as it saw it, then creates the lock.
+	time.Sleep(50 * time.Millisecond)
+	if f.le.IsLeader() {
+		t.Fatal("took a deleted lock before its holder's lease ran out")
+	}
+	waitFor(t, "the expiry timer", h.clock.HasWaiters)
+	h.clock.Step(30*time.Second + 2*time.Millisecond)
 	waitFor(t, "the follower to lead", f.le.IsLeader)
 	var cm *corev1.ConfigMap
 	cm, _ = h.client.CoreV1().ConfigMaps(ns).Get(context.Background(), lockName, metav1.GetOptions{})

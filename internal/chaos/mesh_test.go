@@ -1,0 +1,115 @@
+package chaos
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/meshd-io/meshd/internal/controllers/rootcert"
+	"github.com/meshd-io/meshd/pkg/resourcelock"
+)
+
+func testMesh(client *fake.Clientset) *mesh {
+	revs := []string{"stable", "canary"}
+	return &mesh{client: client, namespace: "mesh", apps: []string{"app"}, revisions: revs, locks: daemonLocks(revs)}
+}
+
+func TestSetUpSeedsAndCheckDataFindsLosses(t *testing.T) {
+	client := fake.NewClientset()
+	m := testMesh(client)
+	ctx := context.Background()
+	if err := m.setUp(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// What meshd would add: records, the source certificate, its copies.
+	for _, l := range m.locks {
+		if err := m.rewrite(ctx, l, func(r *resourcelock.Record) { r.HolderIdentity, r.LeaseDurationSeconds = "stable-1", 4 }); err != nil {
+			t.Fatalf("rewrite %s: %v", l.name, err)
+		}
+	}
+	src := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: rootcert.DefaultSourceConfigMap, Namespace: "mesh"},
+		Data: map[string]string{rootcert.DefaultSourceKey: "CERT"}}
+	if _, err := client.CoreV1().ConfigMaps("mesh").Create(ctx, src, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	target, _ := client.CoreV1().ConfigMaps("app").Get(ctx, rootcert.TargetConfigMap, metav1.GetOptions{})
+	target.Data[rootcert.TargetKey] = "CERT"
+	if _, err := client.CoreV1().ConfigMaps("app").Update(ctx, target, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if lost, err := m.checkData(ctx); err != nil || len(lost) != 0 {
+		t.Fatalf("checkData after a clean run = %q, %v", lost, err)
+	}
+	rec, err := m.record(ctx, m.locks[1])
+	if err != nil || rec.HolderIdentity != "stable-1" {
+		t.Fatalf("record = %+v, %v", rec, err)
+	}
+
+	// Now lose things: a lock's label, a data key of the root certificate
+	// copy, and leave the ConfigMap lock's record corrupt.
+	lease, _ := client.CoordinationV1().Leases("mesh").Get(ctx, m.locks[1].name, metav1.GetOptions{})
+	delete(lease.Labels, keepKey)
+	if _, err := client.CoordinationV1().Leases("mesh").Update(ctx, lease, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	target, _ = client.CoreV1().ConfigMaps("app").Get(ctx, rootcert.TargetConfigMap, metav1.GetOptions{})
+	delete(target.Data, keepDataKey)
+	target.Data[rootcert.TargetKey] = "OLD"
+	if _, err := client.CoreV1().ConfigMaps("app").Update(ctx, target, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.corrupt(ctx, m.locks[0], "garbage"); err != nil {
+		t.Fatal(err)
+	}
+	lost, err := m.checkData(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	all := strings.Join(lost, "\n")
+	for _, want := range []string{"istio-status-leader: label", "app/istio-ca-root-cert: data key", "not the source certificate", "record left corrupt"} {
+		if !strings.Contains(all, want) {
+			t.Errorf("checkData lacks %q:\n%s", want, all)
+		}
+	}
+}
+
+// TestSeedLockRacesWithMeshd: the lock is recreated by meshd between the
+// read that found it missing and the create.
+func TestSeedLockRacesWithMeshd(t *testing.T) {
+	client := fake.NewClientset()
+	m := testMesh(client)
+	l := m.locks[1] // a Lease
+	raced := false
+	client.PrependReactor("create", "leases", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if raced {
+			return false, nil, nil
+		}
+		raced = true
+		// meshd's create lands first.
+		holder := "stable-1"
+		lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: l.name, Namespace: "mesh"},
+			Spec: coordinationv1.LeaseSpec{HolderIdentity: &holder}}
+		if err := client.Tracker().Create(a.GetResource(), lease, "mesh"); err != nil {
+			t.Error(err)
+		}
+		return true, nil, apierrors.NewAlreadyExists(a.GetResource().GroupResource(), l.name)
+	})
+	if err := m.seedLock(context.Background(), l); err != nil {
+		t.Fatal(err)
+	}
+	lease, err := client.CoordinationV1().Leases("mesh").Get(context.Background(), l.name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lease.Labels[keepKey] != keepValue || *lease.Spec.HolderIdentity != "stable-1" {
+		t.Fatalf("after the race: labels %v, holder %v", lease.Labels, *lease.Spec.HolderIdentity)
+	}
+}
