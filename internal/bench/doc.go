@@ -1,0 +1,13 @@
+// Package bench measures meshd's elections against client-go's elector and
+// against meshd's own polling mode (istiod's behaviour), on a real
+// kube-apiserver and etcd on 127.0.0.1. It produces reports, not test
+// verdicts; internal/cmd/bench runs it ("make bench") and writes
+// docs/benchmarks.md.
+//
+// Files by concern: impl*.go adapt the three implementations to Candidate;
+// transport.go counts the requests each clientset sends; track.go records
+// run-function intervals in a ledger and waits on them; takeover.go,
+// steal.go and requests.go are the in-process scenarios; scale.go and
+// replica.go run replicas as separate processes; report*.go and table.go
+// render Markdown; stats.go computes medians, quantiles and ratios.
+package bench

@@ -1,0 +1,51 @@
+package bench
+
+import (
+	"context"
+
+	"github.com/meshd-io/meshd/pkg/election"
+	"github.com/meshd-io/meshd/pkg/features"
+)
+
+type meshdCandidate struct {
+	le *election.LeaderElection
+}
+
+// newMeshd builds a meshd candidate. Meshd uses the shipped defaults (watch,
+// cooperative handover with the default grace); MeshdPolling turns both off,
+// which is how istiod's elector behaves.
+func newMeshd(s Spec) (*meshdCandidate, error) {
+	watch, handover, grace := true, true, features.LeaderElectionHandoverGrace.Default()
+	if s.Impl == MeshdPolling {
+		watch, handover, grace = false, false, 0
+	}
+	opts := []election.Option{
+		election.WithEnabled(true),
+		election.WithTTL(s.TTL),
+		election.WithReleaseOnCancel(s.ReleaseOnCancel),
+		election.WithStopTimeout(features.LeaderElectionStopTimeout.Default()),
+		election.WithWatch(watch),
+		election.WithHandover(handover, grace),
+		election.WithPrioritized(s.Revision != ""),
+	}
+	if s.Logger != nil {
+		opts = append(opts, election.WithLogger(s.Logger))
+	}
+	if s.Watcher != nil {
+		opts = append(opts, election.WithDefaultWatcher(s.Watcher))
+	}
+	rev := s.Revision
+	if rev == "" {
+		rev = election.DefaultRevision
+	}
+	le, err := election.NewLeaseLeaderElection(s.Namespace, s.Identity, s.Lock, rev, s.Client, opts...)
+	if err != nil {
+		return nil, err
+	}
+	le.AddRunFunctionContext(s.Work)
+	return &meshdCandidate{le: le}, nil
+}
+
+func (c *meshdCandidate) Run(ctx context.Context) { c.le.RunContext(ctx) }
+func (c *meshdCandidate) Leader() string          { return c.le.Elector().GetLeader() }
+func (c *meshdCandidate) Leading() bool           { return c.le.IsLeader() }

@@ -1,0 +1,221 @@
+package bench
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+	"k8s.io/client-go/tools/clientcmd"
+)
+
+// StartSpread is the time over which a replica starts its elections.
+const StartSpread = time.Second
+
+// ReplicaOptions configure one replica process of the scale benchmark.
+type ReplicaOptions struct {
+	Impl       Impl
+	Elections  int
+	TTL        time.Duration
+	Namespace  string
+	Identity   string
+	Kubeconfig string
+	// LogFile, if set, receives meshd's elector logs (info and above).
+	LogFile string
+}
+
+// Replica protocol: the replica writes one JSON ReplicaReport per line to
+// its stdout. It starts its elections, reports EventSettled once every
+// election has a known leader, then reads "start" and "stop" lines from its
+// stdin and reports EventResult for the window between them. It exits on
+// end of input or when its context ends.
+const (
+	EventSettled = "settled"
+	EventResult  = "result"
+	EventError   = "error"
+
+	cmdStart = "start"
+	cmdStop  = "stop"
+)
+
+// ReplicaReport is one line of a replica's output.
+type ReplicaReport struct {
+	Event string `json:"event"`
+	// Settle is the longest time an election took, from its start, until
+	// this replica knew its leader.
+	Settle time.Duration `json:"settle,omitempty"`
+	// Window, Requests and CPU cover the time between start and stop.
+	Window   time.Duration `json:"window,omitempty"`
+	Requests Counts        `json:"requests,omitempty"`
+	CPU      time.Duration `json:"cpu,omitempty"`
+	// PeakRSSKiB is the process's peak RSS, RSSKiB its RSS at stop.
+	PeakRSSKiB int64 `json:"peakRSSKiB,omitempty"`
+	RSSKiB     int64 `json:"rssKiB,omitempty"`
+	// Leading is how many of the elections this replica leads at stop.
+	Leading int `json:"leading,omitempty"`
+	// NewTerms counts terms (run function starts) that began during the
+	// window: zero when the elections are in a steady state.
+	NewTerms int    `json:"newTerms,omitempty"`
+	Error    string `json:"error,omitempty"`
+}
+
+// RunReplica runs the replica side of the scale benchmark; see the protocol
+// above. in and out are normally stdin and stdout.
+func RunReplica(ctx context.Context, o ReplicaOptions, in io.Reader, out io.Writer) error {
+	enc := json.NewEncoder(out)
+	err := runReplica(ctx, o, in, enc)
+	if err != nil {
+		_ = enc.Encode(ReplicaReport{Event: EventError, Error: err.Error()})
+	}
+	return err
+}
+
+func runReplica(ctx context.Context, o ReplicaOptions, in io.Reader, enc *json.Encoder) error {
+	quietKlog()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	cmds := make(chan string)
+	go func() {
+		// The benchmark closes the input when it is done or gone: stop.
+		defer cancel()
+		defer close(cmds)
+		sc := bufio.NewScanner(in)
+		for sc.Scan() {
+			select {
+			case cmds <- sc.Text():
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	next := func(want string) error {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case c, ok := <-cmds:
+			if !ok {
+				return fmt.Errorf("input closed while waiting for %q", want)
+			}
+			if c != want {
+				return fmt.Errorf("got %q, want %q", c, want)
+			}
+			return nil
+		}
+	}
+
+	restCfg, err := clientcmd.BuildConfigFromFlags("", o.Kubeconfig)
+	if err != nil {
+		return err
+	}
+	counter := NewCounter()
+	client, err := newClient(restCfg, counter)
+	if err != nil {
+		return err
+	}
+	var logger *zap.Logger
+	if o.LogFile != "" {
+		cfg := zap.NewProductionConfig()
+		cfg.OutputPaths = []string{o.LogFile}
+		cfg.Sampling = nil
+		if logger, err = cfg.Build(); err != nil {
+			return err
+		}
+		defer logger.Sync()
+	}
+	// One clientset for all elections, as in a real control plane process.
+	var terms atomic.Int64
+	work := func(ctx context.Context) {
+		terms.Add(1)
+		<-ctx.Done()
+	}
+	cands := make([]Candidate, o.Elections)
+	for i := range cands {
+		cands[i], err = NewCandidate(Spec{
+			Impl: o.Impl, Client: client, Namespace: o.Namespace, Lock: fmt.Sprintf("e%04d", i),
+			Identity: o.Identity, TTL: o.TTL, Logger: logger, Work: work,
+		})
+		if err != nil {
+			return err
+		}
+	}
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer cancel()
+	// Starts are spread evenly over StartSpread rather than made in one
+	// instant, so that elections do not renew in lock-step: a window would
+	// then count one renewal more or fewer for all of them at once.
+	t0 := time.Now()
+	startAt := make([]time.Time, len(cands))
+	for i, c := range cands {
+		startAt[i] = t0.Add(time.Duration(i) * StartSpread / time.Duration(len(cands)))
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if sleep(ctx, time.Until(startAt[i])) == nil {
+				c.Run(ctx)
+			}
+		}()
+	}
+	settle, err := awaitLeaders(ctx, cands, startAt)
+	if err != nil {
+		return err
+	}
+	if err := enc.Encode(ReplicaReport{Event: EventSettled, Settle: settle}); err != nil {
+		return err
+	}
+
+	if err := next(cmdStart); err != nil {
+		return err
+	}
+	c0, u0, w0, t0terms := counter.Snapshot(), selfUsage(), time.Now(), terms.Load()
+	if err := next(cmdStop); err != nil {
+		return err
+	}
+	c1, u1, w1, t1terms := counter.Snapshot(), selfUsage(), time.Now(), terms.Load()
+	leading := 0
+	for _, c := range cands {
+		if c.Leading() {
+			leading++
+		}
+	}
+	return enc.Encode(ReplicaReport{
+		Event: EventResult, Window: w1.Sub(w0), Requests: c1.Sub(c0), CPU: u1.CPU - u0.CPU,
+		PeakRSSKiB: u1.PeakRSSKiB, RSSKiB: u1.RSSKiB, Leading: leading,
+		NewTerms: int(t1terms - t0terms),
+	})
+}
+
+// awaitLeaders waits until every candidate knows a leader and returns the
+// longest time one took, from its start.
+func awaitLeaders(ctx context.Context, cands []Candidate, startAt []time.Time) (time.Duration, error) {
+	var longest time.Duration
+	pending := make([]int, len(cands))
+	for i := range pending {
+		pending[i] = i
+	}
+	deadline := time.Now().Add(ScaleSettleTimeout)
+	for len(pending) > 0 {
+		now := time.Now()
+		if now.After(deadline) {
+			return 0, fmt.Errorf("%w after %v: %d of %d elections have no known leader", errTimeout, ScaleSettleTimeout, len(pending), len(cands))
+		}
+		left := pending[:0]
+		for _, i := range pending {
+			if now.After(startAt[i]) && cands[i].Leader() != "" {
+				longest = max(longest, now.Sub(startAt[i]))
+			} else {
+				left = append(left, i)
+			}
+		}
+		pending = left
+		if err := sleep(ctx, 2*time.Millisecond); err != nil {
+			return 0, err
+		}
+	}
+	return longest, nil
+}

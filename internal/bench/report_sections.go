@@ -1,0 +1,178 @@
+package bench
+
+import (
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/meshd-io/meshd/pkg/features"
+)
+
+func (r *Results) writeHandover(w io.Writer) {
+	if len(r.Handover) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "## Handover after a graceful release\n\n")
+	fmt.Fprintf(w, "Three candidates of one plain election, every one with ReleaseOnCancel. Measured from cancelling\n")
+	fmt.Fprintf(w, "the leader to the start of the next leader's run function; a fresh Lease per trial.\n\n")
+	writeHandoverTable(w, r.Handover)
+}
+
+func writeHandoverTable(w io.Writer, rs []TakeoverResult) {
+	base, _ := takeoverFor(rs, Meshd)
+	t := newTable("implementation", "median / p99", "÷ meshd (median / p99)", "overlap", "trials")
+	for _, x := range rs {
+		t.add(string(x.Impl), medP99(x.Latency), ratioCells(medianOf(x.Latency), p99Of(x.Latency), medianOf(base.Latency), p99Of(base.Latency)),
+			fmtOverlap(x.Overlap), trials(len(x.Latency), x.Errors))
+	}
+	t.write(w)
+}
+
+func trials(n int, errs []string) string {
+	if len(errs) == 0 {
+		return fmt.Sprint(n)
+	}
+	return fmt.Sprintf("%d (%d failed)", n, len(errs))
+}
+
+func (r *Results) writeSteal(w io.Writer) {
+	if len(r.Steal) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "## Steal after a default-revision change\n\n")
+	fmt.Fprintf(w, "Two prioritized candidates on one Lease, revisions %q and %q, sharing a default-revision watcher.\n", revA, revB)
+	fmt.Fprintf(w, "Each trial makes the follower's revision the default (so the lock moves back and forth) and measures\n")
+	fmt.Fprintf(w, "from the change to the new leader's run function start, to the old leader's run function stop, and\n")
+	fmt.Fprintf(w, "to the later of the two (the handover is complete). Ratios are of the complete handover.\n\n")
+	writeStealTable(w, r.Steal)
+	base, _ := stealFor(r.Steal, Meshd)
+	if poll, ok := stealFor(r.Steal, MeshdPolling); ok {
+		fmt.Fprintf(w, "Steal is compared against meshd-polling, since client-go cannot steal. meshd-polling's new leader\n")
+		fmt.Fprintf(w, "starts %s (median) after the change (%s meshd's %s) because the change triggers an\n",
+			fmtMS(medianOf(poll.Start)), ratio(medianOf(poll.Start), medianOf(base.Start)), fmtMS(medianOf(base.Start)))
+		fmt.Fprintf(w, "attempt at once, but its old leader keeps running until its next renew fails: that is the overlap.\n\n")
+	}
+}
+
+func writeStealTable(w io.Writer, rs []StealResult) {
+	base, _ := stealFor(rs, Meshd)
+	t := newTable("implementation", "new leader starts", "old leader stops", "complete", "÷ meshd (median / p99)", "overlap", "trials")
+	for _, x := range rs {
+		t.add(string(x.Impl), medP99(x.Start), medP99(x.Stop), medP99(x.Done),
+			ratioCells(medianOf(x.Done), p99Of(x.Done), medianOf(base.Done), p99Of(base.Done)),
+			fmtOverlap(x.Overlap), trials(len(x.Done), x.Errors))
+	}
+	t.add(string(ClientGo), "n/a (no priority support)", "n/a", "n/a", "n/a", "n/a", "0")
+	t.write(w)
+}
+
+func (r *Results) writeRerun(w io.Writer) {
+	d := r.LongTTL
+	if d == nil {
+		return
+	}
+	fmt.Fprintf(w, "## Handover and steal at ttl %v\n\n", d.Config.TTL)
+	what := ""
+	if d.Config.TTL == features.LeaderElectionTTL.Default() {
+		what = ", the default of meshd and istiod,"
+	}
+	fmt.Fprintf(w, "The same two scenarios at ttl %v (retry period %v)%s with %d trials per implementation.\n", d.Config.TTL, d.Config.retry(), what, d.Config.Trials)
+	fmt.Fprintf(w, "A polling follower's wait grows with the retry period and meshd's does not, so the ratios grow\n")
+	fmt.Fprintf(w, "about in proportion to the ttl. To keep the run short the implementations run at the same time, each\n")
+	fmt.Fprintf(w, "on its own Leases; at this ttl the pollers send a request every few seconds, too few to disturb\n")
+	fmt.Fprintf(w, "meshd's timings.\n\n")
+	if len(d.Handover) > 0 {
+		fmt.Fprintf(w, "**Handover after a graceful release:**\n\n")
+		writeHandoverTable(w, d.Handover)
+	}
+	if len(d.Steal) > 0 {
+		fmt.Fprintf(w, "**Steal after a default-revision change** (new leader start, old leader stop, the later of the two):\n\n")
+		writeStealTable(w, d.Steal)
+	}
+}
+
+func (r *Results) writeFailover(w io.Writer) {
+	if len(r.Failover) == 0 {
+		return
+	}
+	lease := r.Config.TTL
+	fmt.Fprintf(w, "## Failover after a crash\n\n")
+	fmt.Fprintf(w, "Three candidates of one plain election; the leader is cancelled without release (its Lease is left\n")
+	fmt.Fprintf(w, "as a crashed process leaves it). \"crash → start\" is from the cancellation to the next leader's run\n")
+	fmt.Fprintf(w, "function start; the next column subtracts LeaseDuration (%v). \"last renew → start − lease\" is from\n", lease)
+	fmt.Fprintf(w, "the dead leader's last successful write to the next start, minus LeaseDuration: the time taken\n")
+	fmt.Fprintf(w, "beyond the lease itself (it can be slightly negative: followers time the lease from when they saw\n")
+	fmt.Fprintf(w, "the write).\n\n")
+	base, _ := takeoverFor(r.Failover, Meshd)
+	t := newTable("implementation", "crash → start", "crash → start − lease", "last renew → start − lease", "÷ meshd (median / p99)", "overlap", "trials")
+	for _, x := range r.Failover {
+		t.add(string(x.Impl), medP99(x.Latency), medP99(x.Latency.Shift(-lease)), medP99(x.SinceRenew.Shift(-lease)),
+			ratioCells(medianOf(x.Latency), p99Of(x.Latency), medianOf(base.Latency), p99Of(base.Latency)),
+			fmtOverlap(x.Overlap), trials(len(x.Latency), x.Errors))
+	}
+	t.write(w)
+}
+
+// fmtCounts prints a per-minute breakdown like "15.0 (update 15.0)".
+func fmtCounts(res RequestsResult, c Counts) string {
+	total := res.PerMinute(c.Total())
+	var parts []string
+	for _, v := range Verbs {
+		if n := c[v]; n > 0 {
+			parts = append(parts, fmt.Sprintf("%s %.1f", v, res.PerMinute(n)))
+		}
+	}
+	if len(parts) == 0 {
+		return "0"
+	}
+	return fmt.Sprintf("%.1f (%s)", total, strings.Join(parts, ", "))
+}
+
+func (r *Results) writeRequests(w io.Writer) {
+	if len(r.Requests) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "## API requests per election per minute\n\n")
+	fmt.Fprintf(w, "One plain election with %d replicas (candidates with their own clientsets). After the leader is\n", RequestsReplicas)
+	fmt.Fprintf(w, "seen by all and one more ttl has passed, requests are counted for %v and scaled to one minute.\n", r.RequestsWindow)
+	fmt.Fprintf(w, "Lists and watches are counted when they are sent; a watch that stays open costs nothing more here.\n\n")
+	base, _ := requestsFor(r.Requests, Meshd)
+	t := newTable("implementation", "leader", "follower 1", "follower 2", "all replicas", "leader ÷ meshd", "followers ÷ meshd")
+	for _, x := range r.Requests {
+		if len(x.Errors) > 0 {
+			t.add(string(x.Impl), "error: "+strings.Join(x.Errors, "; "))
+			continue
+		}
+		row := []string{string(x.Impl), fmtCounts(x, x.Leader)}
+		all, fol := x.Leader.Total(), 0
+		for i := 0; i < RequestsReplicas-1; i++ {
+			if i < len(x.Followers) {
+				row = append(row, fmtCounts(x, x.Followers[i]))
+				fol += x.Followers[i].Total()
+			} else {
+				row = append(row, "n/a")
+			}
+		}
+		all += fol
+		bfol := 0
+		for _, f := range base.Followers {
+			bfol += f.Total()
+		}
+		row = append(row, fmt.Sprintf("%.1f", x.PerMinute(all)),
+			ratio(float64(x.Leader.Total()), float64(base.Leader.Total())),
+			zeroRatio(float64(fol), float64(bfol)))
+		t.add(row...)
+	}
+	t.write(w)
+}
+
+// zeroRatio is ratio, but says so when the base is zero.
+func zeroRatio(a, b float64) string {
+	if b == 0 && a > 0 {
+		return "∞ (meshd: 0)"
+	}
+	if b == 0 && a == 0 {
+		return "both 0"
+	}
+	return ratio(a, b)
+}

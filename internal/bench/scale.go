@@ -1,0 +1,386 @@
+package bench
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// ScaleSettleTimeout bounds how long a replica may take until every one of
+// its elections has a known leader.
+const ScaleSettleTimeout = 3 * time.Minute
+
+// ScaleConfig configures the scale benchmark.
+type ScaleConfig struct {
+	TTL time.Duration
+	// Pause is the wait after every replica has settled before the window.
+	Pause time.Duration
+	// Window is how long steady-state requests and CPU are measured.
+	Window time.Duration
+	// Kubeconfig reaches the API server from a replica.
+	Kubeconfig string
+	// LogDir, if set, receives one log file of meshd's elector logs per
+	// replica, for diagnosis.
+	LogDir string
+	// Executable re-executed as a replica; ReplicaArgs turns options into
+	// its command line.
+	Executable  string
+	ReplicaArgs func(ReplicaOptions) []string
+	// Impls to run, in order; default Impls.
+	Impls []Impl
+	Logf  func(format string, args ...any)
+}
+
+// Cell is one point of the scale matrix.
+type Cell struct {
+	Elections int
+	Replicas  int
+}
+
+func (c Cell) String() string {
+	return fmt.Sprintf("%d elections x %d replicas", c.Elections, c.Replicas)
+}
+
+// ScaleResult is one implementation at one cell.
+type ScaleResult struct {
+	Impl     Impl
+	Cell     Cell
+	Replicas []ReplicaReport // the settled and result reports merged
+	Err      string
+}
+
+// ReqPerSec is the request rate of all replicas together.
+func (r ScaleResult) ReqPerSec() float64 {
+	total := 0.0
+	for _, p := range r.Replicas {
+		if p.Window > 0 {
+			total += float64(p.Requests.Total()) / p.Window.Seconds()
+		}
+	}
+	return r.orNaN(total)
+}
+
+// Mix is the request rate of all replicas together by verb.
+func (r ScaleResult) Mix() map[string]float64 {
+	out := map[string]float64{}
+	for _, p := range r.Replicas {
+		if p.Window > 0 {
+			for v, n := range p.Requests {
+				out[v] += float64(n) / p.Window.Seconds()
+			}
+		}
+	}
+	return out
+}
+
+// fmtMix prints a request mix like "update 133.3, get 166.7".
+func fmtMix(mix map[string]float64) string {
+	var parts []string
+	for _, v := range Verbs {
+		if x := mix[v]; x > 0 {
+			parts = append(parts, fmt.Sprintf("%s %.1f", v, x))
+		}
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, ", ")
+}
+
+// CPUPercent is the mean CPU use per replica process, in % of one core.
+func (r ScaleResult) CPUPercent() float64 {
+	sum, n := 0.0, 0
+	for _, p := range r.Replicas {
+		if p.Window > 0 {
+			sum += 100 * p.CPU.Seconds() / p.Window.Seconds()
+			n++
+		}
+	}
+	if n == 0 {
+		return math.NaN()
+	}
+	return sum / float64(n)
+}
+
+// PeakRSSMiB is the largest peak RSS of any replica.
+func (r ScaleResult) PeakRSSMiB() float64 {
+	m := 0.0
+	for _, p := range r.Replicas {
+		m = max(m, float64(p.PeakRSSKiB)/1024)
+	}
+	return r.orNaN(m)
+}
+
+// Settle is the slowest replica's time until all its elections had a
+// leader.
+func (r ScaleResult) Settle() float64 {
+	m := 0.0
+	for _, p := range r.Replicas {
+		m = max(m, ms(p.Settle))
+	}
+	return r.orNaN(m)
+}
+
+// NewTerms counts the terms that began during the window in all replicas.
+func (r ScaleResult) NewTerms() int {
+	n := 0
+	for _, p := range r.Replicas {
+		n += p.NewTerms
+	}
+	return n
+}
+
+// Leaders counts the elections led at the end of the window (should equal
+// the number of elections).
+func (r ScaleResult) Leaders() int {
+	n := 0
+	for _, p := range r.Replicas {
+		n += p.Leading
+	}
+	return n
+}
+
+func (r ScaleResult) orNaN(v float64) float64 {
+	if r.Err != "" || len(r.Replicas) == 0 {
+		return math.NaN()
+	}
+	return v
+}
+
+// RunScale runs one cell for one implementation: cell.Replicas processes,
+// each a candidate in cell.Elections elections of namespace ns.
+func RunScale(ctx context.Context, sc ScaleConfig, impl Impl, cell Cell, ns string) ScaleResult {
+	res := ScaleResult{Impl: impl, Cell: cell}
+	reps, err := runScale(ctx, sc, impl, cell, ns)
+	res.Replicas = reps
+	if err != nil {
+		res.Err = err.Error()
+		if sc.Logf != nil {
+			sc.Logf("  scale %s %v: %v", impl, cell, err)
+		}
+	}
+	return res
+}
+
+// replicaProc is a running replica process.
+type replicaProc struct {
+	cmd    *exec.Cmd
+	stdin  io.WriteCloser
+	lines  chan ReplicaReport
+	stderr *limitedWriter
+	done   chan struct{}
+}
+
+func runScale(ctx context.Context, sc ScaleConfig, impl Impl, cell Cell, ns string) ([]ReplicaReport, error) {
+	procs := make([]*replicaProc, 0, cell.Replicas)
+	defer func() {
+		for _, p := range procs {
+			p.kill()
+		}
+	}()
+	for i := 0; i < cell.Replicas; i++ {
+		p, err := startReplica(sc, ReplicaOptions{
+			Impl: impl, Elections: cell.Elections, TTL: sc.TTL, Namespace: ns, Identity: "r" + strconv.Itoa(i),
+			Kubeconfig: sc.Kubeconfig, LogFile: sc.logFile(impl, cell, i),
+		})
+		if err != nil {
+			return nil, err
+		}
+		procs = append(procs, p)
+	}
+	reports := make([]ReplicaReport, len(procs))
+	for i, p := range procs {
+		r, err := p.await(ctx, EventSettled, ScaleSettleTimeout+30*time.Second)
+		if err != nil {
+			return nil, fmt.Errorf("replica %d: %w", i, err)
+		}
+		reports[i].Settle = r.Settle
+	}
+	if err := sleep(ctx, sc.Pause); err != nil {
+		return nil, err
+	}
+	for _, p := range procs {
+		fmt.Fprintln(p.stdin, cmdStart)
+	}
+	if err := sleep(ctx, sc.Window); err != nil {
+		return nil, err
+	}
+	for _, p := range procs {
+		fmt.Fprintln(p.stdin, cmdStop)
+	}
+	for i, p := range procs {
+		r, err := p.await(ctx, EventResult, 30*time.Second)
+		if err != nil {
+			return nil, fmt.Errorf("replica %d: %w", i, err)
+		}
+		r.Settle = reports[i].Settle
+		reports[i] = r
+	}
+	return reports, nil
+}
+
+func (sc ScaleConfig) logFile(impl Impl, cell Cell, replica int) string {
+	if sc.LogDir == "" {
+		return ""
+	}
+	return filepath.Join(sc.LogDir, fmt.Sprintf("%s-%de-%dr-r%d.log", impl, cell.Elections, cell.Replicas, replica))
+}
+
+func startReplica(sc ScaleConfig, o ReplicaOptions) (*replicaProc, error) {
+	cmd := exec.Command(sc.Executable, sc.ReplicaArgs(o)...)
+	cmd.SysProcAttr = childAttr()
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, err
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	p := &replicaProc{cmd: cmd, stdin: stdin, lines: make(chan ReplicaReport, 4), done: make(chan struct{}),
+		stderr: &limitedWriter{max: 64 << 10}}
+	cmd.Stderr = p.stderr
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	go func() {
+		defer close(p.lines)
+		s := bufio.NewScanner(stdout)
+		for s.Scan() {
+			var r ReplicaReport
+			if err := json.Unmarshal(s.Bytes(), &r); err != nil {
+				r = ReplicaReport{Event: EventError, Error: fmt.Sprintf("bad output %q: %v", s.Text(), err)}
+			}
+			p.lines <- r
+		}
+	}()
+	go func() {
+		defer close(p.done)
+		_ = cmd.Wait()
+	}()
+	return p, nil
+}
+
+// await waits for the next report, which must be of kind event.
+func (p *replicaProc) await(ctx context.Context, event string, timeout time.Duration) (ReplicaReport, error) {
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ReplicaReport{}, ctx.Err()
+	case <-t.C:
+		return ReplicaReport{}, fmt.Errorf("no %s report within %v", event, timeout)
+	case r, ok := <-p.lines:
+		switch {
+		case !ok:
+			return r, fmt.Errorf("exited before its %s report: %s", event, p.stderr.String())
+		case r.Event == EventError:
+			return r, fmt.Errorf("%s", r.Error)
+		case r.Event != event:
+			return r, fmt.Errorf("got a %s report, want %s", r.Event, event)
+		}
+		return r, nil
+	}
+}
+
+// kill closes the replica's input, which makes it exit, and kills it if it
+// has not exited within a few seconds.
+func (p *replicaProc) kill() {
+	p.stdin.Close()
+	select {
+	case <-p.done:
+		return
+	case <-time.After(5 * time.Second):
+	}
+	_ = p.cmd.Process.Kill()
+	<-p.done
+}
+
+// limitedWriter keeps the first max bytes written to it.
+type limitedWriter struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+	max int
+}
+
+func (w *limitedWriter) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.buf.String()
+}
+
+func (w *limitedWriter) Write(b []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if room := w.max - w.buf.Len(); room > 0 {
+		w.buf.Write(b[:min(len(b), room)])
+	}
+	return len(b), nil
+}
+
+// Sweeps are the two lines through the scale matrix: elections at a fixed
+// number of replicas, and replicas at a fixed number of elections.
+type Sweeps struct {
+	Elections   []int
+	AtReplicas  int
+	Replicas    []int
+	AtElections int
+	ByElections []ScaleResult // Elections[i] x AtReplicas, impl by impl
+	ByReplicas  []ScaleResult // AtElections x Replicas[i], impl by impl
+}
+
+// RunSweeps runs every cell of both sweeps once (a cell on both lines is
+// shared) for every implementation, one at a time, each in a fresh
+// namespace.
+func RunSweeps(ctx context.Context, env *Env, sc ScaleConfig, sw *Sweeps) {
+	impls := sc.Impls
+	if len(impls) == 0 {
+		impls = Impls
+	}
+	done := map[Cell]map[Impl]ScaleResult{}
+	run := func(cell Cell) []ScaleResult {
+		if _, ok := done[cell]; !ok {
+			done[cell] = map[Impl]ScaleResult{}
+			for _, impl := range impls {
+				if ctx.Err() != nil {
+					break
+				}
+				res := ScaleResult{Impl: impl, Cell: cell}
+				ns, err := env.NewNamespace(ctx, "scale")
+				if err != nil {
+					res.Err = err.Error()
+				} else {
+					res = RunScale(ctx, sc, impl, cell, ns)
+				}
+				if sc.Logf != nil {
+					sc.Logf("  scale %-13s %-26v %8.1f req/s (%s)  cpu %5.1f%%  rss %6.1f MiB  settle %6.0f ms  leaders %d  new terms %d",
+						impl, cell, res.ReqPerSec(), fmtMix(res.Mix()), res.CPUPercent(), res.PeakRSSMiB(), res.Settle(), res.Leaders(), res.NewTerms())
+				}
+				done[cell][impl] = res
+			}
+		}
+		out := make([]ScaleResult, 0, len(impls))
+		for _, impl := range impls {
+			if r, ok := done[cell][impl]; ok {
+				out = append(out, r)
+			}
+		}
+		return out
+	}
+	for _, n := range sw.Elections {
+		sw.ByElections = append(sw.ByElections, run(Cell{Elections: n, Replicas: sw.AtReplicas})...)
+	}
+	for _, n := range sw.Replicas {
+		sw.ByReplicas = append(sw.ByReplicas, run(Cell{Elections: sw.AtElections, Replicas: n})...)
+	}
+}

@@ -1,0 +1,67 @@
+package bench
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+)
+
+func TestClassify(t *testing.T) {
+	for _, tc := range []struct {
+		method, url, want string
+	}{
+		{"GET", "/apis/coordination.k8s.io/v1/namespaces/ns/leases/x", VerbGet},
+		{"GET", "/apis/coordination.k8s.io/v1/namespaces/ns/leases?fieldSelector=metadata.name%3Dx", VerbList},
+		{"GET", "/apis/coordination.k8s.io/v1/namespaces/ns/leases?watch=true&fieldSelector=metadata.name%3Dx", VerbWatch},
+		{"GET", "/apis/coordination.k8s.io/v1/namespaces/ns/leases?sendInitialEvents=true&watch=1", VerbWatch},
+		{"GET", "/api/v1/namespaces/ns/configmaps/x", VerbGet},
+		{"GET", "/api/v1/namespaces/ns/configmaps", VerbList},
+		{"GET", "/api/v1/namespaces/ns", VerbGet},
+		{"GET", "/api/v1/namespaces", VerbList},
+		{"GET", "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations", VerbList},
+		{"GET", "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/w", VerbGet},
+		{"GET", "/version", VerbGet},
+		{"POST", "/apis/coordination.k8s.io/v1/namespaces/ns/leases", VerbCreate},
+		{"PUT", "/apis/coordination.k8s.io/v1/namespaces/ns/leases/x", VerbUpdate},
+		{"PATCH", "/api/v1/namespaces/ns/events/e", VerbPatch},
+		{"DELETE", "/api/v1/namespaces/ns/configmaps/x", VerbDelete},
+	} {
+		req := httptest.NewRequest(tc.method, tc.url, nil)
+		if got := classify(req); got != tc.want {
+			t.Errorf("%s %s = %s, want %s", tc.method, tc.url, got, tc.want)
+		}
+	}
+}
+
+type fixedRT int
+
+func (s fixedRT) RoundTrip(*http.Request) (*http.Response, error) {
+	return &http.Response{StatusCode: int(s)}, nil
+}
+
+func TestCounterCountsAndLastWrite(t *testing.T) {
+	c := NewCounter()
+	ok := &countingRoundTripper{c: c, next: fixedRT(200)}
+	conflict := &countingRoundTripper{c: c, next: fixedRT(409)}
+	_, _ = ok.RoundTrip(httptest.NewRequest("GET", "/api/v1/namespaces/ns/configmaps/x", nil))
+	if !c.LastWrite().IsZero() {
+		t.Fatal("a GET counted as a write")
+	}
+	_, _ = conflict.RoundTrip(httptest.NewRequest("PUT", "/api/v1/namespaces/ns/configmaps/x", nil))
+	if !c.LastWrite().IsZero() {
+		t.Fatal("a failed PUT counted as a write")
+	}
+	before := time.Now()
+	_, _ = ok.RoundTrip(httptest.NewRequest("PUT", "/api/v1/namespaces/ns/configmaps/x", nil))
+	if c.LastWrite().Before(before) {
+		t.Fatal("a successful PUT was not recorded")
+	}
+	got := c.Snapshot()
+	if got[VerbGet] != 1 || got[VerbUpdate] != 2 || got.Total() != 3 {
+		t.Fatalf("counts = %v", got)
+	}
+	if d := got.Sub(Counts{VerbUpdate: 2}); d.Total() != 1 || d[VerbGet] != 1 {
+		t.Fatalf("Sub = %v", d)
+	}
+}

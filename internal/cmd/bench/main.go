@@ -1,0 +1,360 @@
+// Command bench compares meshd's leader election with client-go's elector
+// and with meshd's polling mode (istiod's behaviour) on a real
+// kube-apiserver and etcd started on 127.0.0.1, and writes the report to
+// -out (docs/benchmarks.md via "make bench") and stdout. Progress goes to
+// stderr.
+//
+//	go run ./internal/cmd/bench -out docs/benchmarks.md
+//	go run ./internal/cmd/bench -quick             # a short development run
+//
+// The etcd and kube-apiserver binaries come from "make kube-bins"; set
+// KUBE_BIN_DIR=$PWD/.cache/kube/bin when not running through make. With
+// -replica the program is one replica process of the scale benchmark,
+// started by the benchmark itself.
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/meshd-io/meshd/internal/bench"
+)
+
+type options struct {
+	out            string
+	ttl            time.Duration
+	trials         int
+	quick          bool
+	sections       string
+	requestsWindow time.Duration
+	longTTL        time.Duration
+	longTrials     int
+	scaleTTL       time.Duration
+	scaleWindow    time.Duration
+	scaleElections string
+	scaleReplicas  string
+	timeout        time.Duration
+	impls          string
+	replicaLogs    string
+
+	replica bench.ReplicaOptions
+	isChild bool
+	impl    string
+}
+
+var allSections = []string{"handover", "steal", "failover", "requests", "long-ttl", "scale"}
+
+func main() {
+	var o options
+	flag.StringVar(&o.out, "out", "", "write the Markdown report to this file too (make bench: docs/benchmarks.md)")
+	flag.DurationVar(&o.ttl, "ttl", 4*time.Second, "ttl (lease duration) of every implementation in the latency and request scenarios")
+	flag.IntVar(&o.trials, "trials", 10, "trials per latency and implementation")
+	flag.BoolVar(&o.quick, "quick", false, "a short development run: 3 trials, a small scale matrix, short windows")
+	flag.StringVar(&o.sections, "sections", strings.Join(allSections, ","), "sections to run")
+	flag.DurationVar(&o.requestsWindow, "requests-window", 0, "steady-state window of the request scenario (default 6 x ttl)")
+	flag.DurationVar(&o.longTTL, "long-ttl", 30*time.Second, "second ttl at which handover and steal are measured again (section long-ttl)")
+	flag.IntVar(&o.longTrials, "long-trials", 5, "trials per implementation at -long-ttl")
+	flag.DurationVar(&o.scaleTTL, "scale-ttl", 30*time.Second, "ttl of the scale section")
+	flag.DurationVar(&o.scaleWindow, "scale-window", 0, "steady-state window of each scale cell (default 3 retry periods of the scale ttl)")
+	flag.StringVar(&o.scaleElections, "scale-elections", "1,10,100,1000", "elections per process, swept at 3 replicas")
+	flag.StringVar(&o.scaleReplicas, "scale-replicas", "1,3,10", "replica processes, swept at 10 elections")
+	flag.StringVar(&o.impls, "impls", "meshd,meshd-polling,client-go", "implementations to compare")
+	flag.DurationVar(&o.timeout, "timeout", 45*time.Minute, "give up after this long")
+	// Replica mode, used by the benchmark itself.
+	flag.BoolVar(&o.isChild, "replica", false, "internal: run as one replica process of the scale benchmark")
+	flag.StringVar(&o.impl, "impl", "", "internal (replica): implementation")
+	flag.IntVar(&o.replica.Elections, "elections", 0, "internal (replica): number of elections")
+	flag.StringVar(&o.replica.Namespace, "namespace", "", "internal (replica): namespace of the elections")
+	flag.StringVar(&o.replica.Identity, "identity", "", "internal (replica): holder identity")
+	flag.StringVar(&o.replica.Kubeconfig, "kubeconfig", "", "internal (replica): kubeconfig of the API server")
+	flag.StringVar(&o.replica.LogFile, "log-file", "", "internal (replica): file for meshd's elector logs")
+	flag.StringVar(&o.replicaLogs, "replica-logs", "", "directory for the elector logs of every scale replica (for diagnosis)")
+	flag.Parse()
+	if flag.NArg() > 0 {
+		fail(fmt.Errorf("unexpected arguments: %v", flag.Args()))
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	var err error
+	if o.isChild {
+		err = runReplica(ctx, o)
+	} else {
+		err = run(ctx, o)
+	}
+	if err != nil {
+		fail(err)
+	}
+}
+
+func fail(err error) {
+	fmt.Fprintf(os.Stderr, "bench: %v\n", err)
+	os.Exit(1)
+}
+
+func runReplica(ctx context.Context, o options) error {
+	impl, err := bench.ParseImpl(o.impl)
+	if err != nil {
+		return err
+	}
+	o.replica.Impl = impl
+	o.replica.TTL = o.ttl
+	return bench.RunReplica(ctx, o.replica, os.Stdin, os.Stdout)
+}
+
+// replicaArgs is the command line of a replica process.
+func replicaArgs(r bench.ReplicaOptions) []string {
+	args := []string{"-replica", "-impl", string(r.Impl), "-elections", strconv.Itoa(r.Elections),
+		"-ttl", r.TTL.String(), "-namespace", r.Namespace, "-identity", r.Identity, "-kubeconfig", r.Kubeconfig}
+	if r.LogFile != "" {
+		args = append(args, "-log-file", r.LogFile)
+	}
+	return args
+}
+
+func run(ctx context.Context, o options) error {
+	if o.quick {
+		setDefault("trials", &o.trials, 3)
+		setDefault("scale-elections", &o.scaleElections, "1,10,100")
+		setDefault("scale-replicas", &o.scaleReplicas, "1,3")
+		setDefault("scale-ttl", &o.scaleTTL, 8*time.Second)
+		setDefault("long-ttl", &o.longTTL, 8*time.Second)
+		setDefault("long-trials", &o.longTrials, 2)
+		setDefault("requests-window", &o.requestsWindow, 3*o.ttl)
+	}
+	if o.requestsWindow <= 0 {
+		o.requestsWindow = 6 * o.ttl
+	}
+	if o.scaleWindow <= 0 {
+		// Whole retry periods: each leader renews the same number of times
+		// whatever the phase.
+		o.scaleWindow = 3 * o.scaleTTL / 4
+	}
+	sections, err := parseSections(o.sections)
+	if err != nil {
+		return err
+	}
+	elections, err := parseInts(o.scaleElections)
+	if err != nil {
+		return fmt.Errorf("-scale-elections: %w", err)
+	}
+	impls, err := parseImpls(o.impls)
+	if err != nil {
+		return err
+	}
+	replicas, err := parseInts(o.scaleReplicas)
+	if err != nil {
+		return fmt.Errorf("-scale-replicas: %w", err)
+	}
+	cfg := bench.Config{TTL: o.ttl, Trials: o.trials, Logf: logf}
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	long := bench.Config{TTL: o.longTTL, Trials: o.longTrials, Logf: logf}
+	if err := long.Validate(); err != nil && sections["long-ttl"] {
+		return fmt.Errorf("-long-ttl, -long-trials: %w", err)
+	}
+	if o.scaleTTL < 2*time.Second {
+		return fmt.Errorf("-scale-ttl %v: must be at least 2s", o.scaleTTL)
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, o.timeout)
+	defer cancel()
+
+	began := time.Now()
+	logf("starting etcd and kube-apiserver on 127.0.0.1")
+	env, err := bench.StartEnv()
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err := env.Stop(); err != nil {
+			logf("stopping the control plane: %v", err)
+		}
+	}()
+	res := &bench.Results{
+		Machine: env.DescribeMachine(),
+		Command: command(),
+		Quick:   o.quick,
+		Config:  cfg,
+	}
+	logf("kube-apiserver %s ready after %v", res.Machine.APIServer, time.Since(began).Round(time.Millisecond))
+
+	if sections["handover"] {
+		logf("handover after a graceful release (%d trials)", cfg.Trials)
+		for _, impl := range impls {
+			res.Handover = append(res.Handover, bench.RunTakeover(ctx, env, cfg, impl, true))
+		}
+	}
+	if sections["steal"] {
+		logf("steal after a default-revision change (%d trials)", cfg.Trials)
+		for _, impl := range impls {
+			if impl == bench.ClientGo {
+				continue // no priorities
+			}
+			res.Steal = append(res.Steal, bench.RunSteal(ctx, env, cfg, impl))
+		}
+	}
+	if sections["failover"] {
+		logf("failover after a crash (%d trials)", cfg.Trials)
+		for _, impl := range impls {
+			res.Failover = append(res.Failover, bench.RunTakeover(ctx, env, cfg, impl, false))
+		}
+	}
+	if sections["requests"] {
+		// Counts do not depend on timing: run the implementations at once.
+		logf("API requests of one election, %d replicas, over %v", bench.RequestsReplicas, o.requestsWindow)
+		res.RequestsWindow = o.requestsWindow
+		res.Requests = make([]bench.RequestsResult, len(impls))
+		var wg sync.WaitGroup
+		for i, impl := range impls {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				res.Requests[i] = bench.RunRequests(ctx, env, cfg, impl, o.requestsWindow)
+			}()
+		}
+		wg.Wait()
+	}
+	if sections["long-ttl"] {
+		logf("handover and steal again at ttl %v (%d trials, implementations side by side)", long.TTL, long.Trials)
+		res.LongTTL = rerun(ctx, env, long, impls)
+	}
+	if sections["scale"] {
+		sc := bench.ScaleConfig{
+			TTL: o.scaleTTL, Pause: 2 * time.Second, Window: o.scaleWindow,
+			Kubeconfig: env.Kubeconfig, LogDir: o.replicaLogs, Executable: exe, ReplicaArgs: replicaArgs, Impls: impls, Logf: logf,
+		}
+		res.Scale = &bench.Sweeps{Elections: elections, AtReplicas: 3, Replicas: replicas, AtElections: 10}
+		res.ScaleTTL, res.ScalePause, res.ScaleWindow = sc.TTL, sc.Pause, sc.Window
+		logf("scale: elections %v at 3 replicas, replicas %v at 10 elections, ttl %v, window %v", elections, replicas, sc.TTL, sc.Window)
+		bench.RunSweeps(ctx, env, sc, res.Scale)
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("interrupted: %w", err)
+	}
+	res.Elapsed = time.Since(began)
+
+	var buf bytes.Buffer
+	res.WriteMarkdown(&buf)
+	os.Stdout.Write(buf.Bytes())
+	if o.out != "" {
+		if err := os.WriteFile(o.out, buf.Bytes(), 0o644); err != nil {
+			return err
+		}
+		logf("wrote %s", o.out)
+	}
+	return nil
+}
+
+// rerun measures handover and steal at cfg's ttl, every implementation at
+// the same time: at a long ttl the trials mostly wait for retry periods.
+func rerun(ctx context.Context, env *bench.Env, cfg bench.Config, impls []bench.Impl) *bench.Rerun {
+	out := &bench.Rerun{Config: cfg, Handover: make([]bench.TakeoverResult, len(impls))}
+	var steal []bench.Impl
+	for _, impl := range impls {
+		if impl != bench.ClientGo {
+			steal = append(steal, impl)
+		}
+	}
+	out.Steal = make([]bench.StealResult, len(steal))
+	var wg sync.WaitGroup
+	for i, impl := range impls {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			out.Handover[i] = bench.RunTakeover(ctx, env, cfg, impl, true)
+		}()
+	}
+	for i, impl := range steal {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			out.Steal[i] = bench.RunSteal(ctx, env, cfg, impl)
+		}()
+	}
+	wg.Wait()
+	return out
+}
+
+func logf(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "%s "+format+"\n", append([]any{time.Now().Format("15:04:05")}, args...)...)
+}
+
+// setDefault changes a flag's value unless it was given on the command line.
+func setDefault[T any](name string, p *T, v T) {
+	set := false
+	flag.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	if !set {
+		*p = v
+	}
+}
+
+// command reconstructs how the benchmark was started.
+func command() string {
+	args := os.Args[1:]
+	cmd := "go run ./internal/cmd/bench"
+	if len(args) > 0 {
+		cmd += " " + strings.Join(args, " ")
+	}
+	return cmd
+}
+
+func parseSections(s string) (map[string]bool, error) {
+	out := map[string]bool{}
+	for _, name := range strings.Split(s, ",") {
+		name = strings.TrimSpace(name)
+		if name == "" {
+			continue
+		}
+		known := false
+		for _, k := range allSections {
+			known = known || k == name
+		}
+		if !known {
+			return nil, fmt.Errorf("unknown section %q (want some of %s)", name, strings.Join(allSections, ","))
+		}
+		out[name] = true
+	}
+	if len(out) == 0 {
+		return nil, errors.New("no sections to run")
+	}
+	return out, nil
+}
+
+func parseImpls(s string) ([]bench.Impl, error) {
+	var out []bench.Impl
+	for _, f := range strings.Split(s, ",") {
+		impl, err := bench.ParseImpl(strings.TrimSpace(f))
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, impl)
+	}
+	return out, nil
+}
+
+func parseInts(s string) ([]int, error) {
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 {
+			return nil, fmt.Errorf("%q is not a positive integer", f)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
