@@ -399,9 +399,23 @@ func (le *LeaderElector) renew(ctx context.Context) termEnd {
 // term RenewDeadline after its last successful renew, not up to a
 // RetryPeriod later. The clock-skew tolerance, LeaseDuration -
 // RenewDeadline, depends on it.
+//
+// When less than a RetryPeriod is left (the write that won the term took a
+// long time, or renewals failed), the next attempt comes at half the time
+// left, so that there is still a renew before the deadline; only in the last
+// quarter of a RetryPeriod does the elector just wait for the deadline.
 func (le *LeaderElector) nextRenew(lastRenew time.Time) time.Duration {
 	left := le.cfg.RenewDeadline - le.clock.Since(lastRenew)
-	return max(min(le.cfg.RetryPeriod, left), 0)
+	switch {
+	case left <= 0:
+		return 0
+	case left > le.cfg.RetryPeriod:
+		return le.cfg.RetryPeriod
+	case left > le.cfg.RetryPeriod/4:
+		return left / 2
+	default:
+		return left
+	}
 }
 
 // requestPending reports whether the lock object last seen carries a

@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	k8stesting "k8s.io/client-go/testing"
 
+	"github.com/meshd-io/meshd/internal/kubetest"
 	"github.com/meshd-io/meshd/pkg/resourcelock"
 )
 
@@ -191,5 +192,45 @@ func TestCheckReportsStaleLeader(t *testing.T) {
 	h.clock.Step(1001 * time.Millisecond)
 	if err := le.Check(time.Second); err == nil {
 		t.Fatal("leader that has not renewed for lease+tolerance reported healthy")
+	}
+}
+
+// A slow winning write leaves less than a RetryPeriod before the renew
+// deadline; the leader must still renew in time instead of ending its term
+// at the deadline without trying.
+func TestSlowAcquireStillRenewsBeforeTheDeadline(t *testing.T) {
+	h := newHarness(t)
+	// The create that wins the term takes 1.5s of the 2s renew deadline.
+	var slow sync.Once
+	h.client.PrependReactor("create", "configmaps", func(k8stesting.Action) (bool, runtime.Object, error) {
+		slow.Do(func() { h.clock.Step(1500 * time.Millisecond) })
+		return false, nil, nil
+	})
+	started := make(chan struct{})
+	le := h.elector("a", "", nil, func(ctx context.Context) { close(started); <-ctx.Done() })
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); le.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	<-started
+	h.client.ClearActions()
+	// Advance in small steps past the original deadline (0.5s after the
+	// term began) and well beyond: the leader must renew and keep leading.
+	for i := 0; i < 30; i++ {
+		waitFor(t, "a timer", h.clock.HasWaiters)
+		h.clock.Step(100 * time.Millisecond)
+		time.Sleep(2 * time.Millisecond)
+	}
+	if !le.IsLeader() {
+		t.Fatal("the term ended at the renew deadline without a renew")
+	}
+	renewed := 0
+	for _, v := range kubetest.Verbs(h.client) {
+		if v == "update configmaps" {
+			renewed++
+		}
+	}
+	if renewed < 2 {
+		t.Fatalf("renewals after a slow acquire = %d, want at least 2 (verbs %v)", renewed, kubetest.Verbs(h.client))
 	}
 }
