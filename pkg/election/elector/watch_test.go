@@ -3,11 +3,15 @@ package elector
 import (
 	"context"
 	"encoding/json"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/meshd-io/meshd/internal/ledger"
 	"github.com/meshd-io/meshd/pkg/resourcelock"
@@ -218,13 +222,22 @@ func TestNonCooperativeHolderIsPreemptedAtOnce(t *testing.T) {
 
 func TestRefusedRequestIsClearedAndHolderKeepsLeading(t *testing.T) {
 	h := newHarness(t)
+	// The holder refuses as soon as it sees the request, so the request may
+	// be gone before a poll of the object sees it: record it as it is written
+	// (reactors must be added before the clientset is in use).
+	var asked atomic.Bool
+	h.client.PrependReactor("update", "configmaps", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if obj, ok := a.(k8stesting.UpdateAction).GetObject().(*corev1.ConfigMap); ok &&
+			strings.Contains(obj.Annotations[resourcelock.HandoverAnnotationKey], `"candidate":"c"`) {
+			asked.Store(true)
+		}
+		return false, nil, nil
+	})
 	holder := h.start(candidateOpts{identity: "h", key: "stable", accept: false})
 	waitFor(t, "h to lead", holder.le.IsLeader)
 	c := h.start(candidateOpts{identity: "c", key: "canary", steal: true})
-	waitFor(t, "c's request", func() bool { return h.handover().Candidate == "c" })
-	waitFor(t, "the renew timer", h.clock.HasWaiters)
-	h.clock.Step(time.Second)
-	waitFor(t, "the refusal (request cleared by the renew)", func() bool {
+	waitFor(t, "c's request", asked.Load)
+	waitFor(t, "the refusal (request cleared by the holder)", func() bool {
 		ho := h.handover()
 		return ho.Candidate == "" && ho.Holder == "h"
 	})
