@@ -2,6 +2,12 @@ package controllers
 
 import (
 	"context"
+	"errors"
+	"fmt"
+
+	"github.com/hashicorp/go-multierror"
+	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/meshd-io/meshd/pkg/election"
 )
@@ -22,4 +28,25 @@ func Gate(e *election.LeaderElection, cs ...Controller) {
 	for _, c := range cs {
 		e.AddRunFunctionContext(c.Run)
 	}
+}
+
+// Prepare is the common part of the controllers' constructors: it reports a
+// nil client and the options' validation error together, naming the
+// controller, and registers the controller's metrics.
+func Prepare(name string, client kubernetes.Interface, optionsErr error, reg prometheus.Registerer) (*Metrics, error) {
+	var errs *multierror.Error
+	if client == nil {
+		errs = multierror.Append(errs, errors.New("nil Kubernetes client"))
+	}
+	if optionsErr != nil {
+		errs = multierror.Append(errs, optionsErr)
+	}
+	if err := errs.ErrorOrNil(); err != nil {
+		return nil, fmt.Errorf("%s controller: %w", name, err)
+	}
+	metrics, err := NewMetrics(reg, name)
+	if err != nil {
+		return nil, fmt.Errorf("%s controller: %w", name, err)
+	}
+	return metrics, nil
 }

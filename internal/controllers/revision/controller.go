@@ -2,13 +2,10 @@ package revision
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"slices"
 	"strconv"
 	"strings"
 
-	"github.com/hashicorp/go-multierror"
 	"go.uber.org/zap"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -43,19 +40,9 @@ type resync struct{}
 // every invalid option; it does not contact the API server.
 func New(client kubernetes.Interface, opts Options) (*Controller, error) {
 	opts = opts.withDefaults()
-	var errs *multierror.Error
-	if client == nil {
-		errs = multierror.Append(errs, errors.New("nil Kubernetes client"))
-	}
-	if err := opts.validate(); err != nil {
-		errs = multierror.Append(errs, err)
-	}
-	if err := errs.ErrorOrNil(); err != nil {
-		return nil, fmt.Errorf("%s controller: %w", Name, err)
-	}
-	metrics, err := controllers.NewMetrics(opts.Registerer, Name)
+	metrics, err := controllers.Prepare(Name, client, opts.validate(), opts.Registerer)
 	if err != nil {
-		return nil, fmt.Errorf("%s controller: %w", Name, err)
+		return nil, err
 	}
 	return &Controller{
 		client:   client,

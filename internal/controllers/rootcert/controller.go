@@ -6,7 +6,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/hashicorp/go-multierror"
 	"go.uber.org/zap"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -43,19 +42,9 @@ var _ controllers.Controller = (*Controller)(nil)
 // every invalid option; it does not contact the API server.
 func New(client kubernetes.Interface, opts Options) (*Controller, error) {
 	opts = opts.withDefaults()
-	var errs *multierror.Error
-	if client == nil {
-		errs = multierror.Append(errs, errNilClient)
-	}
-	if err := opts.validate(); err != nil {
-		errs = multierror.Append(errs, err)
-	}
-	if err := errs.ErrorOrNil(); err != nil {
-		return nil, fmt.Errorf("%s controller: %w", Name, err)
-	}
-	metrics, err := controllers.NewMetrics(opts.Registerer, Name)
+	metrics, err := controllers.Prepare(Name, client, opts.validate(), opts.Registerer)
 	if err != nil {
-		return nil, fmt.Errorf("%s controller: %w", Name, err)
+		return nil, err
 	}
 	c := &Controller{
 		client:   client,

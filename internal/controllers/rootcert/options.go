@@ -1,7 +1,6 @@
 package rootcert
 
 import (
-	"errors"
 	"fmt"
 
 	"github.com/hashicorp/go-multierror"
@@ -96,5 +95,3 @@ func (o Options) validate() error {
 	}
 	return errs.ErrorOrNil()
 }
-
-var errNilClient = errors.New("nil Kubernetes client")

@@ -2,12 +2,9 @@ package status
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"sync"
 	"time"
 
-	"github.com/hashicorp/go-multierror"
 	"go.uber.org/zap"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -46,19 +43,9 @@ type refresh struct{}
 // every invalid option; it does not contact the API server.
 func New(client kubernetes.Interface, opts Options) (*Controller, error) {
 	opts = opts.withDefaults()
-	var errs *multierror.Error
-	if client == nil {
-		errs = multierror.Append(errs, errors.New("nil Kubernetes client"))
-	}
-	if err := opts.validate(); err != nil {
-		errs = multierror.Append(errs, err)
-	}
-	if err := errs.ErrorOrNil(); err != nil {
-		return nil, fmt.Errorf("%s controller: %w", Name, err)
-	}
-	metrics, err := controllers.NewMetrics(opts.Registerer, Name)
+	metrics, err := controllers.Prepare(Name, client, opts.validate(), opts.Registerer)
 	if err != nil {
-		return nil, fmt.Errorf("%s controller: %w", Name, err)
+		return nil, err
 	}
 	return &Controller{
 		client: client,
