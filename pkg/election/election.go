@@ -189,20 +189,20 @@ func newElection(s spec, client kubernetes.Interface, opts []Option) (*LeaderEle
 		RenewDeadline:   renewDeadline,
 		RetryPeriod:     retryPeriod,
 		ReleaseOnCancel: o.releaseOnCancel,
-		StopTimeout:     o.stopTimeout,
+		StopTimeout:     min(o.stopTimeout, (leaseDuration-retryPeriod)/2), // must fit in the lease
 		Clock:           o.clock,
 		Metrics:         o.metrics,
 		Logger:          o.logger,
 		Watch:           o.watch,
 		Callbacks: elector.Callbacks{
-			OnStartedLeading: l.runLeading,
+			OnStartedLeading: func(ctx context.Context) error { l.runLeading(ctx); return nil },
 		},
 	}
 	if l.prioritized {
 		cfg.KeyComparison = l.shouldSteal
 	}
 	if cooperative {
-		cfg.HandoverGrace = o.handoverGrace
+		cfg.HandoverGrace = max(o.handoverGrace, 2*retryPeriod) // a polling holder answers within a RetryPeriod
 		cfg.AcceptHandover = l.shouldHandOver
 	}
 	l.elector, err = elector.New(cfg)

@@ -35,6 +35,13 @@ type Config struct {
 const (
 	ConfigMapsResourceLock = "configmaps"
 	LeasesResourceLock     = "leases"
+	// ConfigMapsLeasesResourceLock holds both a ConfigMap (primary) and a
+	// Lease of the same name: the migration step from ConfigMap to Lease
+	// (see MultiLock).
+	ConfigMapsLeasesResourceLock = "configmapsleases"
+	// LeasesConfigMapsResourceLock holds both, the Lease as primary: the
+	// migration step from Lease back to ConfigMap.
+	LeasesConfigMapsResourceLock = "leasesconfigmaps"
 )
 
 // New builds a lock of the given kind ("configmaps" or "leases") named name
@@ -58,8 +65,23 @@ func New(kind, namespace, name string, client kubernetes.Interface, cfg Config) 
 		}
 		l.noWatchList = noWatchList
 		return l, nil
+	case ConfigMapsLeasesResourceLock, LeasesConfigMapsResourceLock:
+		first, second := ConfigMapsResourceLock, LeasesResourceLock
+		if kind == LeasesConfigMapsResourceLock {
+			first, second = second, first
+		}
+		primary, err := New(first, namespace, name, client, cfg)
+		if err != nil {
+			return nil, err
+		}
+		secondary, err := New(second, namespace, name, client, cfg)
+		if err != nil {
+			return nil, err
+		}
+		return NewMultiLock(primary, secondary)
 	default:
-		return nil, fmt.Errorf("unknown lock kind %q: want %q or %q", kind, ConfigMapsResourceLock, LeasesResourceLock)
+		return nil, fmt.Errorf("unknown lock kind %q: want %q, %q, %q or %q", kind, ConfigMapsResourceLock, LeasesResourceLock,
+			ConfigMapsLeasesResourceLock, LeasesConfigMapsResourceLock)
 	}
 }
 

@@ -57,7 +57,7 @@ func TestNew(t *testing.T) {
 
 func TestNewUnknownKind(t *testing.T) {
 	cs := newClientset(t)
-	for _, kind := range []string{"", "endpoints", "ConfigMaps", "leases.coordination.k8s.io", "configmapsleases"} {
+	for _, kind := range []string{"", "endpoints", "ConfigMaps", "leases.coordination.k8s.io", "endpointsleases"} {
 		l, err := New(kind, testNamespace, testName, cs, Config{Identity: "istiod-a"})
 		if err == nil || l != nil {
 			t.Errorf("New(%q) = %v, %v; want an error", kind, l, err)

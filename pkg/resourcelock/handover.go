@@ -28,14 +28,41 @@ type Handover struct {
 	// CandidateKey is the candidate's holder key, which the holder checks
 	// before it agrees.
 	CandidateKey string `json:"candidateKey,omitempty"`
-	// RequestTime is when the candidate asked, for people reading the object;
-	// nobody's expiry is computed from it.
+	// RequestTime is when the candidate asked, by its clock. A holder ignores
+	// a request older than its own lease by its clock, so that a request left
+	// behind by a candidate that is gone is never honoured later.
 	RequestTime *metav1.Time `json:"requestTime,omitempty"`
+	// Answer is Holder's answer to the request of Candidate: AnswerAccepted
+	// or AnswerRefused; empty while the request is pending. Readers that do
+	// not know the field (older meshd) see a pending request.
+	Answer string `json:"answer,omitempty"`
+	// StopWithinMillis comes with an accepted answer: the holder's work will
+	// have stopped, and the record will name Candidate, within this many
+	// milliseconds after the answer is observed. A duration rather than a
+	// time, so that the candidate measures it on its own clock, as it does
+	// leases. It is never longer than the holder's lease.
+	StopWithinMillis int64 `json:"stopWithinMillis,omitempty"`
+	// AnswerTime is when the holder answered, by its clock, for people
+	// reading the object; nobody's timing is computed from it.
+	AnswerTime *metav1.Time `json:"answerTime,omitempty"`
 }
 
-// Requested reports whether h carries a pending request addressed to holder.
+// Answers a holder writes into Handover.Answer.
+const (
+	AnswerAccepted = "accepted"
+	AnswerRefused  = "refused"
+)
+
+// Requested reports whether h carries a request, answered or not, addressed
+// to holder.
 func (h Handover) Requested(holder string) bool {
 	return h.Candidate != "" && h.Holder == holder
+}
+
+// Pending reports whether h carries a request addressed to holder that it
+// has not answered yet.
+func (h Handover) Pending(holder string) bool {
+	return h.Requested(holder) && h.Answer == ""
 }
 
 // HandoverLock is implemented by locks that support cooperative handover.

@@ -3,6 +3,7 @@ package resourcelock
 import (
 	"context"
 	"fmt"
+	"math"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -221,8 +222,8 @@ func LeaseToRecord(lease *coordinationv1.Lease) *Record {
 // leaving the rest of the object alone. An empty key removes the annotation.
 func ApplyRecordToLease(r Record, lease *coordinationv1.Lease) {
 	holder := r.HolderIdentity
-	duration := int32(r.LeaseDurationSeconds)
-	transitions := int32(r.LeaderTransitions)
+	duration := clampInt32(r.LeaseDurationSeconds)
+	transitions := clampInt32(r.LeaderTransitions)
 	lease.Spec.HolderIdentity = &holder
 	lease.Spec.LeaseDurationSeconds = &duration
 	lease.Spec.LeaseTransitions = &transitions
@@ -235,5 +236,18 @@ func ApplyRecordToLease(r Record, lease *coordinationv1.Lease) {
 		lease.Annotations[LeaseHolderKeyAnnotation] = r.HolderKey
 	} else {
 		delete(lease.Annotations, LeaseHolderKeyAnnotation)
+	}
+}
+
+// clampInt32 bounds v to the range of the Lease spec's int32 fields, so that
+// a huge counter or duration written by another holder never wraps around.
+func clampInt32(v int) int32 {
+	switch {
+	case v > math.MaxInt32:
+		return math.MaxInt32
+	case v < 0:
+		return 0
+	default:
+		return int32(v)
 	}
 }

@@ -86,14 +86,17 @@ func (m *countingMetrics) count(kind string) int {
 	return m.counts[kind]
 }
 
-func (m *countingMetrics) SetLeading(string, bool)       {}
-func (m *countingMetrics) Acquired(string)               { m.inc("acquired") }
-func (m *countingMetrics) Stole(string)                  { m.inc("stole") }
-func (m *countingMetrics) RenewFailed(string)            { m.inc("renewFailed") }
-func (m *countingMetrics) Lost(string)                   { m.inc("lost") }
-func (m *countingMetrics) HandoverRequested(string)      { m.inc("handoverRequested") }
-func (m *countingMetrics) HandedOver(string)             { m.inc("handedOver") }
-func (m *countingMetrics) Request(_ string, verb string) { m.inc("request:" + verb) }
+func (m *countingMetrics) SetLeading(string, bool)             {}
+func (m *countingMetrics) Acquired(string)                     { m.inc("acquired") }
+func (m *countingMetrics) Stole(string)                        { m.inc("stole") }
+func (m *countingMetrics) RenewFailed(string)                  { m.inc("renewFailed") }
+func (m *countingMetrics) Lost(string)                         { m.inc("lost") }
+func (m *countingMetrics) HandoverRequested(string)            { m.inc("handoverRequested") }
+func (m *countingMetrics) HandedOver(string)                   { m.inc("handedOver") }
+func (m *countingMetrics) Request(_ string, verb string)       { m.inc("request:" + verb) }
+func (m *countingMetrics) StealCycle(string)                   { m.inc("stealCycle") }
+func (m *countingMetrics) SetPreemptionSuspended(string, bool) {}
+func (m *countingMetrics) RunFailed(string)                    { m.inc("runFailed") }
 
 // fakeHolder keeps a lock renewed by hand, as a holder that never answers
 // handover requests would. With advertise it claims to be cooperative (a

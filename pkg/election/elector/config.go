@@ -27,10 +27,15 @@ type KeyComparison func(holderKey string) bool
 
 // Callbacks are invoked on leadership changes.
 type Callbacks struct {
-	// OnStartedLeading runs in its own goroutine when leadership is gained.
-	// Its context is cancelled when leadership ends; it should return soon
-	// after. Required.
-	OnStartedLeading func(ctx context.Context)
+	// OnStartedLeading runs in its own goroutine when leadership is gained
+	// (after a forced steal, once the previous holder's work must have
+	// stopped; see Config.StartAtOnceAfterSteal). Its context is cancelled
+	// when leadership ends; it should return soon after. If it returns or
+	// panics while the term is still on, the term ends: the error (a panic
+	// becomes an error wrapping ErrRunPanicked) is logged, counted with
+	// Metrics.RunFailed and kept in LastError, and the lock is handed over
+	// or released. Required.
+	OnStartedLeading func(ctx context.Context) error
 	// OnStoppedLeading is called after a term has ended and OnStartedLeading
 	// has returned. Optional.
 	OnStoppedLeading func()
@@ -70,9 +75,25 @@ type Config struct {
 	// ReleaseOnCancel writes an empty holder when the Run context is
 	// cancelled while leading, so that others can take over at once.
 	ReleaseOnCancel bool
-	// StopTimeout bounds how long the elector waits for OnStartedLeading to
-	// return before releasing the lock. Zero means do not wait.
+	// StopTimeout is how long OnStartedLeading may take to return once its
+	// context is cancelled. The elector keeps renewing the lock while it
+	// waits, and releases or hands over the lock only after the callback
+	// returned. A callback that takes longer keeps the lock held (no
+	// successor starts beside it), is logged, and makes Check fail. It is
+	// also the stop time a holder promises when it accepts a handover.
+	// Zero means (LeaseDuration - RetryPeriod) / 2. Must be shorter than LeaseDuration -
+	// RetryPeriod, so that the promise fits within the holder's lease.
 	StopTimeout time.Duration
+
+	// StartAtOnceAfterSteal starts OnStartedLeading as soon as the lock is
+	// taken by force from a holder that did not hand it over (istiod,
+	// client-go, a hung process). By default the elector takes the lock at
+	// once, so that the holder learns at its next renew, but starts the
+	// callback only when the old holder's work must have stopped: its last
+	// renew as observed here plus the lease it announced. This is zero
+	// overlap on the same clock argument as lease expiry; setting this
+	// field trades it for speed, as istiod does.
+	StartAtOnceAfterSteal bool
 
 	// Watch follows the lock object with a watch instead of polling it. A
 	// follower then makes no requests while the holder is alive: it tries to
@@ -84,18 +105,23 @@ type Config struct {
 	// implement resourcelock.Watchable.
 	Watch bool
 
-	// HandoverGrace, when positive, turns on cooperative preemption. A
-	// candidate entitled by KeyComparison to take the lock from a holder that
-	// advertises cooperation (see resourcelock.HandoverAnnotationKey) first
-	// asks it to hand over, and takes the lock by force only if the holder has
-	// not done so within HandoverGrace. A holder asked to hand over stops its
-	// work, waits for it (up to StopTimeout), then writes the record naming
-	// the candidate, so the two never run at once. HandoverGrace should
-	// exceed StopTimeout. The lock must implement resourcelock.HandoverLock.
+	// HandoverGrace, when positive, turns on cooperative preemption (see
+	// handover.go and docs/handover.md). A candidate entitled by
+	// KeyComparison to take the lock from a holder that advertises
+	// cooperation (see resourcelock.HandoverAnnotationKey) first asks it to
+	// hand over. The holder answers at once through its watch, or at its
+	// next renew: it accepts, with the time within which its work will
+	// have stopped, or refuses. HandoverGrace is how long the candidate
+	// waits for an answer before it takes the lock by force (with the
+	// fenced start); it must exceed RetryPeriod. An accepted request is
+	// never followed by force: the holder names the candidate once its work
+	// stopped. A refused one is repeated after Trigger or after a lease.
+	// The lock must implement resourcelock.HandoverLock.
 	HandoverGrace time.Duration
 	// AcceptHandover tells a holder whether to honour a request from a
-	// candidate with the given key; requests it refuses are cleared by the
-	// next renew. Nil refuses every request.
+	// candidate with the given key; it is asked again at every renew and on
+	// Trigger for a request it refused, while the request is fresh. Requests
+	// older than LeaseDuration are ignored. Nil refuses every request.
 	AcceptHandover func(candidateKey string) bool
 
 	// Clock defaults to the real clock.
@@ -148,8 +174,14 @@ func (c *Config) Validate() error {
 			add("HandoverGrace needs a lock that supports handover; %T does not", c.Lock)
 		}
 	}
+	if c.HandoverGrace > 0 && c.HandoverGrace <= c.RetryPeriod {
+		add("HandoverGrace %v must be greater than RetryPeriod %v (a polling holder answers at its next renew)", c.HandoverGrace, c.RetryPeriod)
+	}
 	if c.StopTimeout < 0 {
 		add("StopTimeout %v must not be negative", c.StopTimeout)
+	} else if c.StopTimeout >= c.LeaseDuration-c.RetryPeriod && c.LeaseDuration > 0 {
+		add("StopTimeout %v must be shorter than LeaseDuration - RetryPeriod (%v), so that a holder's promised stop fits in its lease",
+			c.StopTimeout, c.LeaseDuration-c.RetryPeriod)
 	}
 	if c.Callbacks.OnStartedLeading == nil {
 		add("Callbacks.OnStartedLeading must be set")

@@ -53,7 +53,7 @@ func (h *harness) elector(identity, key string, cmp KeyComparison, onStart func(
 	le, err := New(Config{
 		Name: lockName, Lock: lock,
 		LeaseDuration: 4 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: time.Second,
-		Callbacks:       Callbacks{OnStartedLeading: onStart},
+		Callbacks:       Callbacks{OnStartedLeading: noErr(onStart)},
 		KeyComparison:   cmp,
 		ReleaseOnCancel: true,
 		Clock:           h.clock,
@@ -291,7 +291,7 @@ func TestCorruptRecordTreatedAsExpiredAfterLeaseDuration(t *testing.T) {
 	rec := &eventSink{}
 	lock, _ := resourcelock.NewConfigMapLock(h.client.CoreV1(), ns, lockName, resourcelock.Config{Identity: "a", EventRecorder: rec})
 	le, err := New(Config{Lock: lock, LeaseDuration: 4 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: time.Second,
-		Callbacks: Callbacks{OnStartedLeading: func(context.Context) {}}, Clock: h.clock})
+		Callbacks: Callbacks{OnStartedLeading: waitDone}, Clock: h.clock})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -400,13 +400,13 @@ func TestConfigValidationReportsEveryProblem(t *testing.T) {
 	}{
 		{"empty", Config{}, []string{"Lock must be set", "LeaseDuration 0s", "RenewDeadline 0s must be positive", "RetryPeriod 0s must be positive", "OnStartedLeading"}},
 		{"renew >= lease", Config{Lock: lock, LeaseDuration: 2 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: time.Second,
-			Callbacks: Callbacks{OnStartedLeading: func(context.Context) {}}},
+			Callbacks: Callbacks{OnStartedLeading: waitDone}},
 			[]string{"LeaseDuration 2s must be greater than RenewDeadline 2s"}},
 		{"retry too long", Config{Lock: lock, LeaseDuration: 4 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: 2 * time.Second,
-			Callbacks: Callbacks{OnStartedLeading: func(context.Context) {}}},
+			Callbacks: Callbacks{OnStartedLeading: waitDone}},
 			[]string{"RenewDeadline 2s must be greater than 1.2 x RetryPeriod 2s"}},
 		{"sub-second lease", Config{Lock: lock, LeaseDuration: 500 * time.Millisecond, RenewDeadline: 200 * time.Millisecond, RetryPeriod: 100 * time.Millisecond,
-			Callbacks: Callbacks{OnStartedLeading: func(context.Context) {}}},
+			Callbacks: Callbacks{OnStartedLeading: waitDone}},
 			[]string{"at least 1s"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -423,7 +423,7 @@ func TestConfigValidationReportsEveryProblem(t *testing.T) {
 	}
 	ld, rd, rp := TimingFromTTL(30 * time.Second)
 	if _, err := New(Config{Lock: lock, LeaseDuration: ld, RenewDeadline: rd, RetryPeriod: rp,
-		Callbacks: Callbacks{OnStartedLeading: func(context.Context) {}}}); err != nil {
+		Callbacks: Callbacks{OnStartedLeading: waitDone}}); err != nil {
 		t.Fatalf("ttl 30s timing rejected: %v", err)
 	}
 }
@@ -451,19 +451,44 @@ func (e *eventSink) count(eventType, reason string) int {
 	return n
 }
 
-func TestRewriteWithSameBytesStillShowsHolderAlive(t *testing.T) {
+// Case 5 of the review: only a change of the record is a sign of life. A
+// label, a foreign annotation or a rewrite of the same record changes the
+// object, not the record, and must not extend a dead holder's lease.
+func TestOnlyRecordChangesShowHolderAlive(t *testing.T) {
 	h := newHarness(t)
 	rec := held("b", "", 4)
 	h.writeRecord(rec)
 	le := h.elector("a", "", nil, nil)
 	mustAttempt(t, le, false, heldByOther)
 	h.clock.Step(3 * time.Second)
-	// Two renewals within one second write identical bytes; only the
-	// object's resourceVersion changes.
-	h.writeRecord(rec)
+	h.writeRecord(rec) // same record: only the resourceVersion changes
+	h.touch(func(cm *corev1.ConfigMap) {
+		cm.Labels = map[string]string{"team": "mesh"}
+		cm.Annotations["example.com/note"] = "unrelated"
+		cm.Annotations[resourcelock.HandoverAnnotationKey] = `{"holder":"b","candidate":"x"}`
+	})
 	mustAttempt(t, le, false, heldByOther)
-	h.clock.Step(3 * time.Second) // 6s after the first sight, 3s after the rewrite
-	mustAttempt(t, le, false, heldByOther)
-	h.clock.Step(1001 * time.Millisecond)
+	h.clock.Step(1001 * time.Millisecond) // 4s after the record last changed
 	mustAttempt(t, le, false, acquired)
+	got := h.record()
+	if got.HolderIdentity != "a" || got.LeaderTransitions != 3 {
+		t.Fatalf("record = %+v", got)
+	}
+	cm, _ := h.client.CoreV1().ConfigMaps(ns).Get(context.Background(), lockName, metav1.GetOptions{})
+	if cm.Labels["team"] != "mesh" || cm.Annotations["example.com/note"] != "unrelated" {
+		t.Fatalf("other metadata lost: %v %v", cm.Labels, cm.Annotations)
+	}
+}
+
+// touch changes the lock object as another tool would.
+func (h *harness) touch(change func(*corev1.ConfigMap)) {
+	h.t.Helper()
+	cm, err := h.client.CoreV1().ConfigMaps(ns).Get(context.Background(), lockName, metav1.GetOptions{})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	change(cm)
+	if _, err := h.client.CoreV1().ConfigMaps(ns).Update(context.Background(), cm, metav1.UpdateOptions{}); err != nil {
+		h.t.Fatal(err)
+	}
 }

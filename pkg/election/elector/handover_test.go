@@ -73,7 +73,7 @@ func TestRequestMadeDuringHandoverIsAnsweredOnceLeading(t *testing.T) {
 	// The previous holder handed the lock to c1; meanwhile c2, which
 	// outranks c1, asked c1 to hand over.
 	h.writeRecord(held("c1", "^stable", 30))
-	h.setHandover(`{"holder":"c1","candidate":"c2","candidateKey":"stable"}`)
+	h.setHandover(`{"holder":"c1","candidate":"c2","candidateKey":"stable","requestTime":"2026-01-02T03:04:05Z"}`)
 	c1 := h.start(candidateOpts{identity: "c1", key: "^stable", accept: true})
 	waitFor(t, "c1 to hand the lock to c2", func() bool { return h.record().HolderIdentity == "c2" })
 	rec := h.record()

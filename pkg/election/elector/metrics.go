@@ -22,15 +22,27 @@ type Metrics interface {
 	// Request counts API requests this elector made, by verb (get, create,
 	// update, list, watch).
 	Request(name, verb string)
+	// StealCycle counts steal cycles detected by this candidate: it
+	// outranked the holder and the holder's key outranked it.
+	StealCycle(name string)
+	// SetPreemptionSuspended reports whether this candidate has suspended
+	// preemption after a steal cycle (see Preemption).
+	SetPreemptionSuspended(name string, suspended bool)
+	// RunFailed counts terms ended by the run callback returning or
+	// panicking while the term was on.
+	RunFailed(name string)
 }
 
 type noopMetrics struct{}
 
-func (noopMetrics) SetLeading(string, bool)  {}
-func (noopMetrics) Acquired(string)          {}
-func (noopMetrics) Stole(string)             {}
-func (noopMetrics) RenewFailed(string)       {}
-func (noopMetrics) Lost(string)              {}
-func (noopMetrics) HandoverRequested(string) {}
-func (noopMetrics) HandedOver(string)        {}
-func (noopMetrics) Request(string, string)   {}
+func (noopMetrics) SetLeading(string, bool)             {}
+func (noopMetrics) Acquired(string)                     {}
+func (noopMetrics) Stole(string)                        {}
+func (noopMetrics) RenewFailed(string)                  {}
+func (noopMetrics) Lost(string)                         {}
+func (noopMetrics) HandoverRequested(string)            {}
+func (noopMetrics) HandedOver(string)                   {}
+func (noopMetrics) Request(string, string)              {}
+func (noopMetrics) StealCycle(string)                   {}
+func (noopMetrics) SetPreemptionSuspended(string, bool) {}
+func (noopMetrics) RunFailed(string)                    {}

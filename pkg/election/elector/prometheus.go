@@ -13,6 +13,9 @@ type PrometheusMetrics struct {
 	requested    *prometheus.CounterVec
 	handedOver   *prometheus.CounterVec
 	requests     *prometheus.CounterVec
+	cycles       *prometheus.CounterVec
+	suspended    *prometheus.GaugeVec
+	runFailed    *prometheus.CounterVec
 }
 
 var _ Metrics = (*PrometheusMetrics)(nil)
@@ -53,8 +56,21 @@ func NewPrometheusMetrics(reg prometheus.Registerer) (*PrometheusMetrics, error)
 			Name: "meshd_election_api_requests_total",
 			Help: "API requests made by this process's elector, by verb.",
 		}, []string{"name", "verb"}),
+		cycles: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "meshd_election_steal_cycles_total",
+			Help: "Steal cycles detected by this process: it outranked the holder and the holder outranked it.",
+		}, labels),
+		suspended: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "meshd_election_preemption_suspended",
+			Help: "1 while this process has suspended preemption after a steal cycle (the candidates disagree), else 0.",
+		}, labels),
+		runFailed: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "meshd_election_run_failures_total",
+			Help: "Terms of this process ended by its run functions returning or panicking.",
+		}, labels),
 	}
-	for _, c := range []prometheus.Collector{m.leading, m.acquired, m.steals, m.renewFailure, m.lost, m.requested, m.handedOver, m.requests} {
+	for _, c := range []prometheus.Collector{m.leading, m.acquired, m.steals, m.renewFailure, m.lost, m.requested, m.handedOver, m.requests,
+		m.cycles, m.suspended, m.runFailed} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -77,3 +93,12 @@ func (m *PrometheusMetrics) Lost(name string)              { m.lost.WithLabelVal
 func (m *PrometheusMetrics) HandoverRequested(name string) { m.requested.WithLabelValues(name).Inc() }
 func (m *PrometheusMetrics) HandedOver(name string)        { m.handedOver.WithLabelValues(name).Inc() }
 func (m *PrometheusMetrics) Request(name, verb string)     { m.requests.WithLabelValues(name, verb).Inc() }
+func (m *PrometheusMetrics) StealCycle(name string)        { m.cycles.WithLabelValues(name).Inc() }
+func (m *PrometheusMetrics) RunFailed(name string)         { m.runFailed.WithLabelValues(name).Inc() }
+func (m *PrometheusMetrics) SetPreemptionSuspended(name string, suspended bool) {
+	v := 0.0
+	if suspended {
+		v = 1
+	}
+	m.suspended.WithLabelValues(name).Set(v)
+}

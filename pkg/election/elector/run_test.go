@@ -234,3 +234,17 @@ func TestSlowAcquireStillRenewsBeforeTheDeadline(t *testing.T) {
 		t.Fatalf("renewals after a slow acquire = %d, want at least 2 (verbs %v)", renewed, kubetest.Verbs(h.client))
 	}
 }
+
+// waitDone is a run callback that works until its term ends.
+func waitDone(ctx context.Context) error {
+	<-ctx.Done()
+	return nil
+}
+
+// noErr adapts a callback without a result.
+func noErr(f func(context.Context)) func(context.Context) error {
+	return func(ctx context.Context) error {
+		f(ctx)
+		return nil
+	}
+}

@@ -149,6 +149,11 @@ func (w *lockWatch) ingest() bool {
 		le.log.Info("the lock object was deleted while held; keeping the holder's lease",
 			zap.String("holder", le.GetLeader()))
 		return false
+	case err == nil && le.keepsPrevious(rec, now):
+		// Re-created without a record: not a release either.
+		le.log.Info("the lock object was replaced by one without a record while held; keeping the holder's lease",
+			zap.String("holder", le.GetLeader()))
+		return false
 	case err == nil:
 		le.observe(rec, raw, now)
 	case raw != nil:

@@ -13,6 +13,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	k8stesting "k8s.io/client-go/testing"
 
+	"go.uber.org/zap/zaptest"
+
 	"github.com/meshd-io/meshd/internal/ledger"
 	"github.com/meshd-io/meshd/pkg/resourcelock"
 )
@@ -30,6 +32,14 @@ type candidateOpts struct {
 	accept        bool // AcceptHandover result
 	grace         time.Duration
 	ledger        *ledger.Ledger
+	// Optional: comparison and acceptance that may change during a test,
+	// the work, no handover, polling instead of watching, and timings.
+	stealFn, acceptFn func(string) bool
+	work              func(context.Context) error
+	noHandover, poll  bool
+	stopTimeout       time.Duration
+	startAtOnce       bool
+	metrics           *countMetrics
 }
 
 func (h *harness) start(o candidateOpts) *candidate {
@@ -42,21 +52,43 @@ func (h *harness) start(o candidateOpts) *candidate {
 	if o.grace == 0 {
 		o.grace = 10 * time.Second
 	}
-	work := func(ctx context.Context) { <-ctx.Done() }
+	work := o.work
+	if work == nil {
+		work = waitDone
+	}
 	if o.ledger != nil {
-		work = o.ledger.Wrap(lockName, o.identity, work)
+		inner := work
+		work = noErr(o.ledger.Wrap(lockName, o.identity, func(ctx context.Context) { _ = inner(ctx) }))
+	}
+	if o.stealFn == nil {
+		o.stealFn = func(string) bool { return o.steal }
+	}
+	if o.acceptFn == nil {
+		o.acceptFn = func(string) bool { return o.accept }
+	}
+	if o.noHandover {
+		o.grace = 0
+	}
+	if o.metrics == nil {
+		o.metrics = &countMetrics{}
+	}
+	if o.stopTimeout == 0 {
+		o.stopTimeout = time.Second
 	}
 	le, err := New(Config{
 		Name: lockName, Lock: lock,
 		LeaseDuration: 4 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: time.Second,
-		Callbacks:       Callbacks{OnStartedLeading: work},
-		KeyComparison:   func(string) bool { return o.steal },
-		AcceptHandover:  func(string) bool { return o.accept },
-		HandoverGrace:   o.grace,
-		StopTimeout:     time.Second,
-		ReleaseOnCancel: true,
-		Watch:           true,
-		Clock:           h.clock,
+		Callbacks:             Callbacks{OnStartedLeading: work},
+		KeyComparison:         o.stealFn,
+		AcceptHandover:        o.acceptFn,
+		HandoverGrace:         o.grace,
+		StopTimeout:           o.stopTimeout,
+		StartAtOnceAfterSteal: o.startAtOnce,
+		ReleaseOnCancel:       true,
+		Watch:                 !o.poll,
+		Clock:                 h.clock,
+		Metrics:               o.metrics,
+		Logger:                zaptest.NewLogger(h.t).Named(o.identity),
 	})
 	if err != nil {
 		h.t.Fatal(err)
@@ -220,7 +252,7 @@ func TestNonCooperativeHolderIsPreemptedAtOnce(t *testing.T) {
 	}
 }
 
-func TestRefusedRequestIsClearedAndHolderKeepsLeading(t *testing.T) {
+func TestRefusedRequestIsAnsweredAndHolderKeepsLeading(t *testing.T) {
 	h := newHarness(t)
 	// The holder refuses as soon as it sees the request, so the request may
 	// be gone before a poll of the object sees it: record it as it is written
@@ -237,9 +269,9 @@ func TestRefusedRequestIsClearedAndHolderKeepsLeading(t *testing.T) {
 	waitFor(t, "h to lead", holder.le.IsLeader)
 	c := h.start(candidateOpts{identity: "c", key: "canary", steal: true})
 	waitFor(t, "c's request", asked.Load)
-	waitFor(t, "the refusal (request cleared by the holder)", func() bool {
+	waitFor(t, "the refusal", func() bool {
 		ho := h.handover()
-		return ho.Candidate == "" && ho.Holder == "h"
+		return ho.Candidate == "c" && ho.Holder == "h" && ho.Answer == resourcelock.AnswerRefused
 	})
 	if !holder.le.IsLeader() || c.le.IsLeader() {
 		t.Fatal("leadership moved although the holder refused")

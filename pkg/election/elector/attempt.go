@@ -1,0 +1,285 @@
+package elector
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"go.uber.org/zap"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/meshd-io/meshd/pkg/resourcelock"
+)
+
+type outcome int
+
+const (
+	acquired    outcome = iota // the lock is ours now (taken or renewed)
+	heldByOther                // someone else holds it and we may not take it (yet)
+	failed                     // the API call failed; state unknown
+	handOff                    // (leader only) a candidate asked for the lock and we agree
+	readNeeded                 // (renew fast path only) the record must be read first
+)
+
+// attempt makes one try to take or renew the lock. A follower with a working
+// watch decides from the object the watch delivered and reads from the API
+// server only after its write conflicts.
+func (le *LeaderElector) attempt(ctx context.Context, renewing bool) (outcome, error) {
+	if !renewing {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, le.cfg.RenewDeadline)
+		defer cancel()
+	} else if out, err := le.renewFast(ctx); out != readNeeded {
+		return out, err
+	}
+	fromCache := !renewing && le.watch != nil && le.watch.healthy()
+	for {
+		out, err := le.readAndDecide(ctx, renewing, fromCache)
+		if fromCache && apierrors.IsConflict(err) {
+			// The watch had not delivered the latest version yet.
+			fromCache = false
+			continue
+		}
+		return out, err
+	}
+}
+
+// renewFast answers a pending handover request or overwrites the object
+// version last written or seen. If anyone else wrote since, the update
+// conflicts and it returns readNeeded.
+func (le *LeaderElector) renewFast(ctx context.Context) (outcome, error) {
+	if out, err := le.answerRequest(ctx); out != readNeeded {
+		return out, err
+	}
+	prev, _ := le.Observed()
+	if prev.HolderIdentity != le.cfg.Lock.Identity() {
+		return readNeeded, nil
+	}
+	now := le.clock.Now()
+	desired := le.desired(now)
+	desired.AcquireTime = prev.AcquireTime
+	desired.LeaderTransitions = prev.LeaderTransitions
+	err := le.update(ctx, desired)
+	if err == nil {
+		le.observeOwnWrite(desired, now)
+		return acquired, nil
+	}
+	if ctx.Err() != nil {
+		return failed, err
+	}
+	le.log.Debug("renew without read failed; reading the lock", zap.Error(err))
+	return readNeeded, nil
+}
+
+// answerRequest lets a leader answer a handover request addressed to it:
+// handOff when it accepted one, readNeeded when there was nothing to act on.
+// A leader whose callback is stopping answers nothing.
+func (le *LeaderElector) answerRequest(ctx context.Context) (outcome, error) {
+	if le.handover == nil || le.stopping {
+		return readNeeded, nil
+	}
+	h, err := le.handover.answer(ctx, le.clock.Now())
+	switch {
+	case err != nil:
+		return failed, err
+	case h != nil:
+		le.handTo = h
+		return handOff, nil
+	}
+	return readNeeded, nil
+}
+
+// readAndDecide reads the record (from the watch's cache or the API server)
+// and acts on it.
+func (le *LeaderElector) readAndDecide(ctx context.Context, renewing, fromCache bool) (outcome, error) {
+	now := le.clock.Now()
+	var (
+		rec *resourcelock.Record
+		raw []byte
+		err error
+	)
+	if fromCache {
+		rec, raw, err = le.watch.lock.Peek()
+	}
+	if !fromCache || errors.Is(err, resourcelock.ErrNotInitialized) {
+		rec, raw, err = le.get(ctx)
+	}
+	switch {
+	case apierrors.IsNotFound(err) || (err == nil && noRecord(rec)):
+		if !renewing && le.holderMayBeWorking(now) {
+			// Deleted or re-created without a record, not released: the
+			// holder may still be working.
+			return heldByOther, nil
+		}
+		return le.writeFresh(ctx, apierrors.IsNotFound(err), now)
+	case errors.Is(err, resourcelock.ErrCorruptRecord):
+		return le.overwriteCorrupt(ctx, renewing, raw, err, now)
+	case err != nil:
+		return failed, fmt.Errorf("get %s: %w", le.cfg.Lock.Describe(), err)
+	}
+	le.observe(rec, raw, now)
+	return le.decideAndWrite(ctx, renewing, rec, now)
+}
+
+// writeFresh writes this candidate's record into a lock that has none:
+// creating the object, or updating one that exists without a record. A
+// leader keeps its term's acquire time and transitions.
+func (le *LeaderElector) writeFresh(ctx context.Context, create bool, now time.Time) (outcome, error) {
+	desired := le.desired(now)
+	write, verb := le.update, "update"
+	if create {
+		write, verb = le.create, "create"
+	} else {
+		desired.LeaderTransitions = 1
+	}
+	if prev, _ := le.Observed(); prev.HolderIdentity == desired.HolderIdentity {
+		desired.AcquireTime, desired.LeaderTransitions = prev.AcquireTime, prev.LeaderTransitions
+	}
+	if err := write(ctx, desired); err != nil {
+		return failed, fmt.Errorf("%s %s: %w", verb, le.cfg.Lock.Describe(), err)
+	}
+	le.observeOwnWrite(desired, now)
+	return acquired, nil
+}
+
+// decideAndWrite applies the election rules to the record just read and
+// writes this candidate's record when they allow it.
+func (le *LeaderElector) decideAndWrite(ctx context.Context, renewing bool, rec *resourcelock.Record, now time.Time) (outcome, error) {
+	me := le.cfg.Lock.Identity()
+	desired := le.desired(now)
+	if rec.HolderIdentity == me {
+		if !renewing {
+			// Handed the lock: answer requests once leading.
+		} else if out, err := le.answerRequest(ctx); out != readNeeded {
+			return out, err
+		}
+		desired.AcquireTime = rec.AcquireTime
+		desired.LeaderTransitions = rec.LeaderTransitions
+		return le.write(ctx, desired, now)
+	}
+	if renewing {
+		return heldByOther, nil // the record is not ours any more
+	}
+	desired.LeaderTransitions = rec.LeaderTransitions + 1
+	if rec.HolderIdentity == "" || !le.leaseValid(now) {
+		return le.write(ctx, desired, now)
+	}
+	if out, err := le.mayPreempt(ctx, rec, now); out != acquired {
+		return out, err
+	}
+	fence := le.leaseEnd()
+	out, err := le.write(ctx, desired, now)
+	if out == acquired {
+		le.stole(rec, fence, now)
+	}
+	return out, err
+}
+
+// mayPreempt decides whether this candidate takes the unexpired lock rec
+// from its holder now (acquired); heldByOther when the comparison, the steal
+// damper or the handover protocol say no.
+func (le *LeaderElector) mayPreempt(ctx context.Context, rec *resourcelock.Record, now time.Time) (outcome, error) {
+	if le.cfg.KeyComparison == nil || !le.cfg.KeyComparison(rec.HolderKey) {
+		if le.damper.agree() {
+			le.reportPreemption(false, "candidates agree again; preemption resumes")
+		}
+		return heldByOther, nil
+	}
+	switch le.damper.check(now, rec.HolderKey) {
+	case stealCycle:
+		le.reportPreemption(true, fmt.Sprintf("steal cycle with holder %s (key %q): this candidate outranks it and it outranked this candidate; "+
+			"preemption suspended until %s", rec.HolderIdentity, rec.HolderKey, le.damper.state.RetryAt.UTC().Format(time.RFC3339)))
+		le.metrics.StealCycle(le.cfg.Name)
+		return heldByOther, nil
+	case stealLater, stealSuspended:
+		return heldByOther, nil
+	}
+	if le.handover == nil {
+		return acquired, nil
+	}
+	step, err := le.handover.ask(ctx, rec, now)
+	switch {
+	case err != nil:
+		return failed, err
+	case step == takeByForce:
+		return acquired, nil
+	}
+	return heldByOther, nil
+}
+
+// stole notes a forced steal: metrics, damper, event, and the fence before
+// which the run callback must not start (the old holder's last renew as seen
+// here plus its lease), unless Config.StartAtOnceAfterSteal.
+func (le *LeaderElector) stole(rec *resourcelock.Record, fence, now time.Time) {
+	le.damper.stole(now)
+	le.metrics.Stole(le.cfg.Name)
+	if !le.cfg.StartAtOnceAfterSteal && fence.After(now) {
+		le.startAt = fence
+	}
+	msg := fmt.Sprintf("%s took the lock from %s (key %q)", le.cfg.Lock.Identity(), rec.HolderIdentity, rec.HolderKey)
+	le.log.Info("took the lock from a lower-priority holder", zap.String("holder", rec.HolderIdentity),
+		zap.String("holderKey", rec.HolderKey), zap.Time("workStartsAt", le.startAt))
+	le.cfg.Lock.RecordEvent(corev1.EventTypeNormal, ReasonLeaderElection, msg)
+}
+
+// write stores desired over the version last read.
+func (le *LeaderElector) write(ctx context.Context, desired resourcelock.Record, now time.Time) (outcome, error) {
+	if err := le.update(ctx, desired); err != nil {
+		return failed, fmt.Errorf("update %s: %w", le.cfg.Lock.Describe(), err)
+	}
+	le.observeOwnWrite(desired, now)
+	return acquired, nil
+}
+
+// desired is the record this candidate writes when it takes the lock now.
+func (le *LeaderElector) desired(now time.Time) resourcelock.Record {
+	return resourcelock.Record{
+		HolderIdentity:       le.cfg.Lock.Identity(),
+		HolderKey:            le.cfg.Lock.Key(),
+		LeaseDurationSeconds: le.leaseSeconds(),
+		AcquireTime:          metav1.NewTime(now),
+		RenewTime:            metav1.NewTime(now),
+	}
+}
+
+// overwriteCorrupt handles a record that cannot be decoded. A follower
+// treats it as held by an unknown holder that expires LeaseDuration after the
+// bytes were first seen; a leader repairs it at once, since whoever broke it
+// cannot be a holder that this elector would recognise.
+func (le *LeaderElector) overwriteCorrupt(ctx context.Context, renewing bool, raw []byte, cause error, now time.Time) (outcome, error) {
+	firstSeen, prev := le.observeCorrupt(raw, cause, now)
+	if !renewing && now.Before(firstSeen.Add(le.cfg.LeaseDuration)) {
+		return heldByOther, nil
+	}
+	desired := le.desired(now)
+	if renewing && prev.HolderIdentity == desired.HolderIdentity {
+		desired.AcquireTime = prev.AcquireTime
+		desired.LeaderTransitions = prev.LeaderTransitions
+	} else {
+		desired.LeaderTransitions = prev.LeaderTransitions + 1
+	}
+	if err := le.update(ctx, desired); err != nil {
+		return failed, fmt.Errorf("replace corrupt record in %s: %w", le.cfg.Lock.Describe(), err)
+	}
+	le.observeOwnWrite(desired, now)
+	return acquired, nil
+}
+
+// get, create and update call the lock and count the request.
+func (le *LeaderElector) get(ctx context.Context) (*resourcelock.Record, []byte, error) {
+	le.metrics.Request(le.cfg.Name, "get")
+	return le.cfg.Lock.Get(ctx)
+}
+
+func (le *LeaderElector) create(ctx context.Context, r resourcelock.Record) error {
+	le.metrics.Request(le.cfg.Name, "create")
+	return le.cfg.Lock.Create(ctx, r)
+}
+
+func (le *LeaderElector) update(ctx context.Context, r resourcelock.Record) error {
+	le.metrics.Request(le.cfg.Name, "update")
+	return le.cfg.Lock.Update(ctx, r)
+}

@@ -1,0 +1,418 @@
+package elector
+
+// The eight cases of the adversarial review of the elector, each reproduced
+// with the fake clock and the fake clientset.
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/meshd-io/meshd/internal/kubetest"
+	"github.com/meshd-io/meshd/pkg/resourcelock"
+)
+
+// countMetrics counts what the elector reports, by kind.
+type countMetrics struct {
+	noopMetrics
+	mu     sync.Mutex
+	counts map[string]int
+}
+
+func (m *countMetrics) inc(kind string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.counts == nil {
+		m.counts = map[string]int{}
+	}
+	m.counts[kind]++
+}
+
+func (m *countMetrics) get(kind string) int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.counts[kind]
+}
+
+func (m *countMetrics) Stole(string)      { m.inc("stole") }
+func (m *countMetrics) StealCycle(string) { m.inc("cycle") }
+func (m *countMetrics) RunFailed(string)  { m.inc("runFailed") }
+func (m *countMetrics) SetPreemptionSuspended(_ string, v bool) {
+	if v {
+		m.inc("suspended")
+	}
+}
+
+// exclusive wraps run callbacks and records whether two ever ran at once.
+type exclusive struct {
+	running  atomic.Int32
+	overlaps atomic.Int32
+	starts   atomic.Int32
+}
+
+func (x *exclusive) wrap(f func(context.Context) error) func(context.Context) error {
+	return func(ctx context.Context) error {
+		x.starts.Add(1)
+		if x.running.Add(1) > 1 {
+			x.overlaps.Add(1)
+		}
+		defer x.running.Add(-1)
+		return f(ctx)
+	}
+}
+
+// slowStop is work that takes d of fake time to stop after its context
+// ends (at most a few seconds of real time, so that a failing test ends).
+func (h *harness) slowStop(d time.Duration) func(context.Context) error {
+	return func(ctx context.Context) error {
+		<-ctx.Done()
+		select {
+		case <-h.clock.After(d):
+		case <-time.After(5 * time.Second):
+		}
+		return nil
+	}
+}
+
+// steps advances the fake clock by n x d in steps of at most 250ms, letting
+// goroutines run between steps, so that leaders renew in time.
+func (h *harness) steps(n int, d time.Duration) {
+	total := time.Duration(n) * d
+	for total > 0 {
+		step := min(total, 250*time.Millisecond)
+		time.Sleep(10 * time.Millisecond)
+		h.clock.Step(step)
+		total -= step
+	}
+	time.Sleep(10 * time.Millisecond)
+}
+
+// Case 1: two candidates that disagree (each outranks the other by its own
+// comparison), handover off. Before: hundreds of transitions per second of
+// real time with the fake clock standing still.
+func TestDisagreeingCandidatesDoNotStorm(t *testing.T) {
+	h := newHarness(t)
+	ma, mb := &countMetrics{}, &countMetrics{}
+	a := h.start(candidateOpts{identity: "a", key: "stable", steal: true, noHandover: true, metrics: ma})
+	waitFor(t, "a to lead", a.le.IsLeader)
+	b := h.start(candidateOpts{identity: "b", key: "canary", steal: true, noHandover: true, metrics: mb})
+	waitFor(t, "b to take the lock", func() bool { return h.record().HolderIdentity == "b" })
+	time.Sleep(300 * time.Millisecond) // the clock stands still: no RetryPeriod passes
+	if got := h.record().LeaderTransitions; got > 2 {
+		t.Fatalf("%d transitions without a RetryPeriod passing, want at most 2", got)
+	}
+	// Over 12 RetryPeriods: at most 2 transitions per RetryPeriod, and in
+	// fact far fewer once the cycle is detected.
+	h.steps(48, 250*time.Millisecond)
+	if got := h.record().LeaderTransitions; got > 2+2*12 {
+		t.Fatalf("%d transitions over 12 RetryPeriods", got)
+	}
+	pa, pb := a.le.Preemption(), b.le.Preemption()
+	if !pa.Suspended && !pb.Suspended {
+		t.Fatalf("no cycle reported: a %v, b %v", pa, pb)
+	}
+	if ma.get("cycle")+mb.get("cycle") == 0 || ma.get("suspended")+mb.get("suspended") == 0 {
+		t.Fatal("cycle not counted in metrics")
+	}
+	if !strings.Contains(pa.String()+pb.String(), "suspended after") {
+		t.Fatalf("preemption state not described: %q / %q", pa, pb)
+	}
+}
+
+// Case 1, the damper alone: at most one steal per RetryPeriod, a steal back
+// from the key that took the lock is a cycle, and agreement ends it.
+func TestStealDamper(t *testing.T) {
+	d := stealDamper{retry: time.Second, lease: 4 * time.Second}
+	if v := d.check(t0, "canary"); v != stealAllowed {
+		t.Fatalf("first steal = %v", v)
+	}
+	d.stole(t0)
+	if v := d.check(t0.Add(999*time.Millisecond), "canary"); v != stealLater {
+		t.Fatalf("second steal within a RetryPeriod = %v", v)
+	}
+	d.stolen(t0.Add(2*time.Second), "canary")
+	if v := d.check(t0.Add(2500*time.Millisecond), "canary"); v != stealCycle {
+		t.Fatalf("steal back from the key that took the lock = %v, want a cycle", v)
+	}
+	if v := d.check(t0.Add(5*time.Second), "canary"); v != stealSuspended {
+		t.Fatalf("during the hold-off = %v", v)
+	}
+	if v := d.check(t0.Add(7*time.Second), "canary"); v != stealAllowed {
+		t.Fatalf("after the hold-off = %v", v)
+	}
+	d.stole(t0.Add(7 * time.Second))
+	d.stolen(t0.Add(8*time.Second), "canary")
+	d.check(t0.Add(9*time.Second), "canary")
+	if d.state.Cycles != 2 || d.state.RetryAt != t0.Add(9*time.Second+8*time.Second) {
+		t.Fatalf("second cycle: %+v, want the hold-off doubled", d.state)
+	}
+	if !d.agree() || d.state.Suspended {
+		t.Fatal("agreement did not end the suspension")
+	}
+}
+
+// Case 2: the candidate sees the new default before the holder, which
+// refuses. Before: the candidate took the lock by force after the grace
+// period while the holder's work still ran. Now a refusal is an answer; the
+// holder accepts once it sees the same default (Trigger), with no overlap.
+func TestRefusalIsAnAnswerAndIsReconsidered(t *testing.T) {
+	h := newHarness(t)
+	x := &exclusive{}
+	var holderAgrees atomic.Bool
+	holder := h.start(candidateOpts{identity: "h", key: "stable", work: x.wrap(waitDone),
+		acceptFn: func(string) bool { return holderAgrees.Load() }})
+	waitFor(t, "h to lead", holder.le.IsLeader)
+	var cStarted atomic.Bool
+	c := h.start(candidateOpts{identity: "c", key: "canary", steal: true,
+		work: x.wrap(func(ctx context.Context) error { cStarted.Store(true); return waitDone(ctx) })})
+	waitFor(t, "the refusal", func() bool { return h.handover().Answer == resourcelock.AnswerRefused })
+	h.steps(12, time.Second) // past the old fixed grace of 10s; repeated requests are refused again
+	if h.record().HolderIdentity != "h" || c.le.IsLeader() {
+		t.Fatalf("the lock moved although the holder refused: %+v", h.record())
+	}
+	holderAgrees.Store(true)
+	holder.le.Trigger()
+	waitFor(t, "c to lead", c.le.IsLeader)
+	waitFor(t, "c's work", cStarted.Load)
+	if x.overlaps.Load() != 0 {
+		t.Fatal("the two works overlapped")
+	}
+	if x.starts.Load() != 2 {
+		t.Fatalf("works started %d times, want 2 (h once, c once)", x.starts.Load())
+	}
+	if rec := h.record(); rec.HolderIdentity != "c" || rec.LeaderTransitions != 1 {
+		t.Fatalf("record = %+v, want one handover to c", rec)
+	}
+}
+
+// Case 3: a polling holder sees the request only at its next renew, then
+// takes StopTimeout to stop. Before: the grace was counted from the write of
+// the request and the candidate took the lock while the holder's work still
+// stopped. Now the candidate waits for the answer, then for the handover.
+func TestPollingSlowHolderIsNotPreemptedWhileItStops(t *testing.T) {
+	h := newHarness(t)
+	x := &exclusive{}
+	holder := h.start(candidateOpts{identity: "h", key: "stable", accept: true, poll: true,
+		stopTimeout: 2500 * time.Millisecond, work: x.wrap(h.slowStop(2400 * time.Millisecond))})
+	waitFor(t, "h to lead", holder.le.IsLeader)
+	c := h.start(candidateOpts{identity: "c", key: "canary", steal: true, grace: 1500 * time.Millisecond, work: x.wrap(waitDone)})
+	waitFor(t, "c's request", func() bool { return h.handover().Candidate == "c" })
+	h.stepUntil(100*time.Millisecond, c.le.IsLeader)
+	waitFor(t, "c's work", func() bool { return x.starts.Load() == 2 && x.running.Load() == 1 })
+	if x.overlaps.Load() != 0 {
+		t.Fatal("the candidate started while the holder's work was still stopping")
+	}
+	if rec := h.record(); rec.LeaderTransitions != 1 {
+		t.Fatalf("record = %+v, want a single handover", rec)
+	}
+}
+
+func TestTimingRelationsAreValidated(t *testing.T) {
+	lock, _ := resourcelock.NewConfigMapLock(kubetest.NewClientset().CoreV1(), ns, lockName, resourcelock.Config{Identity: "a"})
+	_, err := New(Config{Lock: lock, LeaseDuration: 4 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: time.Second,
+		StopTimeout: 3 * time.Second, HandoverGrace: time.Second, Callbacks: Callbacks{OnStartedLeading: waitDone}})
+	if !errors.Is(err, ErrInvalidConfig) {
+		t.Fatalf("err = %v", err)
+	}
+	for _, want := range []string{"HandoverGrace 1s must be greater than RetryPeriod 1s", "StopTimeout 3s must be shorter than LeaseDuration - RetryPeriod (3s)"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not say %q", err, want)
+		}
+	}
+}
+
+// Case 4: with a 2s ttl and work that drains in 3s, the leader stopped
+// renewing while it waited, and a successor could start beside the work.
+// Now it renews until the work has returned, reports the overrun in Check,
+// and releases only then.
+func TestLeaderRenewsWhileItsWorkStops(t *testing.T) {
+	h := newHarness(t)
+	j := &journal{}
+	h.watchReleases(j)
+	lock, _ := resourcelock.NewConfigMapLock(h.client.CoreV1(), ns, lockName, resourcelock.Config{Identity: "a"})
+	le, err := New(Config{Name: lockName, Lock: lock,
+		LeaseDuration: 2 * time.Second, RenewDeadline: time.Second, RetryPeriod: 250 * time.Millisecond,
+		StopTimeout: time.Second, ReleaseOnCancel: true, Clock: h.clock,
+		Callbacks: Callbacks{OnStartedLeading: func(ctx context.Context) error {
+			j.add("started")
+			_ = h.slowStop(3 * time.Second)(ctx)
+			j.add("stopped")
+			return nil
+		}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); le.Run(ctx) }()
+	h.stepUntil(100*time.Millisecond, func() bool { return j.has("started") })
+	cancel()
+	before := h.record().RenewTime
+	h.steps(15, 100*time.Millisecond) // 1.5s: past StopTimeout
+	if err := le.Check(time.Hour); err == nil {
+		t.Fatal("Check passes while the work has outlived StopTimeout")
+	}
+	rec := h.record()
+	if rec.HolderIdentity != "a" || !rec.RenewTime.After(before.Time) {
+		t.Fatalf("the leader stopped renewing while its work stops: %+v", rec)
+	}
+	h.stepUntil(100*time.Millisecond, func() bool { return j.has("released") })
+	<-done
+	if got := j.list(); strings.Join(got, ",") != "started,stopped,released" {
+		t.Fatalf("order = %v", got)
+	}
+	if err := le.Check(time.Hour); err != nil {
+		t.Fatalf("Check after the work stopped: %v", err)
+	}
+}
+
+// A run callback that returns an error or panics ends the term: the lock is
+// released, the error kept, and the process goes on.
+func TestFailingOrPanickingCallbackEndsTheTerm(t *testing.T) {
+	for name, cb := range map[string]func(context.Context) error{
+		"error": func(context.Context) error { return errors.New("boom") },
+		"panic": func(context.Context) error { panic("boom") },
+	} {
+		t.Run(name, func(t *testing.T) {
+			h := newHarness(t)
+			m := &countMetrics{}
+			lock, _ := resourcelock.NewConfigMapLock(h.client.CoreV1(), ns, lockName, resourcelock.Config{Identity: "a"})
+			le, err := New(Config{Name: lockName, Lock: lock, LeaseDuration: 4 * time.Second, RenewDeadline: 2 * time.Second,
+				RetryPeriod: time.Second, Clock: h.clock, Metrics: m, Callbacks: Callbacks{OnStartedLeading: cb}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			le.Run(context.Background())
+			if err := le.LastError(); err == nil || !strings.Contains(err.Error(), "boom") {
+				t.Fatalf("LastError = %v", err)
+			}
+			if name == "panic" && !errors.Is(le.LastError(), ErrRunPanicked) {
+				t.Fatalf("LastError = %v, want ErrRunPanicked", le.LastError())
+			}
+			if rec := h.record(); rec.HolderIdentity != "" || m.get("runFailed") != 1 {
+				t.Fatalf("record %+v, runFailed %d", rec, m.get("runFailed"))
+			}
+		})
+	}
+}
+
+// Case 5: a candidate that was handed the lock and whose confirming write
+// failed once waited a whole lease; now it retries after a RetryPeriod.
+func TestHandedCandidateRetriesAfterARetryPeriod(t *testing.T) {
+	h := newHarness(t)
+	var fails atomic.Int32
+	var armed atomic.Bool
+	h.client.PrependReactor("update", "configmaps", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		obj := a.(k8stesting.UpdateAction).GetObject().(*corev1.ConfigMap)
+		if armed.Load() && strings.Contains(obj.Annotations[resourcelock.LeaderAnnotationKey], `"holderIdentity":"c"`) {
+			fails.Add(1)
+			return true, nil, apierrors.NewInternalError(errors.New("etcd hiccup"))
+		}
+		return false, nil, nil
+	})
+	h.writeRecord(held("c", "stable", 4)) // handed to c by its previous holder
+	h.setHandover(`{"holder":"c"}`)
+	armed.Store(true)
+	c := h.start(candidateOpts{identity: "c", key: "stable"})
+	waitFor(t, "a failed write", func() bool { return fails.Load() >= 1 && c.le.watch.healthy() })
+	time.Sleep(50 * time.Millisecond) // writes prompted by watch events fail too
+	armed.Store(false)
+	if c.le.IsLeader() {
+		t.Fatal("c leads although its writes failed")
+	}
+	h.clock.Step(2300 * time.Millisecond) // RetryPeriod x (1 + JitterFactor) < 2.3s < lease
+	waitFor(t, "c to lead", c.le.IsLeader)
+}
+
+// Case 6: deleting and re-creating the lock object without a record is not
+// a release while the holder's lease runs; the holder writes its record again.
+func TestRecreatedLockWithoutRecordIsNotARelease(t *testing.T) {
+	h := newHarness(t)
+	holder := h.start(candidateOpts{identity: "b"})
+	waitFor(t, "b to lead", holder.le.IsLeader)
+	f := h.start(candidateOpts{identity: "a"})
+	waitFor(t, "a to see b", func() bool { return f.le.GetLeader() == "b" && f.le.watch.healthy() })
+	ctx := context.Background()
+	if err := h.client.CoreV1().ConfigMaps(ns).Delete(ctx, lockName, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	empty := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: lockName, Namespace: ns, Labels: map[string]string{"managed-by": "gitops"}}}
+	if _, err := h.client.CoreV1().ConfigMaps(ns).Create(ctx, empty, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(100 * time.Millisecond)
+	if f.le.IsLeader() {
+		t.Fatal("the follower took a re-created lock while its holder works")
+	}
+	h.steps(3, time.Second) // the holder renews
+	if rec := h.record(); rec.HolderIdentity != "b" || !holder.le.IsLeader() || f.le.IsLeader() {
+		t.Fatalf("record %+v, b leads %v, a leads %v", rec, holder.le.IsLeader(), f.le.IsLeader())
+	}
+}
+
+// Case 6, polling: a follower that reads a re-created object without a
+// record keeps waiting for the holder's lease.
+func TestPollingFollowerWaitsOutRecreatedLock(t *testing.T) {
+	h := newHarness(t)
+	h.writeRecord(held("b", "", 4))
+	le := h.elector("a", "", nil, nil)
+	mustAttempt(t, le, false, heldByOther)
+	ctx := context.Background()
+	_ = h.client.CoreV1().ConfigMaps(ns).Delete(ctx, lockName, metav1.DeleteOptions{})
+	_, _ = h.client.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: lockName, Namespace: ns}}, metav1.CreateOptions{})
+	h.clock.Step(3 * time.Second)
+	mustAttempt(t, le, false, heldByOther)
+	h.clock.Step(1001 * time.Millisecond)
+	mustAttempt(t, le, false, acquired)
+}
+
+// Case 7: a request from 2020 naming a candidate that no longer exists made
+// a restarted holder hand the lock to nobody. It is ignored and cleared.
+func TestAncientRequestIsIgnored(t *testing.T) {
+	h := newHarness(t)
+	h.writeRecord(held("x", "canary", 4))
+	h.setHandover(`{"holder":"x","candidate":"ghost","candidateKey":"stable","requestTime":"2020-01-01T00:00:00Z"}`)
+	x := h.start(candidateOpts{identity: "x", key: "canary", accept: true})
+	waitFor(t, "x to lead", x.le.IsLeader)
+	waitFor(t, "the ghost request cleared", func() bool { return h.handover().Candidate == "" })
+	h.steps(3, time.Second)
+	if rec := h.record(); rec.HolderIdentity != "x" || !x.le.IsLeader() {
+		t.Fatalf("record = %+v", rec)
+	}
+}
+
+// Case 8: a holder that does not cooperate (istiod, client-go) is preempted
+// at once, but the run callback starts only when the holder's work must have
+// stopped: its last renew as seen here plus its lease.
+func TestForcedStealStartsAfterTheOldLease(t *testing.T) {
+	for _, atOnce := range []bool{false, true} {
+		h := newHarness(t)
+		h.writeRecord(held("istiod-a", "canary", 4)) // no handover annotation
+		var started atomic.Bool
+		c := h.start(candidateOpts{identity: "c", key: "stable", steal: true, startAtOnce: atOnce,
+			work: func(ctx context.Context) error { started.Store(true); <-ctx.Done(); return nil }})
+		waitFor(t, "c to take the lock", func() bool { return h.record().HolderIdentity == "c" })
+		if atOnce {
+			waitFor(t, "the work to start at once", started.Load)
+			continue
+		}
+		h.steps(39, 100*time.Millisecond) // 3.9s after the holder's record was seen
+		if started.Load() {
+			t.Fatal("work started while the old holder's lease ran")
+		}
+		if !c.le.IsLeader() || h.record().HolderIdentity != "c" {
+			t.Fatal("the lock was not kept while waiting")
+		}
+		h.stepUntil(100*time.Millisecond, started.Load)
+	}
+}

@@ -1,0 +1,126 @@
+package elector
+
+import (
+	"fmt"
+	"time"
+)
+
+// maxCycleHoldOff caps how many leases a candidate waits, after a steal
+// cycle, before it tries to preempt once more.
+const maxCycleHoldOff = 16
+
+// Preemption tells whether a candidate currently preempts holders it
+// outranks. It is suspended after a steal cycle: this candidate outranked a
+// holder by its comparison, and a holder with that key outranked it by
+// theirs, which happens when candidates disagree (for example about the
+// default revision, while one of them sees it late). While suspended, the
+// holder keeps the lock until it releases it or its lease expires.
+type Preemption struct {
+	// Suspended is true from a detected cycle until this candidate's
+	// comparison no longer lets it take the lock from the holder (the
+	// candidates agree again).
+	Suspended bool
+	// HolderKey is the key this candidate and the holder disagree about.
+	HolderKey string
+	// Since is when the latest cycle was detected.
+	Since time.Time
+	// RetryAt is when this candidate may try once more to take the lock
+	// from a holder it outranks; a new cycle doubles the wait, up to
+	// 16 x LeaseDuration.
+	RetryAt time.Time
+	// Cycles counts the cycles detected since the candidates last agreed.
+	Cycles int
+}
+
+// String describes p for logs and status pages.
+func (p Preemption) String() string {
+	if !p.Suspended {
+		return "active"
+	}
+	return fmt.Sprintf("suspended after %d steal cycle(s) with holder key %q until %s",
+		p.Cycles, p.HolderKey, p.RetryAt.UTC().Format(time.RFC3339))
+}
+
+// stealDamper limits how often one candidate takes a lock by key
+// comparison: at most once per RetryPeriod, not within a RetryPeriod after
+// the lock was taken from it, and not at all for a hold-off after a steal
+// cycle. It is used only by the election loop.
+type stealDamper struct {
+	retry, lease time.Duration
+
+	lastSteal time.Time
+	// stolenBy and stolenAt describe the last time another holder took the
+	// lock from this candidate while its lease was valid.
+	stolenBy string
+	stolenAt time.Time
+
+	state Preemption
+}
+
+// stealVerdict is what the damper says about a steal wanted now.
+type stealVerdict int
+
+const (
+	stealAllowed   stealVerdict = iota
+	stealLater                  // too soon after the previous steal
+	stealCycle                  // a cycle was detected just now: preemption is suspended
+	stealSuspended              // preemption is suspended by an earlier cycle
+)
+
+// check is called when this candidate's comparison lets it take the lock
+// from a holder with holderKey.
+func (d *stealDamper) check(now time.Time, holderKey string) stealVerdict {
+	switch {
+	case d.state.Suspended && now.Before(d.state.RetryAt):
+		return stealSuspended
+	case d.stolenBy == holderKey && now.Before(d.stolenAt.Add(d.window())):
+		d.state.Cycles++
+		holdOff := d.lease << min(d.state.Cycles-1, 4)
+		d.state = Preemption{Suspended: true, HolderKey: holderKey, Since: now, RetryAt: now.Add(holdOff), Cycles: d.state.Cycles}
+		d.stolenBy = ""
+		return stealCycle
+	case now.Before(d.lastSteal.Add(d.retry)) || now.Before(d.stolenAt.Add(d.retry)):
+		return stealLater
+	}
+	return stealAllowed
+}
+
+// window is how long after a lock was taken from this candidate a steal back
+// from the same key counts as a cycle: longer than the current hold-off, so
+// that a cycle that resumes after it is recognised.
+func (d *stealDamper) window() time.Duration {
+	return d.lease*maxCycleHoldOff + d.lease
+}
+
+// wakeAt is when a steal refused now may be allowed; zero when no steal was
+// refused for timing.
+func (d *stealDamper) wakeAt(now time.Time) time.Time {
+	var at time.Time
+	for _, t := range []time.Time{d.lastSteal.Add(d.retry), d.stolenAt.Add(d.retry)} {
+		if t.After(now) && (at.IsZero() || t.After(at)) {
+			at = t
+		}
+	}
+	if d.state.Suspended && d.state.RetryAt.After(now) {
+		at = d.state.RetryAt
+	}
+	return at
+}
+
+// stole records a steal by this candidate.
+func (d *stealDamper) stole(now time.Time) { d.lastSteal = now }
+
+// stolen records that a holder with key byKey took the lock from this
+// candidate while its lease was valid.
+func (d *stealDamper) stolen(now time.Time, byKey string) {
+	d.stolenBy, d.stolenAt = byKey, now
+}
+
+// agree is called when this candidate's comparison does not let it take the
+// lock from the holder: the candidates agree (again). It reports whether a
+// suspension ended.
+func (d *stealDamper) agree() bool {
+	was := d.state.Suspended || d.state.Cycles > 0
+	d.state = Preemption{}
+	return was
+}

@@ -1,0 +1,160 @@
+package elector
+
+import (
+	"bytes"
+	"fmt"
+	"time"
+
+	"go.uber.org/zap"
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/meshd-io/meshd/pkg/resourcelock"
+)
+
+// observe remembers rec if the record changed since it was seen last. Only
+// a change of the record itself (holder, key, lease, times, transitions) is
+// a sign of life: a new label, a foreign annotation or a handover request
+// changes the object but not the record, and must not extend a dead
+// holder's lease. Times are compared at the precision the lock stores (a
+// Lease keeps microseconds), so two renewals within one second still count.
+func (le *LeaderElector) observe(rec *resourcelock.Record, raw []byte, now time.Time) {
+	le.mu.Lock()
+	if !le.observedCorrupt && !le.observedTime.IsZero() && sameRecord(&le.observedRecord, rec) {
+		le.mu.Unlock()
+		return
+	}
+	le.observedRecord = *rec
+	le.observedRaw = raw
+	le.observedTime = now
+	le.observedCorrupt = false
+	le.mu.Unlock()
+	le.reportLeader(rec.HolderIdentity)
+	le.warnLongLease(rec)
+}
+
+// sameRecord compares two records field by field, times at full precision.
+func sameRecord(a, b *resourcelock.Record) bool {
+	return a.HolderIdentity == b.HolderIdentity && a.HolderKey == b.HolderKey &&
+		a.LeaseDurationSeconds == b.LeaseDurationSeconds && a.LeaderTransitions == b.LeaderTransitions &&
+		a.AcquireTime.Equal(&b.AcquireTime) && a.RenewTime.Equal(&b.RenewTime)
+}
+
+// noRecord reports whether rec is what an object without any record reads
+// as (a ConfigMap without the annotation, a Lease with an empty spec), as
+// opposed to a release, which carries a lease and a transition count.
+func noRecord(rec *resourcelock.Record) bool {
+	return *rec == (resourcelock.Record{})
+}
+
+// observeOwnWrite remembers a record this candidate just wrote.
+func (le *LeaderElector) observeOwnWrite(rec resourcelock.Record, now time.Time) {
+	le.mu.Lock()
+	le.observedRecord = rec
+	le.observedRaw = resourcelock.EncodeRecord(rec)
+	le.observedTime = now
+	le.observedCorrupt = false
+	le.mu.Unlock()
+	le.reportLeader(rec.HolderIdentity)
+}
+
+// observeCorrupt notes undecodable record bytes, warning once per new
+// content. It returns when they were first seen and the last good record.
+func (le *LeaderElector) observeCorrupt(raw []byte, cause error, now time.Time) (time.Time, resourcelock.Record) {
+	le.mu.Lock()
+	changed := !le.observedCorrupt || !bytes.Equal(raw, le.observedRaw)
+	prev := le.observedRecord
+	if changed {
+		le.observedCorrupt = true
+		le.observedRaw = raw
+		le.observedTime = now
+	}
+	firstSeen := le.observedTime
+	le.mu.Unlock()
+	if changed {
+		le.log.Warn("lock holds a corrupt record; it will be replaced", zap.Error(cause))
+		le.cfg.Lock.RecordEvent(corev1.EventTypeWarning, ReasonCorruptRecord,
+			fmt.Sprintf("%v; treated as expired after %v", cause, le.cfg.LeaseDuration))
+	}
+	return firstSeen, prev
+}
+
+// leaseValid reports whether the observed record has not expired by now: it
+// expires when observedTime + leaseDurationSeconds < now.
+func (le *LeaderElector) leaseValid(now time.Time) bool {
+	le.mu.Lock()
+	defer le.mu.Unlock()
+	return !le.observedTime.Add(honouredLease(le.observedRecord)).Before(now)
+}
+
+// leaseEnd is when the observed holder's lease runs out by this candidate's
+// observation: its last renew as seen here plus the lease it announced.
+func (le *LeaderElector) leaseEnd() time.Time {
+	le.mu.Lock()
+	defer le.mu.Unlock()
+	return le.observedTime.Add(honouredLease(le.observedRecord))
+}
+
+// holderMayBeWorking reports whether, by this candidate's observation, the
+// lock is held by another holder whose lease has not run out; a corrupt
+// record counts as held for LeaseDuration from when it was first seen.
+// Deleting the lock object, or replacing it by one without a record, does
+// not end such a lease: the holder is not told and goes on working until it
+// notices, so the lock is not free before the lease runs out (the holder
+// itself writes its record again at its next renew).
+func (le *LeaderElector) holderMayBeWorking(now time.Time) bool {
+	le.mu.Lock()
+	rec, seen, corrupt := le.observedRecord, le.observedTime, le.observedCorrupt
+	le.mu.Unlock()
+	if corrupt {
+		return now.Before(seen.Add(le.cfg.LeaseDuration))
+	}
+	return rec.HolderIdentity != "" && rec.HolderIdentity != le.cfg.Lock.Identity() && le.leaseValid(now)
+}
+
+// keepsPrevious reports whether a record read or delivered now should be
+// ignored because it is no record at all while the last holder's lease
+// runs, or this candidate leads: the object was deleted and re-created (by
+// kubectl replace --force or a GitOps tool), which is not a release.
+func (le *LeaderElector) keepsPrevious(rec *resourcelock.Record, now time.Time) bool {
+	return noRecord(rec) && (le.holderMayBeWorking(now) || le.GetLeader() == le.cfg.Lock.Identity())
+}
+
+// honouredLease is the lease of rec that candidates wait for, at most
+// MaxLeaseDuration.
+func honouredLease(rec resourcelock.Record) time.Duration {
+	return time.Duration(min(rec.LeaseDurationSeconds, int(MaxLeaseDuration/time.Second))) * time.Second
+}
+
+// leaseSeconds is LeaseDuration in the whole seconds a record stores, rounded
+// up: rounding down could tell others to wait less than the renew deadline
+// (a lease of 1.9s with a deadline of 1.5s would read as 1s).
+func (le *LeaderElector) leaseSeconds() int {
+	return int((le.cfg.LeaseDuration + time.Second - 1) / time.Second)
+}
+
+// warnLongLease reports, once per holder and lease, a record whose lease is
+// longer than MaxLeaseDuration.
+func (le *LeaderElector) warnLongLease(rec *resourcelock.Record) {
+	if rec.LeaseDurationSeconds <= int(MaxLeaseDuration/time.Second) {
+		return
+	}
+	seen := fmt.Sprintf("%s/%d", rec.HolderIdentity, rec.LeaseDurationSeconds)
+	if seen == le.warnedLease {
+		return
+	}
+	le.warnedLease = seen
+	le.log.Warn("the lock holder wrote a lease longer than the maximum; honouring only the maximum",
+		zap.String("holder", rec.HolderIdentity), zap.Int("leaseDurationSeconds", rec.LeaseDurationSeconds), zap.Duration("max", MaxLeaseDuration))
+	le.cfg.Lock.RecordEvent(corev1.EventTypeWarning, ReasonLeaseTooLong,
+		fmt.Sprintf("%s wrote leaseDurationSeconds %d; candidates honour at most %v", rec.HolderIdentity, rec.LeaseDurationSeconds, MaxLeaseDuration))
+}
+
+func (le *LeaderElector) reportLeader(identity string) {
+	if identity == "" || identity == le.reportedLeader {
+		return
+	}
+	le.reportedLeader = identity
+	if le.cfg.Callbacks.OnNewLeader != nil {
+		le.cfg.Callbacks.OnNewLeader(identity)
+	}
+}

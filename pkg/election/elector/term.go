@@ -1,0 +1,390 @@
+package elector
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"go.uber.org/zap"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/meshd-io/meshd/pkg/resourcelock"
+)
+
+// ErrRunPanicked wraps the value of a panic recovered from the run callback.
+var ErrRunPanicked = errors.New("run callback panicked")
+
+// term is one term of leadership: the run callback and how it ended.
+type term struct {
+	ctx     context.Context
+	cancel  context.CancelFunc
+	done    chan struct{}
+	started bool
+	err     error // the callback's result, valid once done is closed
+}
+
+// doneCh is closed when the callback has returned; nil (never ready) before
+// it started.
+func (t *term) doneCh() <-chan struct{} {
+	if !t.started {
+		return nil
+	}
+	return t.done
+}
+
+// termEnd says how a term ended.
+type termEnd struct {
+	// stillHeld: the record still names this candidate.
+	stillHeld bool
+	// handTo: a candidate asked for the lock and this holder accepted.
+	handTo *resourcelock.Handover
+	// byCallback: the callback returned or panicked while the term was on.
+	byCallback bool
+}
+
+// lead runs one term: starts the callback (after the fence, when the lock
+// was taken by force), renews until the term ends, stops the callback while
+// still renewing, and then hands the lock over or releases it.
+func (le *LeaderElector) lead(ctx context.Context) {
+	t := &term{done: make(chan struct{})}
+	t.ctx, t.cancel = context.WithCancel(ctx)
+	defer t.cancel()
+	le.lastRenew = le.acquiredAt
+	le.setLeading(true)
+	le.metrics.Acquired(le.cfg.Name)
+	le.cfg.Lock.RecordEvent(corev1.EventTypeNormal, ReasonLeaderElection, le.cfg.Lock.Identity()+" became leader")
+
+	end := le.renew(ctx, t)
+	le.setLeading(false)
+	le.stopWork(t, &end)
+	le.finish(end)
+	le.cfg.Lock.RecordEvent(corev1.EventTypeNormal, ReasonLeaderElection, le.cfg.Lock.Identity()+" stopped leading")
+	if le.cfg.Callbacks.OnStoppedLeading != nil {
+		le.cfg.Callbacks.OnStoppedLeading()
+	}
+}
+
+// startCallback runs the callback in its own goroutine; a panic is
+// recovered and becomes the callback's error.
+func (le *LeaderElector) startCallback(t *term) {
+	t.started = true
+	go func() {
+		defer close(t.done)
+		defer func() {
+			if r := recover(); r != nil {
+				le.log.Error("run callback panicked", zap.Any("panic", r), zap.Stack("stack"))
+				t.err = fmt.Errorf("%w: %v", ErrRunPanicked, r)
+			}
+		}()
+		t.err = le.cfg.Callbacks.OnStartedLeading(t.ctx)
+	}()
+}
+
+// fenceTimer starts the callback now, or returns a timer that fires when
+// it may start: after a forced steal, when the old holder's work must have
+// stopped. The caller stops the timer.
+func (le *LeaderElector) fenceTimer(t *term) clockTimer {
+	wait := le.startAt.Sub(le.clock.Now())
+	le.startAt = time.Time{}
+	if wait <= 0 {
+		le.startCallback(t)
+		return nil
+	}
+	le.log.Info("holding the lock; the run callback starts once the previous holder's lease has run out",
+		zap.Duration("wait", wait))
+	return le.clock.NewTimer(wait)
+}
+
+// renew keeps the lock until ctx is cancelled, the term is lost (another
+// holder appeared, or no renew succeeded for RenewDeadline), a candidate is
+// granted the lock, or the callback returns.
+func (le *LeaderElector) renew(ctx context.Context, t *term) termEnd {
+	fence := le.fenceTimer(t)
+	if fence != nil {
+		defer fence.Stop()
+	}
+	timer := le.clock.NewTimer(le.nextRenew())
+	defer timer.Stop()
+	// A request may already wait: one addressed to this candidate while the
+	// previous holder was handing the lock to it.
+	answerNow := le.requestPending()
+	for {
+		if !answerNow {
+			select {
+			case <-ctx.Done():
+				return termEnd{stillHeld: true}
+			case <-timerC(fence):
+				fence = nil
+				le.startCallback(t)
+				continue
+			case <-t.doneCh():
+				return le.callbackEnded(t)
+			case <-le.trigger:
+				// The comparison may have changed: reconsider a refused request.
+			case <-timer.C():
+			case <-le.watchEvents():
+				if end := le.leaderSawEvent(); end != nil {
+					return *end
+				}
+				if !le.requestPending() {
+					continue
+				}
+			}
+			timer.Stop()
+		}
+		answerNow = false
+		if end := le.renewOnce(ctx); end != nil {
+			return *end
+		}
+		timer.Reset(le.nextRenew())
+	}
+}
+
+// leaderSawEvent ingests a watch event while leading; it returns the end
+// of the term when the event shows another holder.
+func (le *LeaderElector) leaderSawEvent() *termEnd {
+	if !le.watch.ingest() {
+		return nil
+	}
+	if holder := le.GetLeader(); holder != le.cfg.Lock.Identity() {
+		le.lostTo()
+		return &termEnd{}
+	}
+	return nil
+}
+
+// renewOnce makes one renew attempt; it returns the end of the term, or nil
+// while it goes on.
+func (le *LeaderElector) renewOnce(ctx context.Context) *termEnd {
+	remaining := le.cfg.RenewDeadline - le.clock.Since(le.lastRenew)
+	if remaining <= 0 {
+		le.log.Warn("renew deadline passed; stopping leadership", zap.Duration("renewDeadline", le.cfg.RenewDeadline))
+		return &termEnd{}
+	}
+	sent := le.clock.Now()
+	attemptCtx, cancel := context.WithTimeout(ctx, remaining)
+	out, err := le.attempt(attemptCtx, true)
+	cancel()
+	le.setLastError(err)
+	switch out {
+	case acquired:
+		le.lastRenew = sent
+	case heldByOther:
+		le.lostTo()
+		return &termEnd{}
+	case handOff:
+		le.log.Info("handing the lock over on request", zap.String("candidate", le.handTo.Candidate), zap.String("candidateKey", le.handTo.CandidateKey))
+		return &termEnd{stillHeld: true, handTo: le.handTo}
+	case failed:
+		if ctx.Err() != nil {
+			return &termEnd{stillHeld: true}
+		}
+		le.metrics.RenewFailed(le.cfg.Name)
+		le.log.Warn("failed to renew", zap.Error(err))
+	}
+	return nil
+}
+
+// lostTo notes that another holder took the lock while this one renewed it.
+func (le *LeaderElector) lostTo() {
+	rec, _ := le.Observed()
+	le.log.Info("another holder took the lock; stopping leadership at once", zap.String("holder", rec.HolderIdentity))
+	if rec.HolderIdentity != "" {
+		le.damper.stolen(le.clock.Now(), rec.HolderKey)
+	}
+}
+
+// callbackEnded ends the term because the callback returned or panicked.
+func (le *LeaderElector) callbackEnded(t *term) termEnd {
+	if t.err != nil {
+		err := fmt.Errorf("run callback: %w", t.err)
+		le.setLastError(err)
+		le.metrics.RunFailed(le.cfg.Name)
+		le.log.Error("the run callback failed; ending the term", zap.Error(t.err))
+		le.cfg.Lock.RecordEvent(corev1.EventTypeWarning, ReasonRunFailed, err.Error())
+	} else {
+		le.log.Info("the run callback returned; ending the term")
+	}
+	return termEnd{stillHeld: true, byCallback: true}
+}
+
+// nextRenew is the wait before the next renew: RetryPeriod, but never past
+// the renew deadline, so that a leader whose renewals keep failing ends its
+// term RenewDeadline after its last successful renew, not up to a
+// RetryPeriod later. The clock-skew tolerance, LeaseDuration -
+// RenewDeadline, depends on it.
+//
+// When less than a RetryPeriod is left (the write that won the term took a
+// long time, or renewals failed), the next attempt comes at half the time
+// left, so that there is still a renew before the deadline; only in the last
+// quarter of a RetryPeriod does the elector just wait for the deadline.
+func (le *LeaderElector) nextRenew() time.Duration {
+	left := le.cfg.RenewDeadline - le.clock.Since(le.lastRenew)
+	switch {
+	case left <= 0:
+		return 0
+	case left > le.cfg.RetryPeriod:
+		return le.cfg.RetryPeriod
+	case left > le.cfg.RetryPeriod/4:
+		return left / 2
+	default:
+		return left
+	}
+}
+
+// requestPending reports whether the lock object last seen carries a
+// handover request addressed to this holder that it has not answered yet.
+// Refused requests are reconsidered at every renew and on Trigger.
+func (le *LeaderElector) requestPending() bool {
+	return le.handover != nil && le.handover.lock.Handover().Pending(le.cfg.Lock.Identity())
+}
+
+// stopWork cancels the callback and waits for it to return, renewing the
+// lock meanwhile so that no successor starts beside it. A callback that
+// outlives StopTimeout keeps the lock held, makes Check fail and is
+// reported every LeaseDuration; the wait has no other bound.
+func (le *LeaderElector) stopWork(t *term, end *termEnd) {
+	t.cancel()
+	if !t.started {
+		return
+	}
+	le.stopping = true
+	defer func() { le.stopping = false }()
+	overdue := le.clock.NewTimer(le.cfg.StopTimeout)
+	defer overdue.Stop()
+	renewT := le.clock.NewTimer(le.nextRenew())
+	defer renewT.Stop()
+	for {
+		select {
+		case <-t.done:
+			le.setStuck(false)
+			return
+		case <-overdue.C():
+			le.setStuck(true)
+			le.log.Error("the run callback has not stopped; keeping the lock so that no successor starts beside it, and failing the health check",
+				zap.Duration("stopTimeout", le.cfg.StopTimeout), zap.Bool("lockHeld", end.stillHeld))
+			le.cfg.Lock.RecordEvent(corev1.EventTypeWarning, ReasonRunStuck, "run callback has not stopped within "+le.cfg.StopTimeout.String())
+			overdue.Reset(le.cfg.LeaseDuration)
+		case <-renewT.C():
+			le.holdWhileStopping(end)
+			renewT.Reset(le.nextRenew())
+		}
+	}
+}
+
+// holdWhileStopping renews the lock while the callback stops.
+func (le *LeaderElector) holdWhileStopping(end *termEnd) {
+	if !end.stillHeld {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), le.cfg.RenewDeadline)
+	defer cancel()
+	if lost := le.renewOnce(ctx); lost != nil {
+		le.log.Error("lost the lock while the run callback is still stopping")
+		*end = termEnd{}
+	}
+}
+
+// finish ends the term's hold on the lock: hands it over to the candidate
+// that was granted it, or to an entitled candidate that asked meanwhile;
+// releases it after a cancel with ReleaseOnCancel or when the callback
+// ended the term; otherwise leaves it to expire.
+func (le *LeaderElector) finish(end termEnd) {
+	switch {
+	case !end.stillHeld:
+		le.metrics.Lost(le.cfg.Name)
+	case end.handTo != nil:
+		le.handOver(*end.handTo)
+	case end.byCallback || le.cfg.ReleaseOnCancel:
+		if le.handover != nil {
+			if h := le.handover.successor(le.clock.Now()); h != nil {
+				le.handOver(*h)
+				return
+			}
+		}
+		le.release()
+	}
+}
+
+// release writes an empty holder with a one-second lease so that others may
+// take the lock at once. It retries after conflicts as long as the record is
+// still ours.
+func (le *LeaderElector) release() {
+	le.writeSuccessor(resourcelock.Handover{}, "released the lock")
+}
+
+// handOver writes the record naming the candidate that asked for the lock,
+// so that it, and only it, takes over at once.
+func (le *LeaderElector) handOver(h resourcelock.Handover) {
+	if le.writeSuccessor(h, "handed the lock over") {
+		le.metrics.HandedOver(le.cfg.Name)
+		le.cfg.Lock.RecordEvent(corev1.EventTypeNormal, ReasonLeaderElection,
+			fmt.Sprintf("%s handed the lock over to %s (key %q)", le.cfg.Lock.Identity(), h.Candidate, h.CandidateKey))
+	}
+}
+
+// writeSuccessor ends this holder's record: with an empty Handover it
+// releases the lock (empty holder, one-second lease); otherwise it names the
+// candidate h.Candidate as holder, provided the request still stands. It
+// returns whether the write happened.
+func (le *LeaderElector) writeSuccessor(h resourcelock.Handover, done string) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), le.cfg.RenewDeadline)
+	defer cancel()
+	for i := 0; i < releaseAttempts; i++ {
+		prev, _ := le.Observed()
+		if prev.HolderIdentity != le.cfg.Lock.Identity() {
+			return false
+		}
+		if h.Candidate != "" && !le.requestStands(h) {
+			le.log.Info("the handover request changed; releasing instead")
+			h, done = resourcelock.Handover{}, "released the lock"
+		}
+		now := le.clock.Now()
+		err := le.update(ctx, successorRecord(prev, h, le.leaseSeconds(), now))
+		if err == nil {
+			le.observeOwnWrite(successorRecord(prev, h, le.leaseSeconds(), now), now)
+			le.log.Info(done, zap.String("successor", h.Candidate))
+			return true
+		}
+		if !apierrors.IsConflict(err) {
+			le.log.Warn("could not end the term cleanly", zap.String("successor", h.Candidate), zap.Error(err))
+			return false
+		}
+		rec, raw, err := le.get(ctx)
+		if err != nil {
+			le.log.Warn("failed to read the lock after a conflict", zap.Error(err))
+			return false
+		}
+		le.observe(rec, raw, now)
+	}
+	le.log.Warn("gave up ending the term after repeated conflicts", zap.Int("attempts", releaseAttempts))
+	return false
+}
+
+// requestStands reports whether the lock object last seen still carries the
+// request of h's candidate.
+func (le *LeaderElector) requestStands(h resourcelock.Handover) bool {
+	cur := le.handover.lock.Handover()
+	return cur.Candidate == h.Candidate && cur.CandidateKey == h.CandidateKey
+}
+
+// successorRecord is the record that ends prev's term: released, or naming
+// h's candidate with a full lease.
+func successorRecord(prev resourcelock.Record, h resourcelock.Handover, leaseSeconds int, now time.Time) resourcelock.Record {
+	next := resourcelock.Record{
+		LeaseDurationSeconds: 1,
+		LeaderTransitions:    prev.LeaderTransitions,
+		AcquireTime:          metav1.NewTime(now),
+		RenewTime:            metav1.NewTime(now),
+	}
+	if h.Candidate != "" {
+		next.HolderIdentity = h.Candidate
+		next.HolderKey = h.CandidateKey
+		next.LeaseDurationSeconds = leaseSeconds
+		next.LeaderTransitions++
+	}
+	return next
+}
