@@ -416,3 +416,34 @@ func TestForcedStealStartsAfterTheOldLease(t *testing.T) {
 		h.stepUntil(100*time.Millisecond, started.Load)
 	}
 }
+
+// Lock-kind migration: an elector on a multi lock holds the ConfigMap and
+// the Lease together, so it excludes instances that use either kind alone.
+func TestMultiLockElectorHoldsBothKinds(t *testing.T) {
+	h := newHarness(t)
+	lock, err := resourcelock.New(resourcelock.ConfigMapsLeasesResourceLock, ns, lockName, h.client, resourcelock.Config{Identity: "m", Key: "stable"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	le, err := New(Config{Name: lockName, Lock: lock, LeaseDuration: 4 * time.Second, RenewDeadline: 2 * time.Second,
+		RetryPeriod: time.Second, Clock: h.clock, Callbacks: Callbacks{OnStartedLeading: waitDone}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustAttempt(t, le, false, acquired)
+	mustAttempt(t, le, true, acquired)
+	lease, err := h.client.CoordinationV1().Leases(ns).Get(context.Background(), lockName, metav1.GetOptions{})
+	if err != nil || *lease.Spec.HolderIdentity != "m" {
+		t.Fatalf("lease %+v, %v", lease, err)
+	}
+	if rec := h.record(); rec.HolderIdentity != "m" {
+		t.Fatalf("configmap record %+v", rec)
+	}
+	// A ConfigMap-only candidate sees the holder and waits.
+	other := h.elector("old", "", nil, nil)
+	mustAttempt(t, other, false, heldByOther)
+	if _, err := New(Config{Name: lockName, Lock: lock, LeaseDuration: 4 * time.Second, RenewDeadline: 2 * time.Second,
+		RetryPeriod: time.Second, Watch: true, Callbacks: Callbacks{OnStartedLeading: waitDone}}); err == nil {
+		t.Fatal("a multi lock was accepted for watching")
+	}
+}

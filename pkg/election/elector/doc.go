@@ -29,16 +29,59 @@
 // once when the lock is released, and wake exactly when the lease expires; a
 // leader ends its term as soon as an event names another holder.
 //
-// Deleting the lock object is not a release: the holder may still be
-// working. Followers keep waiting for its lease as they saw it (or create
-// the lock at once if it was free or expired); the holder keeps leading and
-// recreates the lock at its next renew.
+// Only a change of the record itself (holder, key, lease, times,
+// transitions) restarts the lease: a label, a foreign annotation or a
+// handover request does not. Deleting the lock object, or replacing it by
+// one without a record, is not a release: the holder may still be working.
+// Followers keep waiting for its lease as they saw it (or create the lock at
+// once if it was free or expired); the holder keeps leading and writes its
+// record again at its next renew.
 //
-// With Config.HandoverGrace a candidate entitled by KeyComparison asks a
-// cooperating holder to hand over (see resourcelock.HandoverAnnotationKey);
-// the holder stops its work before writing the record that names the
-// candidate, so the two never lead at once. docs/handover.md describes the
-// protocol and its races.
+// # Preemption
+//
+// A candidate takes an unexpired lock from a holder only when KeyComparison
+// says it outranks the holder's key, and then at most once per RetryPeriod
+// and never within a RetryPeriod after the lock was taken from it. Taking
+// the lock back from the key that took it from this candidate is a steal
+// cycle (the candidates disagree, for example about the default revision):
+// preemption is suspended for a lease, doubling with each further cycle up
+// to 16 leases, and reported (log, event, Metrics.StealCycle and
+// SetPreemptionSuspended, LeaderElector.Preemption) until the candidate's
+// comparison no longer outranks the holder.
+//
+// With Config.HandoverGrace a candidate first asks a cooperating holder to
+// hand over (handover.go, docs/handover.md). The holder answers: it accepts
+// with the time within which its work will have stopped, or refuses. An
+// accepted request is followed by the record naming the candidate once the
+// holder's work stopped; a refused one is never followed by force. Only a
+// holder that does not cooperate (istiod, client-go) or does not answer
+// within HandoverGrace is preempted by force.
+//
+// After a forced steal the elector holds the lock at once but starts
+// OnStartedLeading only at the old holder's last renew as observed here
+// plus the lease it announced, when that holder's work must have stopped
+// (a client-go-shaped holder stops at its renew deadline, which is shorter
+// than its lease). Config.StartAtOnceAfterSteal gives up this fence for
+// speed.
+//
+// # Ending a term
+//
+// A term ends when the Run context is cancelled, the lock is lost, a
+// handover is accepted, or OnStartedLeading returns or panics (the panic is
+// recovered and becomes an error in LastError). The elector cancels the
+// callback and keeps renewing until it has returned; only then does it hand
+// the lock over or release it. A callback that outlives StopTimeout keeps
+// the lock held, so that no successor starts beside it, is logged every
+// lease, and makes Check fail, so that a liveness probe restarts the
+// process; Run returns only when the callback has returned.
+//
+// # Timing relations
+//
+// New reports every violated relation at once:
+//
+//	LeaseDuration >= 1s, LeaseDuration > RenewDeadline > JitterFactor x RetryPeriod > 0
+//	StopTimeout < LeaseDuration - RetryPeriod     (a holder's promised stop fits its lease)
+//	HandoverGrace > RetryPeriod                   (a polling holder answers at its next renew)
 //
 // # Guarantees and limits
 //
@@ -50,15 +93,15 @@
 //     from the sending.) With the ttl split of package election this allows
 //     a follower clock up to twice as fast as the leader's.
 //   - When leadership ends, the run callback's context is cancelled and the
-//     elector waits up to StopTimeout for the callback to return before it
-//     releases the lock, so a successor does not start while the old work is
-//     still stopping (unless the callback overruns StopTimeout).
-//   - There is no fencing: a leader paused longer than the lease (a long GC
-//     pause, a frozen VM) may act after another has taken over. Work that
-//     must never overlap needs its own fencing token.
-//   - A steal by force (KeyComparison returning true against a holder that
-//     does not cooperate, or that did not answer within HandoverGrace) ends
-//     the old holder's term only when it next renews or observes the record;
-//     until then two processes may believe they lead. A cooperative handover
-//     has no such window.
+//     elector renews the lock until the callback has returned; only then does
+//     it release or hand over the lock, so a successor never starts while the
+//     old work is still stopping, as long as this process keeps running.
+//   - There is no fencing of the work itself: a leader paused longer than
+//     the lease (a long GC pause, a frozen VM) may act after another has
+//     taken over. Work that must never overlap needs its own fencing token.
+//   - A steal by force ends the old holder's term only when it next renews
+//     or observes the record; until then two processes may believe they
+//     lead, but with the fenced start only the old one runs its work. The
+//     fence assumes the old holder stops its work within its lease after its
+//     last renew (true of client-go, istiod and meshd unless paused or hung).
 package elector

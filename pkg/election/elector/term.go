@@ -270,7 +270,9 @@ func (le *LeaderElector) stopWork(t *term, end *termEnd) {
 			overdue.Reset(le.cfg.LeaseDuration)
 		case <-renewT.C():
 			le.holdWhileStopping(end)
-			renewT.Reset(le.nextRenew())
+			if end.stillHeld {
+				renewT.Reset(le.nextRenew())
+			}
 		}
 	}
 }
