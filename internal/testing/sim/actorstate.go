@@ -1,0 +1,146 @@
+package sim
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+)
+
+// errMode is how an actor's API calls fail while an error fault lasts.
+type errMode int
+
+const (
+	errNone     errMode = iota
+	errInternal         // every call fails at once with a 500
+	errTimeout          // every call waits, then fails with a server timeout
+)
+
+// timeoutDelay is how long a call waits before it fails in errTimeout mode
+// (or earlier, when its context ends).
+const timeoutDelay = 700 * time.Millisecond
+
+// errDead is what a crashed actor's API calls return.
+var errDead = errors.New("sim: process crashed")
+
+// actorState is the part of an actor that faults act on: how its API calls
+// behave and how its watches lag. The world changes it between steps; the
+// actor's goroutines read it on every call.
+type actorState struct {
+	name  string
+	clock *simClock
+
+	mu          sync.Mutex
+	dead        bool
+	resume      chan struct{} // non-nil while paused; closed on resume
+	mode        errMode
+	lag         time.Duration
+	watchBroken bool
+	conflicts   int // the next writes fail with a conflict, unexecuted
+	lostReplies int // the next writes happen but answer with a timeout
+	calls       int
+}
+
+func newActorState(name string, clk *simClock) *actorState {
+	return &actorState{name: name, clock: clk}
+}
+
+func isWrite(verb string) bool { return verb == "create" || verb == "update" || verb == "delete" }
+
+// before decides the fate of a call before it reaches the API: nil lets it
+// through.
+func (s *actorState) before(ctx context.Context, verb, resource string) error {
+	s.mu.Lock()
+	s.calls++
+	dead, resume, mode := s.dead, s.resume, s.mode
+	broken := s.watchBroken && (verb == "watch" || verb == "list")
+	conflict := isWrite(verb) && verb != "create" && s.conflicts > 0
+	if conflict {
+		s.conflicts--
+	}
+	s.mu.Unlock()
+	if dead {
+		return errDead
+	}
+	if resume != nil {
+		select {
+		case <-resume:
+		case <-ctx.Done():
+			return fmt.Errorf("sim: %s %s while paused: %w", verb, resource, ctx.Err())
+		}
+		return s.before(ctx, verb, resource)
+	}
+	gr := schema.GroupResource{Resource: resource}
+	switch {
+	case broken:
+		return apierrors.NewServiceUnavailable("sim: watch connection broken")
+	case mode == errInternal:
+		return apierrors.NewInternalError(errors.New("sim: injected server error"))
+	case mode == errTimeout:
+		select {
+		case <-s.clock.After(timeoutDelay):
+		case <-ctx.Done():
+		}
+		return apierrors.NewServerTimeout(gr, verb, 1)
+	case conflict:
+		return apierrors.NewConflict(gr, "lock", errors.New("sim: injected conflict"))
+	}
+	return nil
+}
+
+// after may turn the answer of a write that happened into a timeout.
+func (s *actorState) after(verb, resource string) error {
+	if !isWrite(verb) {
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.lostReplies == 0 {
+		return nil
+	}
+	s.lostReplies--
+	return apierrors.NewServerTimeout(schema.GroupResource{Resource: resource}, verb, 1)
+}
+
+func (s *actorState) watchLag() time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.lag
+}
+
+// Fault switches, used by the world.
+
+func (s *actorState) setMode(m errMode) { s.mu.Lock(); s.mode = m; s.mu.Unlock() }
+
+func (s *actorState) setLag(d time.Duration) { s.mu.Lock(); s.lag = d; s.mu.Unlock() }
+
+func (s *actorState) setWatchBroken(v bool) { s.mu.Lock(); s.watchBroken = v; s.mu.Unlock() }
+
+func (s *actorState) addConflicts(n int) { s.mu.Lock(); s.conflicts += n; s.mu.Unlock() }
+
+func (s *actorState) addLostReplies(n int) { s.mu.Lock(); s.lostReplies += n; s.mu.Unlock() }
+
+func (s *actorState) kill() { s.mu.Lock(); s.dead = true; s.mu.Unlock() }
+
+func (s *actorState) isDead() bool { s.mu.Lock(); defer s.mu.Unlock(); return s.dead }
+
+func (s *actorState) pause() {
+	s.mu.Lock()
+	if s.resume == nil {
+		s.resume = make(chan struct{})
+	}
+	s.mu.Unlock()
+}
+
+func (s *actorState) unpause() {
+	s.mu.Lock()
+	if s.resume != nil {
+		close(s.resume)
+		s.resume = nil
+	}
+	s.mu.Unlock()
+}
