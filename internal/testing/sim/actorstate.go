@@ -42,6 +42,7 @@ type actorState struct {
 	watchBroken bool
 	conflicts   int // the next writes fail with a conflict, unexecuted
 	lostReplies int // the next writes happen but answer with a timeout
+	failures    int // the next writes fail with a 500, unexecuted
 	calls       int
 }
 
@@ -52,33 +53,42 @@ func newActorState(name string, clk *simClock) *actorState {
 func isWrite(verb string) bool { return verb == "create" || verb == "update" || verb == "delete" }
 
 // before decides the fate of a call before it reaches the API: nil lets it
-// through.
+// through. A paused actor's call waits for the resume (or its context).
 func (s *actorState) before(ctx context.Context, verb, resource string) error {
-	s.mu.Lock()
-	s.calls++
-	dead, resume, mode := s.dead, s.resume, s.mode
-	broken := s.watchBroken && (verb == "watch" || verb == "list")
-	conflict := isWrite(verb) && verb != "create" && s.conflicts > 0
-	if conflict {
-		s.conflicts--
-	}
-	s.mu.Unlock()
-	if dead {
-		return errDead
-	}
-	if resume != nil {
+	for {
+		s.mu.Lock()
+		dead, resume := s.dead, s.resume
+		s.mu.Unlock()
+		if dead {
+			return errDead
+		}
+		if resume == nil {
+			break
+		}
 		select {
 		case <-resume:
 		case <-ctx.Done():
 			return fmt.Errorf("sim: %s %s while paused: %w", verb, resource, ctx.Err())
 		}
-		return s.before(ctx, verb, resource)
 	}
+	s.mu.Lock()
+	s.calls++
+	mode := s.mode
+	broken := s.watchBroken && (verb == "watch" || verb == "list")
+	conflict := isWrite(verb) && verb != "create" && s.conflicts > 0
+	if conflict {
+		s.conflicts--
+	}
+	failure := isWrite(verb) && s.failures > 0
+	if failure {
+		s.failures--
+	}
+	s.mu.Unlock()
 	gr := schema.GroupResource{Resource: resource}
 	switch {
 	case broken:
 		return apierrors.NewServiceUnavailable("sim: watch connection broken")
-	case mode == errInternal:
+	case mode == errInternal || failure:
 		return apierrors.NewInternalError(errors.New("sim: injected server error"))
 	case mode == errTimeout:
 		select {
@@ -121,6 +131,8 @@ func (s *actorState) setLag(d time.Duration) { s.mu.Lock(); s.lag = d; s.mu.Unlo
 func (s *actorState) setWatchBroken(v bool) { s.mu.Lock(); s.watchBroken = v; s.mu.Unlock() }
 
 func (s *actorState) addConflicts(n int) { s.mu.Lock(); s.conflicts += n; s.mu.Unlock() }
+
+func (s *actorState) addFailures(n int) { s.mu.Lock(); s.failures += n; s.mu.Unlock() }
 
 func (s *actorState) addLostReplies(n int) { s.mu.Lock(); s.lostReplies += n; s.mu.Unlock() }
 

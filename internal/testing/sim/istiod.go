@@ -64,9 +64,14 @@ func (s *istiod) loop(ctx context.Context) {
 	defer close(s.done)
 	t := s.w.sched.Timing
 	for {
+		// A leader's renew loop ends RetryPeriod + RenewDeadline after its
+		// last renew, even with a request in flight.
+		deadline := s.lastRenew.Add(t.RetryPeriod + t.RenewDeadline)
 		wait := t.RetryPeriod
 		if !s.leading() {
 			wait += time.Duration(s.rnd.Float64() * 1.2 * float64(t.RetryPeriod))
+		} else if left := deadline.Sub(s.w.clock.Now()); left < wait {
+			wait = left
 		}
 		select {
 		case <-ctx.Done():
@@ -74,21 +79,31 @@ func (s *istiod) loop(ctx context.Context) {
 			return
 		case <-s.w.clock.After(wait):
 		}
-		callCtx, cancel := context.WithTimeout(ctx, t.RetryPeriod)
+		if s.leading() && !s.w.clock.Now().Before(deadline) {
+			s.lost()
+			continue
+		}
+		timeout := t.RetryPeriod
+		if left := deadline.Sub(s.w.clock.Now()); s.leading() && left < timeout {
+			timeout = left
+		}
+		callCtx, cancel := context.WithTimeout(ctx, timeout)
 		ok := s.tryAcquireOrRenew(callCtx)
 		cancel()
 		now := s.w.clock.Now()
 		switch {
-		case ok && !s.leading():
-			s.lastRenew = now
-			s.setLeading(true)
 		case ok:
 			s.lastRenew = now
-		case s.leading() && now.Sub(s.lastRenew) >= t.RetryPeriod+t.RenewDeadline:
-			s.w.j.logf("%s failed to renew in time; stops", s.spec.Name)
-			s.setLeading(false)
+			s.setLeading(true)
+		case s.leading() && !now.Before(deadline):
+			s.lost()
 		}
 	}
+}
+
+func (s *istiod) lost() {
+	s.w.j.logf("%s failed to renew in time; stops", s.spec.Name)
+	s.setLeading(false)
 }
 
 // tryAcquireOrRenew is one GET and, when allowed, one write.

@@ -85,6 +85,8 @@ type ledger struct {
 	active   map[int]work
 	lastBusy time.Time // when work last ran (or the schedule started)
 	starts   int
+	history  map[int]*Interval
+	order    []int
 }
 
 type work struct {
@@ -92,8 +94,15 @@ type work struct {
 	since time.Time
 }
 
+// Interval is one term's work of one actor, in simulated time since the
+// schedule started; End is negative while the work runs.
+type Interval struct {
+	Actor      string
+	Start, End time.Duration
+}
+
 func newLedger(j *journal) *ledger {
-	return &ledger{j: j, active: map[int]work{}, lastBusy: j.clock.Now()}
+	return &ledger{j: j, active: map[int]work{}, lastBusy: j.clock.Now(), history: map[int]*Interval{}}
 }
 
 // start records that actor's work started now and returns its ticket.
@@ -108,6 +117,8 @@ func (l *ledger) start(actor string) int {
 	l.next++
 	l.starts++
 	l.active[l.next] = work{actor: actor, since: now}
+	l.history[l.next] = &Interval{Actor: actor, Start: now.Sub(l.j.t0), End: -1}
+	l.order = append(l.order, l.next)
 	l.j.logf("work start %s", actor)
 	return l.next
 }
@@ -122,6 +133,7 @@ func (l *ledger) end(ticket int) {
 	}
 	delete(l.active, ticket)
 	l.lastBusy = l.j.clock.Now()
+	l.history[ticket].End = l.lastBusy.Sub(l.j.t0)
 	l.j.logf("work end   %s", w.actor)
 }
 
@@ -141,6 +153,17 @@ func (l *ledger) endActor(actor string) {
 	}
 }
 
+// intervals returns every term's work so far, in order of start.
+func (l *ledger) intervals() []Interval {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := make([]Interval, 0, len(l.order))
+	for _, t := range l.order {
+		out = append(out, *l.history[t])
+	}
+	return out
+}
+
 // busy reports whether any work runs, and when work last ran.
 func (l *ledger) busy() (bool, time.Time) {
 	l.mu.Lock()
@@ -155,9 +178,9 @@ func (l *ledger) busy() (bool, time.Time) {
 // second invariant: in any window of the run, at most window/RetryPeriod +
 // slack changes.
 type transitions struct {
-	j      *journal
-	retry  time.Duration
-	slack  int
+	j        *journal
+	retry    time.Duration
+	slack    int
 	holder   string
 	times    []time.Time
 	reported bool

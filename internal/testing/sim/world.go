@@ -54,6 +54,13 @@ type Schedule struct {
 	Checks []func(w *World)
 	// TransitionSlack is the constant of the transition bound.
 	TransitionSlack int
+	// OnRecord, if set, sees every write of the lock object as it is
+	// stored (under the API's lock: it must not call the API).
+	OnRecord func(w *World, r Record)
+	// InvalidConfigOK accepts a candidate configuration that the elector
+	// rejects as invalid: the schedule then ends there, without violation.
+	// For scenarios whose timing a stricter validation may refuse.
+	InvalidConfigOK bool
 }
 
 // Result is what a run found.
@@ -62,10 +69,13 @@ type Result struct {
 	Trace      string
 	Steps      int
 	WorkStarts int
+	// Rejected is the configuration error that ended a schedule with
+	// InvalidConfigOK.
+	Rejected error
 }
 
-// record is one write of the lock record, as the API stored it.
-type record struct {
+// Record is one write of the lock object, as the API stored it.
+type Record struct {
 	At       time.Duration
 	Holder   string
 	Key      string
@@ -88,7 +98,8 @@ type World struct {
 	pending []Action
 
 	mu           sync.Mutex
-	records      []record
+	rejected     error // a configuration the elector refused (InvalidConfigOK)
+	records      []Record
 	faults       int       // faults under way
 	hangs        int       // run functions ignoring their context
 	lastFaultEnd time.Time // when the latest fault ended
@@ -136,7 +147,7 @@ func (w *World) noteChange(ev apiEvent) {
 	if ev.resource != w.sched.LockKind {
 		return
 	}
-	r := record{At: w.j.since(), Deleted: ev.typ == watch.Deleted}
+	r := Record{At: w.j.since(), Deleted: ev.typ == watch.Deleted}
 	var ann map[string]string
 	switch o := ev.obj.(type) {
 	case *corev1.ConfigMap:
@@ -161,6 +172,9 @@ func (w *World) noteChange(ev apiEvent) {
 	if !r.Deleted {
 		w.trans.observe(r.Holder)
 	}
+	if w.sched.OnRecord != nil {
+		w.sched.OnRecord(w, r)
+	}
 }
 
 // run executes the schedule; it must be called inside a synctest bubble.
@@ -177,17 +191,19 @@ func (w *World) run() Result {
 		w.api.deliver(w.settle)
 		w.check()
 		now := w.clock.Now()
-		if !now.Before(end) {
+		if !now.Before(end) || w.Rejected() != nil {
 			break
 		}
 		w.advance(w.nextStop(end).Sub(now))
 	}
-	for _, check := range w.sched.Checks {
-		check(w)
+	if w.Rejected() == nil {
+		for _, check := range w.sched.Checks {
+			check(w)
+		}
 	}
 	w.teardown()
 	v, trace := w.j.result()
-	return Result{Violations: v, Trace: trace, Steps: w.steps, WorkStarts: w.ledger.starts}
+	return Result{Violations: v, Trace: trace, Steps: w.steps, WorkStarts: w.ledger.starts, Rejected: w.Rejected()}
 }
 
 func (w *World) setup() error {
@@ -199,10 +215,7 @@ func (w *World) setup() error {
 	for _, c := range w.cands {
 		c := c
 		w.pending = append(w.pending, Action{At: c.spec.StartAt, Name: "start " + c.id, Do: func(w *World) {
-			if err := c.start(); err != nil {
-				w.j.violate("setup", "%v", err)
-			}
-			w.noteFault()
+			w.startCandidate(c)
 		}})
 	}
 	for _, s := range w.istiods {
@@ -219,6 +232,26 @@ func (w *World) setup() error {
 	return nil
 }
 
+// startCandidate starts c; a configuration the elector rejects is a
+// violation unless the schedule accepts it, and then ends the schedule.
+func (w *World) startCandidate(c *candidate) {
+	w.noteFault()
+	err := c.start()
+	switch {
+	case err == nil:
+	case errors.Is(err, elector.ErrInvalidConfig) && w.sched.InvalidConfigOK:
+		w.j.logf("configuration rejected, as this schedule allows: %v", err)
+		w.mu.Lock()
+		w.rejected = err
+		w.mu.Unlock()
+	default:
+		w.j.violate("setup", "%v", err)
+	}
+}
+
+// Rejected is the configuration error that ended the schedule, if any.
+func (w *World) Rejected() error { w.mu.Lock(); defer w.mu.Unlock(); return w.rejected }
+
 // settle waits until every goroutine of the simulation is blocked: on the
 // fake clock, on a watch, on a paused API call, or on a harness channel.
 func (w *World) settle() { synctest.Wait() }
@@ -230,9 +263,11 @@ func (w *World) advance(d time.Duration) {
 	if d <= 0 {
 		return
 	}
-	w.clock.Step(d)
-	w.settle()
+	// The bubble's clock goes first: a context timeout or a reflector's
+	// back-off then fires no later, by the fake clock, than it is due.
 	time.Sleep(d)
+	w.settle()
+	w.clock.Step(d)
 }
 
 // nextStop is the next point of interest: a timer, a watch event that
@@ -449,11 +484,14 @@ func (w *World) Violate(invariant, format string, args ...any) {
 }
 
 // Records returns every write of the lock object so far.
-func (w *World) Records() []record {
+func (w *World) Records() []Record {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return append([]record(nil), w.records...)
+	return append([]Record(nil), w.records...)
 }
+
+// Work returns every term's work so far.
+func (w *World) Work() []Interval { return w.ledger.intervals() }
 
 // Now is the simulated time since the schedule started.
 func (w *World) Now() time.Duration { return w.j.since() }
