@@ -44,6 +44,10 @@ type actorState struct {
 	lostReplies int // the next writes happen but answer with a timeout
 	failures    int // the next writes fail with a 500, unexecuted
 	calls       int
+	// cutOff is set while an error mode or a pause keeps the actor from
+	// the API; cutOffUntil is when the latest such fault ended.
+	cutOff      bool
+	cutOffUntil time.Time
 }
 
 func newActorState(name string, clk *simClock) *actorState {
@@ -124,7 +128,29 @@ func (s *actorState) watchLag() time.Duration {
 
 // Fault switches, used by the world.
 
-func (s *actorState) setMode(m errMode) { s.mu.Lock(); s.mode = m; s.mu.Unlock() }
+func (s *actorState) setMode(m errMode) {
+	s.mu.Lock()
+	s.mode = m
+	s.mu.Unlock()
+	s.setCutOff(m != errNone)
+}
+
+func (s *actorState) setCutOff(v bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cutOff && !v {
+		s.cutOffUntil = s.clock.Now()
+	}
+	s.cutOff = v
+}
+
+// cutOffSince reports whether the actor was kept from the API at any time
+// since t.
+func (s *actorState) cutOffSince(t time.Time) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cutOff || s.cutOffUntil.After(t)
+}
 
 func (s *actorState) setLag(d time.Duration) { s.mu.Lock(); s.lag = d; s.mu.Unlock() }
 
@@ -146,6 +172,7 @@ func (s *actorState) pause() {
 		s.resume = make(chan struct{})
 	}
 	s.mu.Unlock()
+	s.setCutOff(true)
 }
 
 func (s *actorState) unpause() {
@@ -155,4 +182,5 @@ func (s *actorState) unpause() {
 		s.resume = nil
 	}
 	s.mu.Unlock()
+	s.setCutOff(false)
 }

@@ -215,6 +215,7 @@ func (c *candidate) run(ctx context.Context) error {
 		}
 		return errWorkFailed
 	}
+	c.w.ledger.cancelled(ticket)
 	if spec.IgnoreContext {
 		c.w.j.logf("%s run function ignores its context", c.id)
 		c.w.hangBegins()

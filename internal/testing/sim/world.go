@@ -126,6 +126,7 @@ func newWorld(s Schedule) *World {
 		lastFaultEnd: epoch, lastLeader: epoch,
 	}
 	w.api.onChange = w.noteChange
+	w.ledger.excused = w.unavoidable
 	for _, spec := range s.Candidates {
 		w.cands = append(w.cands, &candidate{w: w, spec: spec, id: spec.Name, view: spec.View, work: spec.Work,
 			state: newActorState(spec.Name, clk)})
@@ -361,6 +362,34 @@ func (w *World) livenessBound() time.Duration {
 		return t.LeaseDuration + time.Duration(2*(1+elector.JitterFactor)*float64(t.RetryPeriod))
 	}
 	return t.LeaseDuration + t.RetryPeriod
+}
+
+// unavoidable tells whether an overlap with work wk is beyond any
+// elector's reach: its holder was told to stop more than LeaseDuration −
+// RenewDeadline ago (so its lease may have run out in the meantime) and was
+// cut off from the API (errors or a pause) since shortly before, so it
+// could not keep the lease while its work overran. No elector without
+// fencing can prevent that; the work's own slowness is the fault.
+func (w *World) unavoidable(wk work, now time.Time) bool {
+	t := w.sched.Timing
+	if wk.cancelled.IsZero() || now.Sub(wk.cancelled) <= t.LeaseDuration-t.RenewDeadline {
+		return false
+	}
+	st := w.stateOf(wk.actor)
+	return st != nil && st.cutOffSince(wk.cancelled.Add(-t.RenewDeadline-t.RetryPeriod))
+}
+
+// stateOf returns the fault switches of a running actor, or nil.
+func (w *World) stateOf(name string) *actorState {
+	if c := w.find(name); c != nil {
+		return c.state
+	}
+	for _, s := range w.istiods {
+		if s.spec.Name == name {
+			return s.state
+		}
+	}
+	return nil
 }
 
 // check tests the invariants that hold at every step (overlap is checked
