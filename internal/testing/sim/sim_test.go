@@ -48,6 +48,7 @@ func TestSimulation(t *testing.T) {
 	n, first := budget(), *flagSeed
 	start := time.Now()
 	var failed []int64
+	byInvariant := map[string]int{}
 	steps, starts := 0, 0
 	for i := 0; i < n; i++ {
 		seed := first + int64(i)
@@ -58,6 +59,13 @@ func TestSimulation(t *testing.T) {
 			continue
 		}
 		failed = append(failed, seed)
+		seen := map[string]bool{}
+		for _, v := range res.Violations {
+			if !seen[v.Invariant] {
+				seen[v.Invariant] = true
+				byInvariant[v.Invariant]++
+			}
+		}
 		if len(failed) <= *flagShow || *flagV {
 			t.Errorf("seed %d broke %d invariant(s):\n  %s\nreplay: %s", seed, len(res.Violations),
 				joinViolations(res.Violations), replayCommand(seed))
@@ -69,7 +77,7 @@ func TestSimulation(t *testing.T) {
 	t.Logf("%d schedules (seeds %d..%d) in %v: %d steps, %d terms of work; %d failed",
 		n, first, first+int64(n)-1, time.Since(start).Round(time.Millisecond), steps, starts, len(failed))
 	if len(failed) > 0 {
-		t.Errorf("failing seeds (%d): %v", len(failed), head(failed, 50))
+		t.Errorf("failing seeds (%d): %v; seeds per invariant: %v", len(failed), head(failed, 50), byInvariant)
 	}
 }
 
