@@ -30,6 +30,7 @@ type apiEvent struct {
 	typ      watch.EventType
 	obj      runtime.Object
 	rv       int64
+	writer   string // the actor that wrote it; "" for the world
 }
 
 // apiServer is the in-memory API: the fake clientset of package kubetest
@@ -52,24 +53,25 @@ func newAPIServer(clk *simClock, ns string) *apiServer {
 	return &apiServer{cs: kubetest.NewUnmanagedClientset(), clock: clk, ns: ns}
 }
 
-// mutate runs a write against the fake clientset and logs its effect.
-func (a *apiServer) mutate(resource string, typ watch.EventType, write func() (runtime.Object, error)) (runtime.Object, error) {
+// mutate runs a write of writer against the fake clientset and logs its
+// effect.
+func (a *apiServer) mutate(writer, resource string, typ watch.EventType, write func() (runtime.Object, error)) (runtime.Object, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	obj, err := write()
 	if err != nil {
 		return obj, err
 	}
-	a.logLocked(resource, typ, obj)
+	a.logLocked(writer, resource, typ, obj)
 	return obj, nil
 }
 
-func (a *apiServer) logLocked(resource string, typ watch.EventType, obj runtime.Object) {
+func (a *apiServer) logLocked(writer, resource string, typ watch.EventType, obj runtime.Object) {
 	rv := objectRV(obj)
 	if rv > a.lastRV {
 		a.lastRV = rv
 	}
-	ev := apiEvent{at: a.clock.Now(), resource: resource, typ: typ, obj: obj.DeepCopyObject(), rv: rv}
+	ev := apiEvent{at: a.clock.Now(), resource: resource, typ: typ, obj: obj.DeepCopyObject(), rv: rv, writer: writer}
 	a.events = append(a.events, ev)
 	for _, w := range a.watchers {
 		w.offer(ev)
@@ -201,7 +203,7 @@ func (a *apiServer) putLock(kind string, obj runtime.Object, update bool) error 
 	if update {
 		typ = watch.Modified
 	}
-	_, err := a.mutate(kind, typ, func() (runtime.Object, error) {
+	_, err := a.mutate("", kind, typ, func() (runtime.Object, error) {
 		switch o := obj.(type) {
 		case *coordinationv1.Lease:
 			if update {
@@ -226,7 +228,7 @@ func (a *apiServer) deleteLock(kind, name string) error {
 	if last == nil {
 		return nil
 	}
-	_, err := a.mutate(kind, watch.Deleted, func() (runtime.Object, error) {
+	_, err := a.mutate("", kind, watch.Deleted, func() (runtime.Object, error) {
 		if kind == leases {
 			return last, a.cs.CoordinationV1().Leases(a.ns).Delete(ctx, name, metav1.DeleteOptions{})
 		}

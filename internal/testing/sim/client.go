@@ -58,7 +58,7 @@ func call[T runtime.Object](ctx context.Context, c *actorClient, verb, resource 
 			typ = watch.Modified
 		}
 		var obj runtime.Object
-		obj, err = c.api.mutate(resource, typ, func() (runtime.Object, error) { return do() })
+		obj, err = c.api.mutate(c.state.name, resource, typ, func() (runtime.Object, error) { return do() })
 		if err == nil {
 			out = obj.(T)
 		}

@@ -261,3 +261,30 @@ func TestIstiodStopsAtItsRenewDeadline(t *testing.T) {
 		t.Logf("trace:\n%s", res.Trace)
 	}
 }
+
+func TestOverlapExcusedOnlyWhenTheLockWasTaken(t *testing.T) {
+	s := base("excuse", resourcelock.ConfigMapsResourceLock, time.Second)
+	w := newWorld(s)
+	told := w.clock.Now()
+	w.clock.Step(s.Timing.StopTimeout + time.Millisecond) // overran its budget
+	wk := work{actor: "a", since: epoch, cancelled: told}
+	w.records = []Record{{Holder: "a", Writer: "a"}, {Holder: "a", Writer: "a"}, {Holder: "b", Writer: "b"}}
+	if !w.unavoidable(wk, w.clock.Now()) {
+		t.Error("overlap with overrunning work whose lock was taken is not excused")
+	}
+	w.records = []Record{{Holder: "a", Writer: "a"}, {Holder: "", Writer: "a"}, {Holder: "b", Writer: "b"}}
+	if w.unavoidable(wk, w.clock.Now()) {
+		t.Error("overlap with work whose holder released the lock is excused")
+	}
+	w.records = []Record{{Holder: "a", Writer: "a"}, {Holder: "b", Writer: "a"}}
+	if w.unavoidable(wk, w.clock.Now()) {
+		t.Error("overlap with work whose holder handed the lock over is excused")
+	}
+	w.records = []Record{{Holder: "a", Writer: "a"}, {Holder: "b", Writer: "b"}}
+	if w.unavoidable(work{actor: "a", since: epoch, cancelled: w.clock.Now()}, w.clock.Now()) {
+		t.Error("overlap with work told to stop just now is excused")
+	}
+	if w.unavoidable(work{actor: "a", since: epoch}, w.clock.Now()) {
+		t.Error("overlap with work never told to stop is excused")
+	}
+}

@@ -81,6 +81,8 @@ type Record struct {
 	Key      string
 	Handover resourcelock.Handover
 	Deleted  bool
+	// Writer is the actor that wrote it; empty for the world's own writes.
+	Writer string
 }
 
 // World runs one schedule. Its methods are for actions and checks.
@@ -148,7 +150,7 @@ func (w *World) noteChange(ev apiEvent) {
 	if ev.resource != w.sched.LockKind {
 		return
 	}
-	r := Record{At: w.j.since(), Deleted: ev.typ == watch.Deleted}
+	r := Record{At: w.j.since(), Deleted: ev.typ == watch.Deleted, Writer: ev.writer}
 	var ann map[string]string
 	switch o := ev.obj.(type) {
 	case *corev1.ConfigMap:
@@ -365,18 +367,50 @@ func (w *World) livenessBound() time.Duration {
 }
 
 // unavoidable tells whether an overlap with work wk is beyond any
-// elector's reach: its holder was told to stop more than LeaseDuration −
-// RenewDeadline ago (so its lease may have run out in the meantime) and was
-// cut off from the API (errors or a pause) since shortly before, so it
-// could not keep the lease while its work overran. No elector without
-// fencing can prevent that; the work's own slowness is the fault.
+// elector's reach, because wk was told to stop and has not, and its holder
+// could not keep the lock meanwhile. Either
+//
+//   - it was told to stop more than LeaseDuration − RenewDeadline ago (so
+//     its lease may have run out since) and its holder was cut off from the
+//     API (errors or a pause) since shortly before: it could not renew; or
+//   - it was told to stop more than StopTimeout ago (it overran its budget)
+//     and another actor, not its holder, wrote the record that ended its
+//     holder's term: the lock was taken, not given.
+//
+// Without fencing no elector can prevent either; the work's slowness is
+// the fault. A holder that gives the lock away (release, handover) while
+// its work still runs is never excused.
 func (w *World) unavoidable(wk work, now time.Time) bool {
 	t := w.sched.Timing
-	if wk.cancelled.IsZero() || now.Sub(wk.cancelled) <= t.LeaseDuration-t.RenewDeadline {
+	if wk.cancelled.IsZero() {
 		return false
 	}
-	st := w.stateOf(wk.actor)
-	return st != nil && st.cutOffSince(wk.cancelled.Add(-t.RenewDeadline-t.RetryPeriod))
+	if now.Sub(wk.cancelled) > t.LeaseDuration-t.RenewDeadline {
+		if st := w.stateOf(wk.actor); st != nil && st.cutOffSince(wk.cancelled.Add(-t.RenewDeadline-t.RetryPeriod)) {
+			return true
+		}
+	}
+	return now.Sub(wk.cancelled) > t.StopTimeout && w.takenFrom(wk.actor)
+}
+
+// takenFrom reports whether the latest write that ended actor's hold on
+// the record was made by someone else.
+func (w *World) takenFrom(actor string) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	taken, held := false, false
+	for _, r := range w.records {
+		if r.Deleted {
+			continue
+		}
+		switch {
+		case r.Holder == actor:
+			held = true
+		case held:
+			held, taken = false, r.Writer != actor
+		}
+	}
+	return taken && !held
 }
 
 // stateOf returns the fault switches of a running actor, or nil.
