@@ -230,7 +230,9 @@ func forcedStealFromHungHolder() Scenario {
 }
 
 // Also seen: a run function that ignores its context must not let a
-// successor start beside it.
+// successor start beside it, and once it outlives the stop timeout its
+// process must fail its health check (elector Check, behind /healthz), so
+// that Kubernetes restarts it.
 func runFunctionIgnoresContext() Scenario {
 	s := base("run-function-ignores-context", resourcelock.ConfigMapsResourceLock, 14*time.Second)
 	h := meshd("holder", "stable", "stable", 0)
@@ -238,9 +240,15 @@ func runFunctionIgnoresContext() Scenario {
 	s.Candidates = []CandidateSpec{h, meshd("cand", "canary", "stable", 200*time.Millisecond)}
 	s.Actions = []Action{
 		sees(2*time.Second, "holder", "canary"), sees(2*time.Second, "cand", "canary"),
+		at(2*time.Second+s.Timing.StopTimeout+time.Second, "health check of the holder", func(w *World) {
+			if err := w.Candidate("holder").le.Check(time.Second); err == nil {
+				w.Violate("healthz", "the holder's run function has ignored its context for over %v, yet Check reports it healthy",
+					s.Timing.StopTimeout)
+			}
+		}),
 		at(10*time.Second, "release the hung run function", func(w *World) { w.ReleaseHung("holder") }),
 	}
-	s.Checks = []func(*World){workedAfter("cand", 10*time.Second)}
+	s.Checks = []func(*World){workingAtEnd("cand")}
 	return Scenario{Name: s.Name, Case: "also seen: a run function ignoring its context", Schedule: s}
 }
 
@@ -285,6 +293,18 @@ func workedAfter(name string, from time.Duration) func(*World) {
 			}
 		}
 		w.Violate("liveness", "%s never worked after %v", name, from)
+	}
+}
+
+// workingAtEnd checks that name's work runs when the schedule ends.
+func workingAtEnd(name string) func(*World) {
+	return func(w *World) {
+		for _, iv := range w.Work() {
+			if iv.Actor == name && iv.End < 0 {
+				return
+			}
+		}
+		w.Violate("liveness", "%s does not work when the schedule ends", name)
 	}
 }
 
