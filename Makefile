@@ -21,11 +21,11 @@ CHAOS_SEED ?= 0
 SIM_SEEDS ?= 10000
 SIM_FUZZ_SEEDS ?= 50000
 SIM_FUZZ_SEED ?= 10001
-SIM_TEST := $(GO) test -count=1 -timeout 0 -run 'TestSimulation$$' ./internal/testing/sim
+SIM_TEST := $(GO) test -count=1 -timeout 2h -run 'TestSimulation$$' ./internal/testing/sim
 # Packages with fuzz targets.
 FUZZ_PKGS := ./pkg/... ./internal/chaos/...
 # Packages whose tests need no API server.
-UNIT_PKGS := ./pkg/... ./internal/kubetest/... ./internal/ledger/... ./internal/lockstatus/... ./internal/monitoring/... ./internal/faultproxy/...
+UNIT_PKGS := ./pkg/... ./internal/kubetest/... ./internal/testing/... ./internal/ledger/... ./internal/lockstatus/... ./internal/monitoring/... ./internal/faultproxy/...
 
 include mk/kube.mk
 

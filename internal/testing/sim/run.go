@@ -1,10 +1,19 @@
 package sim
 
 import (
+	"fmt"
 	"math/rand"
+	"runtime/debug"
 	"testing"
 	"testing/synctest"
+	"time"
 )
+
+// WallLimit bounds the real time one schedule may take. A schedule needs
+// milliseconds; one that takes longer has a goroutine that spins or waits
+// on something outside the simulation, which the world cannot step past.
+// The process then ends with every goroutine's stack and the seed.
+var WallLimit = 2 * time.Minute
 
 // Run runs schedule s in a synctest bubble of t and returns what it found.
 // It does not fail t; the caller decides.
@@ -18,6 +27,11 @@ func Run(t *testing.T, s Schedule) Result {
 	t.Helper()
 	//lint:ignore SA1019 the global source is seeded on purpose (see above)
 	rand.Seed(s.Seed) //nolint:staticcheck // see above
+	watchdog := time.AfterFunc(WallLimit, func() {
+		debug.SetTraceback("all")
+		panic(fmt.Sprintf("sim: schedule %q (seed %d) did not finish within %v of real time", s.Name, s.Seed, WallLimit))
+	})
+	defer watchdog.Stop()
 	var res Result
 	synctest.Test(t, func(*testing.T) { res = newWorld(s).run() })
 	return res
