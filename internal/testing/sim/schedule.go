@@ -115,8 +115,9 @@ func (g *generator) drain() time.Duration {
 	}
 }
 
-func (g *generator) dur(min, max time.Duration) time.Duration {
-	return min + time.Duration(g.r.Int63n(int64(max-min)+1))
+// dur is a random duration in [lo, hi].
+func (g *generator) dur(lo, hi time.Duration) time.Duration {
+	return lo + time.Duration(g.r.Int63n(int64(hi-lo)+1))
 }
 
 func (g *generator) pick() string { return g.names[g.r.Intn(len(g.names))] }

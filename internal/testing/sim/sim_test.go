@@ -14,7 +14,7 @@ import (
 )
 
 var (
-	flagSeeds = flag.Int("sim.seeds", 0, "number of random schedules TestSimulation runs (0: 2000, or 200 under -race)")
+	flagSeeds = flag.Int("sim.seeds", 0, "number of random schedules TestSimulation runs (0: 2000, or 500 under -race)")
 	flagSeed  = flag.Int64("sim.seed", 1, "first seed TestSimulation runs")
 	flagV     = flag.Bool("sim.v", false, "print the trace of every failing schedule")
 	flagShow  = flag.Int("sim.show", 3, "how many failing seeds TestSimulation describes in full")
@@ -31,7 +31,7 @@ func budget() int {
 	case *flagSeeds > 0:
 		return *flagSeeds
 	case raceEnabled:
-		return 200
+		return 500
 	default:
 		return 2000
 	}
