@@ -199,7 +199,7 @@ func quiet(kind string, watchAll bool) Schedule {
 		c.Watch = watchAll || i != 2
 		s.Candidates = append(s.Candidates, c)
 	}
-	s.Actions = []Action{at(5*time.Second, "crash a", func(w *World) { w.Candidate("a").crash() })}
+	s.Actions = []Action{at(5*time.Second, "crash a", func(w *World) { w.mustFind("a").crash() })}
 	s.Checks = []func(*World){func(w *World) {
 		for _, iv := range w.Work() {
 			if iv.Actor != "a" && iv.Start >= 5*time.Second {

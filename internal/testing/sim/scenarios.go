@@ -116,7 +116,7 @@ func workOutlivesStopTimeout() Scenario {
 	a := meshd("a", "stable", "stable", 0)
 	a.Work.Drain = 3 * time.Second
 	s.Candidates = []CandidateSpec{a, meshd("b", "stable", "stable", 100*time.Millisecond)}
-	s.Actions = []Action{at(2*time.Second, "shut a down", func(w *World) { w.Candidate("a").stop() })}
+	s.Actions = []Action{at(2*time.Second, "shut a down", func(w *World) { w.mustFind("a").stop() })}
 	s.Checks = []func(*World){workedAfter("b", 2*time.Second)}
 	return Scenario{Name: s.Name, Case: "4: waiting for the work to stop lets the lease run out", Schedule: s}
 }
@@ -241,7 +241,7 @@ func runFunctionIgnoresContext() Scenario {
 	s.Actions = []Action{
 		sees(2*time.Second, "holder", "canary"), sees(2*time.Second, "cand", "canary"),
 		at(2*time.Second+s.Timing.StopTimeout+time.Second, "health check of the holder", func(w *World) {
-			if err := w.Candidate("holder").le.Check(time.Second); err == nil {
+			if err := w.mustFind("holder").le.Check(time.Second); err == nil {
 				w.Violate("healthz", "the holder's run function has ignored its context for over %v, yet Check reports it healthy",
 					s.Timing.StopTimeout)
 			}
@@ -275,7 +275,7 @@ func panickingRunFunction() Scenario {
 func foreignWritesKeepDeadHolder() Scenario {
 	s := base("foreign-writes-keep-dead-holder-alive", resourcelock.ConfigMapsResourceLock, 16*time.Second)
 	s.Candidates = []CandidateSpec{meshd("holder", "stable", "stable", 0), meshd("follower", "stable", "stable", 100*time.Millisecond)}
-	s.Actions = []Action{at(2*time.Second, "the holder crashes", func(w *World) { w.Candidate("holder").crash(); w.noteFault() })}
+	s.Actions = []Action{at(2*time.Second, "the holder crashes", func(w *World) { w.mustFind("holder").crash(); w.noteFault() })}
 	for t := 2500 * time.Millisecond; t < 15*time.Second; t += 700 * time.Millisecond {
 		label := (t/(700*time.Millisecond))%2 == 0
 		s.Actions = append(s.Actions, at(t, "foreign write", func(w *World) { w.ForeignWrite(label) }))

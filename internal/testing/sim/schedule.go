@@ -338,6 +338,15 @@ func (w *World) Restart(old, name string) {
 	w.startCandidate(c)
 }
 
+// mustFind returns the candidate named name; an unknown name is a bug in
+// a scenario.
+func (w *World) mustFind(name string) *candidate {
+	if c := w.find(name); c != nil {
+		return c
+	}
+	panic(fmt.Sprintf("sim: no candidate %q", name))
+}
+
 // find returns the candidate named name, or nil.
 func (w *World) find(name string) *candidate {
 	for _, c := range w.cands {
@@ -351,13 +360,8 @@ func (w *World) find(name string) *candidate {
 // state returns the fault switches of the actor named name; a name not
 // running gets a detached state, so a fault aimed at it does nothing.
 func (w *World) state(name string) *actorState {
-	if c := w.find(name); c != nil {
-		return c.state
-	}
-	for _, s := range w.istiods {
-		if s.spec.Name == name {
-			return s.state
-		}
+	if st := w.stateOf(name); st != nil {
+		return st
 	}
 	return newActorState(name, w.clock)
 }
