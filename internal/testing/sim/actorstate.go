@@ -48,6 +48,9 @@ type actorState struct {
 	// the API; cutOffUntil is when the latest such fault ended.
 	cutOff      bool
 	cutOffUntil time.Time
+	// injected, if set, is called when a one-off fault (a conflict, a
+	// failure, a lost reply) hits a call: that is when the fault happens.
+	injected func()
 }
 
 func newActorState(name string, clk *simClock) *actorState {
@@ -88,6 +91,9 @@ func (s *actorState) before(ctx context.Context, verb, resource string) error {
 		s.failures--
 	}
 	s.mu.Unlock()
+	if (conflict || failure) && s.injected != nil {
+		s.injected()
+	}
 	gr := schema.GroupResource{Resource: resource}
 	switch {
 	case broken:
@@ -112,11 +118,17 @@ func (s *actorState) after(verb, resource string) error {
 		return nil
 	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.lostReplies == 0 {
+	lost := s.lostReplies > 0
+	if lost {
+		s.lostReplies--
+	}
+	s.mu.Unlock()
+	if !lost {
 		return nil
 	}
-	s.lostReplies--
+	if s.injected != nil {
+		s.injected()
+	}
 	return apierrors.NewServerTimeout(schema.GroupResource{Resource: resource}, verb, 1)
 }
 

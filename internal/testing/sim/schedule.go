@@ -333,7 +333,7 @@ func (w *World) Restart(old, name string) {
 	spec := prev.spec
 	spec.Name = name
 	c := &candidate{w: w, spec: spec, id: name, view: prev.currentView(), work: prev.spec.Work,
-		state: newActorState(name, w.clock)}
+		state: w.newState(name)}
 	w.cands = append(w.cands, c)
 	w.startCandidate(c)
 }

@@ -130,17 +130,25 @@ func newWorld(s Schedule) *World {
 	w.ledger.excused = w.unavoidable
 	for _, spec := range s.Candidates {
 		w.cands = append(w.cands, &candidate{w: w, spec: spec, id: spec.Name, view: spec.View, work: spec.Work,
-			state: newActorState(spec.Name, clk)})
+			state: w.newState(spec.Name)})
 		if !spec.Watch {
 			w.loose = true
 		}
 	}
 	for _, spec := range s.Istiods {
-		w.istiods = append(w.istiods, &istiod{w: w, spec: spec, state: newActorState(spec.Name, clk),
+		w.istiods = append(w.istiods, &istiod{w: w, spec: spec, state: w.newState(spec.Name),
 			rnd: rand.New(rand.NewSource(s.Seed ^ int64(len(w.istiods)+1)))})
 		w.loose = true
 	}
 	return w
+}
+
+// newState returns the fault switches of a new actor; its one-off faults
+// count as faults when they hit.
+func (w *World) newState(name string) *actorState {
+	st := newActorState(name, w.clock)
+	st.injected = w.noteFault
+	return st
 }
 
 // noteChange follows every write of the lock object (called by the API
