@@ -39,6 +39,20 @@
 //   - Named scenarios (Scenarios) add checks of their own, and the teardown
 //     reports a candidate whose Run does not return after its shutdown.
 //
+// Two control runs keep the invariants honest: holders of client-go's shape
+// under the faults client-go survives, and meshd candidates of one revision
+// under API, watch and process faults, must show no violation at all.
+//
+// # Schedules
+//
+// Generate builds a schedule from a seed: two to four meshd candidates of
+// two revisions (local and remote, watching or polling, cooperative or
+// not), sometimes a holder of client-go's shape, 12 to 20 simulated seconds
+// with a ttl of 4s (sometimes 2s), and two to six happenings drawn from the
+// faults above. Changes of the default revision come at least a lease
+// apart; each candidate sees one up to 1.5s late, and sometimes one sees it
+// 3 to 8s late.
+//
 // # Determinism, and its limits
 //
 // Each schedule runs in a testing/synctest bubble. After every step (a

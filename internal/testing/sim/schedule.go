@@ -53,6 +53,8 @@ type generator struct {
 	names []string
 	// restarts counts restarted processes, for fresh identities.
 	restarts int
+	// flips are the times of the changes of the default revision.
+	flips []time.Duration
 }
 
 // Generate returns the random schedule of seed: two to four meshd
@@ -152,7 +154,16 @@ func (g *generator) event(at time.Duration) {
 
 // flip changes the default revision; every candidate sees it after its
 // own delay, and sometimes one sees it only much later (a stuck watcher).
+// Changes come at least a lease apart, as a person or a rollout makes them:
+// each may move the lock legitimately, and the transition bound counts on
+// them being rare.
 func (g *generator) flip(at time.Duration) {
+	for _, f := range g.flips {
+		if d := at - f; d < g.s.Timing.LeaseDuration && d > -g.s.Timing.LeaseDuration {
+			return
+		}
+	}
+	g.flips = append(g.flips, at)
 	g.truth = revisions[1-indexOf(revisions, g.truth)]
 	rev := g.truth
 	stuck := ""
