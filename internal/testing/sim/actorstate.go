@@ -51,6 +51,8 @@ type actorState struct {
 	// injected, if set, is called when a one-off fault (a conflict, a
 	// failure, a lost reply) hits a call: that is when the fault happens.
 	injected func()
+	// lastInjected is when a one-off fault last hit.
+	lastInjected time.Time
 }
 
 func newActorState(name string, clk *simClock) *actorState {
@@ -90,6 +92,9 @@ func (s *actorState) before(ctx context.Context, verb, resource string) error {
 	if failure {
 		s.failures--
 	}
+	if conflict || failure {
+		s.lastInjected = s.clock.Now()
+	}
 	s.mu.Unlock()
 	if (conflict || failure) && s.injected != nil {
 		s.injected()
@@ -121,6 +126,7 @@ func (s *actorState) after(verb, resource string) error {
 	lost := s.lostReplies > 0
 	if lost {
 		s.lostReplies--
+		s.lastInjected = s.clock.Now()
 	}
 	s.mu.Unlock()
 	if !lost {
@@ -175,6 +181,12 @@ func (s *actorState) addFailures(n int) { s.mu.Lock(); s.failures += n; s.mu.Unl
 func (s *actorState) addLostReplies(n int) { s.mu.Lock(); s.lostReplies += n; s.mu.Unlock() }
 
 func (s *actorState) kill() { s.mu.Lock(); s.dead = true; s.mu.Unlock() }
+
+func (s *actorState) injectedAt() time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.lastInjected
+}
 
 func (s *actorState) isDead() bool { s.mu.Lock(); defer s.mu.Unlock(); return s.dead }
 

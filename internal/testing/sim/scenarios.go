@@ -132,26 +132,31 @@ func smallTTLDefaultStopTimeout() Scenario {
 	return sc
 }
 
-// Case 5: the candidate handed the lock fails its first write; it must try
-// again after a retry period, not wait out a whole lease.
+// Case 5: the candidate handed the lock fails its first write after the
+// holder's answer; it must try again after a retry period, not wait out a
+// whole lease. The failure is injected into the candidate's first write
+// after the holder answered (named it in the record or in the handover
+// annotation), whatever that write is in the protocol.
 func handedOverCandidateRetries() Scenario {
 	s := base("handed-over-candidate-retries-failed-write", resourcelock.ConfigMapsResourceLock, 12*time.Second)
 	s.Candidates = []CandidateSpec{meshd("holder", "stable", "stable", 0), meshd("cand", "canary", "stable", 200*time.Millisecond)}
 	s.Actions = []Action{sees(2*time.Second, "holder", "canary"), sees(2*time.Second, "cand", "canary")}
-	handedAt := time.Duration(-1)
+	answered := false
 	s.OnRecord = func(w *World, r Record) {
-		if r.Holder == "cand" && handedAt < 0 {
-			handedAt = r.At
+		if !answered && r.Writer == "holder" && (r.Holder == "cand" || r.Handover.Candidate == "cand") {
+			answered = true
 			w.state("cand").addFailures(1)
 		}
 	}
 	s.Checks = []func(*World){func(w *World) {
-		if handedAt < 0 {
-			w.Violate("handover", "the holder never handed the lock to cand")
+		failed := w.state("cand").injectedAt()
+		if !answered || failed.IsZero() {
+			w.Violate("handover", "the holder never answered cand's request (answered %v), or cand never wrote after it", answered)
 			return
 		}
-		limit := handedAt + time.Duration((1+elector.JitterFactor)*float64(s.Timing.RetryPeriod)) + 100*time.Millisecond
-		workedBy(w, "cand", handedAt, limit)
+		from := failed.Sub(epoch)
+		limit := from + time.Duration((1+elector.JitterFactor)*float64(s.Timing.RetryPeriod)) + 100*time.Millisecond
+		workedBy(w, "cand", from, limit)
 	}}
 	return Scenario{Name: s.Name, Case: "5: a handed-over candidate waits a whole lease after one failed write", Schedule: s}
 }
@@ -308,16 +313,17 @@ func workingAtEnd(name string) func(*World) {
 	}
 }
 
-// workedBy checks that name's work started in [from, limit].
+// workedBy checks that name's work started in [from, limit] after a write
+// failed at from.
 func workedBy(w *World, name string, from, limit time.Duration) {
 	for _, iv := range w.Work() {
 		if iv.Actor == name && iv.Start >= from {
 			if iv.Start > limit {
-				w.Violate("handover", "%s was handed the lock at %v but started work only at %v (limit %v)",
+				w.Violate("handover", "%s failed a write at %v but started work only at %v (limit %v)",
 					name, from, iv.Start, limit)
 			}
 			return
 		}
 	}
-	w.Violate("handover", "%s was handed the lock at %v but never started work", name, from)
+	w.Violate("handover", "%s failed a write at %v and never started work", name, from)
 }
