@@ -78,7 +78,8 @@ var errWorkFailed = errors.New("sim: run function failed")
 type runFunc func(ctx context.Context) error
 
 // onStartedLeading adapts a run function to elector.Callbacks. It is the
-// only place that knows the callback's signature.
+// only place that knows the callback's signature: with a callback that
+// returns an error (which ends the term), its body becomes `return run`.
 func onStartedLeading(run runFunc) func(ctx context.Context) {
 	return func(ctx context.Context) { _ = run(ctx) }
 }
