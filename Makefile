@@ -6,7 +6,8 @@
 #   make lint              gofmt and go vet
 #   make test-unit         tests that need no API server
 #   make test-integration  tests against a real kube-apiserver and etcd on 127.0.0.1
-#   make fuzz              longer fuzzing of every decoder
+#   make fuzz              longer fuzzing of every decoder and a longer simulation
+#   make sim               the deterministic simulation's fixed budget of schedules
 #   make bench             benchmarks against client-go's elector, written to docs/benchmarks.md
 #   make chaos             faults injected into several meshd processes; checks safety and liveness
 
@@ -15,14 +16,20 @@ BIN      := $(CURDIR)/bin
 FUZZTIME ?= 30s
 CHAOS_DURATION ?= 3m
 CHAOS_SEED ?= 0
+# Random schedules of the deterministic simulation: make test runs SIM_SEEDS
+# from seed 1; make fuzz runs SIM_FUZZ_SEEDS more from SIM_FUZZ_SEED on.
+SIM_SEEDS ?= 10000
+SIM_FUZZ_SEEDS ?= 50000
+SIM_FUZZ_SEED ?= 10001
+SIM_TEST := $(GO) test -count=1 -timeout 2h -run 'TestSimulation$$' ./internal/testing/sim
 # Packages with fuzz targets.
 FUZZ_PKGS := ./pkg/... ./internal/chaos/...
 # Packages whose tests need no API server.
-UNIT_PKGS := ./pkg/... ./internal/kubetest/... ./internal/ledger/... ./internal/lockstatus/... ./internal/monitoring/... ./internal/faultproxy/...
+UNIT_PKGS := ./pkg/... ./internal/kubetest/... ./internal/testing/... ./internal/ledger/... ./internal/lockstatus/... ./internal/monitoring/... ./internal/faultproxy/...
 
 include mk/kube.mk
 
-.PHONY: all build test test-unit test-integration lint fuzz demo bench chaos clean
+.PHONY: all build test test-unit test-integration lint fuzz fuzz-decoders sim demo bench chaos clean
 
 all: build
 
@@ -39,12 +46,23 @@ test-unit:
 test-integration: kube-bins
 	$(GO) test -race -count=1 ./internal/... ./test/...
 
-# The README's test command: lint, every test, and a short fuzzing pass.
+# The README's test command: lint, every test (the simulation's named
+# scenarios and a small budget of its schedules under the race detector),
+# the simulation's full budget without it, and a short fuzzing pass.
 test: lint kube-bins
 	$(GO) test -race -count=1 ./...
-	$(MAKE) --no-print-directory fuzz FUZZTIME=5s
+	$(MAKE) --no-print-directory sim
+	$(MAKE) --no-print-directory fuzz-decoders FUZZTIME=5s
 
-fuzz:
+# The simulation's fixed budget: SIM_SEEDS random schedules from seed 1.
+sim:
+	$(SIM_TEST) -sim.seeds=$(SIM_SEEDS) -sim.seed=1
+
+# Longer fuzzing of every decoder, and a longer simulation budget.
+fuzz: fuzz-decoders
+	$(SIM_TEST) -sim.seeds=$(SIM_FUZZ_SEEDS) -sim.seed=$(SIM_FUZZ_SEED)
+
+fuzz-decoders:
 	@for target in $$($(GO) test -list '^Fuzz' $(FUZZ_PKGS) 2>/dev/null | grep '^Fuzz'); do \
 		pkg=$$(grep -rl "func $$target(" pkg internal --include='*_test.go' | head -1 | xargs dirname); \
 		echo "fuzz $$target in ./$$pkg for $(FUZZTIME)"; \

@@ -17,7 +17,19 @@ import (
 // sets a new metadata.resourceVersion, and an update whose resourceVersion is
 // not the stored one fails with a Conflict error.
 func NewClientset(objects ...runtime.Object) *fake.Clientset {
-	c := fake.NewClientset(objects...)
+	return enforceResourceVersion(fake.NewClientset(objects...))
+}
+
+// NewUnmanagedClientset is NewClientset without the field management of
+// server-side apply, which makes every write of the fake build a REST mapper
+// (milliseconds each). Simulations that write thousands of times use it; it
+// does not support Apply.
+func NewUnmanagedClientset(objects ...runtime.Object) *fake.Clientset {
+	//lint:ignore SA1019 the managed tracker is what this function avoids
+	return enforceResourceVersion(fake.NewSimpleClientset(objects...)) //nolint:staticcheck // see above
+}
+
+func enforceResourceVersion(c *fake.Clientset) *fake.Clientset {
 	var mu sync.Mutex
 	next := 1000
 	bump := func(obj runtime.Object) {

@@ -1,0 +1,320 @@
+package sim
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/meshd-io/meshd/pkg/election/elector"
+	"github.com/meshd-io/meshd/pkg/resourcelock"
+)
+
+// WorkSpec is how a candidate's run function behaves in a term.
+type WorkSpec struct {
+	// Drain is how long the work takes to stop once its context ends.
+	Drain time.Duration
+	// IgnoreContext makes the work run on after its context ends, until the
+	// world releases it (ReleaseHung) or the process dies.
+	IgnoreContext bool
+	// FailAfter, when positive, ends the work with an error (or a panic,
+	// with Panic) this long after it started.
+	FailAfter time.Duration
+	Panic     bool
+}
+
+// CandidateSpec describes one meshd candidate.
+type CandidateSpec struct {
+	Name     string
+	Revision string
+	Remote   bool
+	// View is the default revision this candidate believes in at start.
+	View string
+	// Watch follows the lock with a watch; otherwise the candidate polls.
+	Watch bool
+	// Cooperative turns on the handover protocol (lock annotation and
+	// handover requests).
+	Cooperative bool
+	Work        WorkSpec
+	// StartAt delays the start of the process.
+	StartAt time.Duration
+}
+
+// Key is the holder key the candidate writes: its revision, "^"-prefixed
+// when it runs for a remote cluster.
+func (s CandidateSpec) Key() string {
+	if s.Remote {
+		return "^" + s.Revision
+	}
+	return s.Revision
+}
+
+// outranks is the steal rule of the mesh, written here on its own so that
+// the harness does not share a bug with the code it checks: a candidate
+// (rev, remote) takes from holderKey when its revision differs and is the
+// default it believes in, or when the revisions are equal and it is local
+// while the holder is remote.
+func outranks(rev string, remote bool, holderKey, defaultRev string) bool {
+	holderRemote := strings.HasPrefix(holderKey, "^")
+	holderRev := strings.TrimPrefix(holderKey, "^")
+	if holderRev == "" {
+		holderRev = "default"
+	}
+	if rev == "" {
+		rev = "default"
+	}
+	if rev != holderRev {
+		return defaultRev != "" && defaultRev == rev
+	}
+	return !remote && holderRemote
+}
+
+// errWorkFailed is what a failing run function returns.
+var errWorkFailed = errors.New("sim: run function failed")
+
+// runFunc is the shape of a run function in the harness.
+type runFunc func(ctx context.Context) error
+
+// onStartedLeading adapts a run function to elector.Callbacks. It is the
+// only place that knows the callback's signature: with a callback that
+// returns an error (which ends the term), its body becomes `return run`.
+func onStartedLeading(run runFunc) func(ctx context.Context) {
+	return func(ctx context.Context) { _ = run(ctx) }
+}
+
+// candidate is one meshd process taking part in the election.
+type candidate struct {
+	w     *World
+	spec  CandidateSpec
+	id    string
+	state *actorState
+	le    *elector.LeaderElector
+
+	mu     sync.Mutex
+	view   string
+	work   WorkSpec
+	hung   chan struct{} // closed by ReleaseHung
+	killed chan struct{}
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+func (c *candidate) name() string { return c.id }
+
+func (c *candidate) key() string { return c.spec.Key() }
+
+func (c *candidate) currentView() string { c.mu.Lock(); defer c.mu.Unlock(); return c.view }
+
+func (c *candidate) setView(v string) {
+	c.mu.Lock()
+	changed := c.view != v
+	c.view = v
+	c.mu.Unlock()
+	if changed && c.le != nil {
+		c.w.j.logf("%s sees default %q", c.id, v)
+		c.le.Trigger()
+	}
+}
+
+// shouldSteal is the candidate's KeyComparison.
+func (c *candidate) shouldSteal(holderKey string) bool {
+	return outranks(c.spec.Revision, c.spec.Remote, holderKey, c.currentView())
+}
+
+// shouldHandOver tells this holder whether a candidate with candidateKey is
+// entitled to the lock, by this holder's view of the default.
+func (c *candidate) shouldHandOver(candidateKey string) bool {
+	rev := strings.TrimPrefix(candidateKey, "^")
+	return outranks(rev, strings.HasPrefix(candidateKey, "^"), c.key(), c.currentView())
+}
+
+// electorConfig is the one place that builds the elector's configuration.
+func (c *candidate) electorConfig(lock resourcelock.Interface) elector.Config {
+	t := c.w.sched.Timing
+	cfg := elector.Config{
+		Name:            c.w.sched.LockName,
+		Lock:            lock,
+		LeaseDuration:   t.LeaseDuration,
+		RenewDeadline:   t.RenewDeadline,
+		RetryPeriod:     t.RetryPeriod,
+		Callbacks:       elector.Callbacks{OnStartedLeading: onStartedLeading(c.run)},
+		KeyComparison:   c.shouldSteal,
+		ReleaseOnCancel: true,
+		StopTimeout:     t.StopTimeout,
+		Watch:           c.spec.Watch,
+		Clock:           c.w.clock,
+	}
+	if c.spec.Cooperative {
+		cfg.HandoverGrace = t.HandoverGrace
+		cfg.AcceptHandover = c.shouldHandOver
+	}
+	return cfg
+}
+
+// start builds the elector and runs the process: Run again after every
+// term, until stopped.
+func (c *candidate) start() error {
+	lock, err := resourcelock.New(c.w.sched.LockKind, c.w.sched.Namespace, c.w.sched.LockName,
+		newActorClient(c.w.api, c.state),
+		resourcelock.Config{Identity: c.id, Key: c.key(), Cooperative: c.spec.Cooperative})
+	if err != nil {
+		return fmt.Errorf("lock of %s: %w", c.id, err)
+	}
+	le, err := elector.New(c.electorConfig(lock))
+	if err != nil {
+		return fmt.Errorf("elector of %s: %w", c.id, err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	c.mu.Lock()
+	c.le, c.cancel, c.done = le, cancel, make(chan struct{})
+	c.killed, c.hung = make(chan struct{}), make(chan struct{})
+	c.mu.Unlock()
+	c.w.j.logf("%s starts (key %q, watch %v, cooperative %v, default %q)", c.id, c.key(), c.spec.Watch, c.spec.Cooperative, c.currentView())
+	go c.loop(ctx)
+	return nil
+}
+
+func (c *candidate) loop(ctx context.Context) {
+	defer close(c.done)
+	for ctx.Err() == nil {
+		began := c.w.clock.Now()
+		c.le.Run(ctx)
+		if ctx.Err() == nil && !c.w.clock.Now().After(began) {
+			// Run came back without simulated time passing: wait, so that a
+			// Run that returns at once cannot spin the step forever.
+			select {
+			case <-c.w.clock.After(c.w.sched.Timing.RetryPeriod):
+			case <-ctx.Done():
+			}
+		}
+	}
+}
+
+// run is the candidate's run function: it records its work in the ledger
+// for exactly as long as it runs.
+func (c *candidate) run(ctx context.Context) error {
+	c.mu.Lock()
+	spec, hung, killed := c.work, c.hung, c.killed
+	c.mu.Unlock()
+	ticket := c.w.ledger.start(c.id)
+	defer c.w.ledger.end(ticket)
+	var fail <-chan time.Time
+	if spec.FailAfter > 0 {
+		fail = c.w.clock.After(spec.FailAfter)
+	}
+	select {
+	case <-ctx.Done():
+	case <-killed:
+		return nil
+	case <-fail:
+		c.w.j.logf("%s run function fails (panic %v)", c.id, spec.Panic)
+		c.w.noteFault()
+		if spec.Panic {
+			panic(fmt.Sprintf("sim: run function of %s panics", c.id))
+		}
+		return errWorkFailed
+	}
+	c.w.ledger.cancelled(ticket)
+	if spec.IgnoreContext {
+		c.w.j.logf("%s run function ignores its context", c.id)
+		c.w.hangBegins()
+		defer c.w.hangEnds()
+		select {
+		case <-hung:
+		case <-killed:
+			return nil
+		}
+	}
+	if spec.Drain > 0 {
+		select {
+		case <-c.w.clock.After(spec.Drain):
+		case <-killed:
+		}
+	}
+	return nil
+}
+
+// leading reports whether the candidate believes it leads.
+func (c *candidate) leading() bool {
+	c.mu.Lock()
+	le, killed := c.le, c.killed
+	c.mu.Unlock()
+	if le == nil {
+		return false
+	}
+	select {
+	case <-killed:
+		return false
+	default:
+	}
+	return le.IsLeader()
+}
+
+// alive reports whether the process runs (started, not crashed or stopped).
+func (c *candidate) alive() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.le == nil {
+		return false
+	}
+	select {
+	case <-c.done:
+		return false
+	case <-c.killed:
+		return false
+	default:
+	}
+	return c.cancel != nil
+}
+
+// stop cancels the process's context: a graceful shutdown.
+func (c *candidate) stop() {
+	c.mu.Lock()
+	cancel := c.cancel
+	c.mu.Unlock()
+	if cancel != nil {
+		c.w.j.logf("%s shuts down", c.id)
+		cancel()
+	}
+}
+
+// crash ends the process at once: its work stops, its API calls fail, and
+// nothing is released.
+func (c *candidate) crash() {
+	c.mu.Lock()
+	killed, cancel := c.killed, c.cancel
+	c.mu.Unlock()
+	if killed == nil {
+		return
+	}
+	c.w.j.logf("%s crashes", c.id)
+	c.state.kill()
+	select {
+	case <-killed:
+	default:
+		close(killed)
+	}
+	c.w.ledger.endActor(c.id)
+	cancel()
+}
+
+// releaseHung lets a run function that ignores its context return.
+func (c *candidate) releaseHung() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.hung != nil {
+		select {
+		case <-c.hung:
+		default:
+			close(c.hung)
+		}
+	}
+}
+
+func (c *candidate) stopped() <-chan struct{} {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.done
+}

@@ -1,0 +1,116 @@
+package sim
+
+import (
+	"time"
+
+	"github.com/meshd-io/meshd/pkg/election/elector"
+)
+
+// livenessBound is how long the election may stay without a leader once
+// every fault has ended: LeaseDuration + RetryPeriod when every candidate
+// follows the lock with a working watch; with polling candidates (or after
+// watch and API faults, which make watching candidates poll until their
+// watch is back) a lease observed up to one jittered retry late, expiring
+// one jittered retry before it is noticed: LeaseDuration + 2 x (1 +
+// JitterFactor) x RetryPeriod.
+func (w *World) livenessBound() time.Duration {
+	t := w.sched.Timing
+	if w.loose {
+		return t.LeaseDuration + time.Duration(2*(1+elector.JitterFactor)*float64(t.RetryPeriod))
+	}
+	return t.LeaseDuration + t.RetryPeriod
+}
+
+// unavoidable tells whether an overlap with work wk is beyond any
+// elector's reach, because wk was told to stop and has not, and its holder
+// could not keep the lock meanwhile. Either
+//
+//   - it was told to stop more than LeaseDuration − RenewDeadline ago (so
+//     its lease may have run out since) and its holder was cut off from the
+//     API (errors or a pause) since shortly before: it could not renew; or
+//   - it was told to stop more than StopTimeout ago (it overran its budget)
+//     and another actor, not its holder, wrote the record that ended its
+//     holder's term: the lock was taken, not given.
+//
+// Without fencing no elector can prevent either; the work's slowness is
+// the fault. A holder that gives the lock away (release, handover) while
+// its work still runs is never excused.
+func (w *World) unavoidable(wk work, now time.Time) bool {
+	t := w.sched.Timing
+	if wk.cancelled.IsZero() {
+		return false
+	}
+	if now.Sub(wk.cancelled) > t.LeaseDuration-t.RenewDeadline {
+		if st := w.stateOf(wk.actor); st != nil && st.cutOffSince(wk.cancelled.Add(-t.RenewDeadline-t.RetryPeriod)) {
+			return true
+		}
+	}
+	return now.Sub(wk.cancelled) > t.StopTimeout && w.takenFrom(wk.actor)
+}
+
+// takenFrom reports whether the latest write that ended actor's hold on
+// the record was made by someone else.
+func (w *World) takenFrom(actor string) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	taken, held := false, false
+	for _, r := range w.records {
+		if r.Deleted {
+			continue
+		}
+		switch {
+		case r.Holder == actor:
+			held = true
+		case held:
+			held, taken = false, r.Writer != actor
+		}
+	}
+	return taken && !held
+}
+
+// stateOf returns the fault switches of a running actor, or nil.
+func (w *World) stateOf(name string) *actorState {
+	if c := w.find(name); c != nil {
+		return c.state
+	}
+	for _, s := range w.istiods {
+		if s.spec.Name == name {
+			return s.state
+		}
+	}
+	return nil
+}
+
+// check tests the invariants that hold at every step (overlap is checked
+// by the ledger as work starts).
+func (w *World) check() {
+	now := w.clock.Now()
+	busy, _ := w.ledger.busy()
+	anyAlive, anyLeading := false, busy
+	for _, c := range w.cands {
+		anyAlive = anyAlive || c.alive()
+		anyLeading = anyLeading || c.leading()
+	}
+	for _, s := range w.istiods {
+		anyAlive = anyAlive || s.alive()
+		anyLeading = anyLeading || s.leading()
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if anyLeading || !anyAlive {
+		w.lastLeader = now
+		return
+	}
+	if w.faults > 0 || w.hangs > 0 {
+		return
+	}
+	from := w.lastLeader
+	if w.lastFaultEnd.After(from) {
+		from = w.lastFaultEnd
+	}
+	if bound := w.livenessBound(); now.Sub(from) > bound {
+		w.j.violate("leaderless", "no leader since %v, %v after the last fault ended (bound %v)",
+			w.lastLeader.Sub(epoch), now.Sub(from), bound)
+		w.lastLeader = now // one report per leaderless stretch
+	}
+}

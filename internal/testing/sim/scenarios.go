@@ -1,0 +1,329 @@
+package sim
+
+import (
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/meshd-io/meshd/pkg/election/elector"
+	"github.com/meshd-io/meshd/pkg/resourcelock"
+)
+
+// Scenario is a named regression case: a fixed schedule, usually with
+// checks of its own besides the invariants.
+type Scenario struct {
+	Name string
+	// Case says which reproduced problem it guards against.
+	Case     string
+	Schedule Schedule
+	// Subprocess runs the scenario in a child process, because the failure
+	// it guards against (a panic) ends the process that runs it.
+	Subprocess bool
+}
+
+// Scenarios returns every named regression case.
+func Scenarios() []Scenario {
+	return []Scenario{
+		stealStorm(false), stealStorm(true),
+		refusedRequestAskedAgain(),
+		graceFromRequestWithPollingHolder(),
+		workOutlivesStopTimeout(), smallTTLDefaultStopTimeout(),
+		handedOverCandidateRetries(),
+		recreateIsNotRelease(resourcelock.ConfigMapsResourceLock), recreateIsNotRelease(resourcelock.LeasesResourceLock),
+		ancientRequestForGhost(),
+		forcedStealFromIstiod(), forcedStealFromHungHolder(),
+		runFunctionIgnoresContext(), panickingRunFunction(),
+		foreignWritesKeepDeadHolder(),
+	}
+}
+
+func base(name, kind string, d time.Duration) Schedule {
+	return Schedule{
+		Name: name, Seed: 1, Namespace: Namespace, LockName: LockName, LockKind: kind,
+		Timing: DefaultTiming(), Duration: d, TransitionSlack: TransitionSlack,
+	}
+}
+
+// meshd is a watching, cooperative candidate believing view is the default.
+func meshd(name, key, view string, startAt time.Duration) CandidateSpec {
+	c := CandidateSpec{Name: name, Revision: key, View: view, Watch: true, Cooperative: true, StartAt: startAt}
+	if len(key) > 0 && key[0] == '^' {
+		c.Revision, c.Remote = key[1:], true
+	}
+	return c
+}
+
+// at is an action at a point of the schedule.
+func at(d time.Duration, name string, do func(w *World)) Action {
+	return Action{At: d, Name: name, Do: do}
+}
+
+func sees(d time.Duration, name, def string) Action {
+	return at(d, name+" sees default "+def, func(w *World) { w.SetView(name, def) })
+}
+
+// Case 1: two candidates that disagree about the default revision for good
+// must not steal the lock back and forth.
+func stealStorm(handover bool) Scenario {
+	name := "steal-storm-on-disagreement"
+	if handover {
+		name += "-with-handover"
+	}
+	s := base(name, resourcelock.ConfigMapsResourceLock, 10*time.Second)
+	a, b := meshd("a", "stable", "stable", 0), meshd("b", "canary", "canary", 100*time.Millisecond)
+	a.Cooperative, b.Cooperative = handover, handover
+	s.Candidates = []CandidateSpec{a, b}
+	return Scenario{Name: name, Case: "1: steal storm when candidates disagree about the default", Schedule: s}
+}
+
+// Case 2: the candidate sees the new default 50ms before the holder, which
+// refuses its request; the candidate must ask again rather than take the
+// lock by force once the grace is over.
+func refusedRequestAskedAgain() Scenario {
+	s := base("refused-request-asked-again", resourcelock.ConfigMapsResourceLock, 12*time.Second)
+	h := meshd("holder", "stable", "stable", 0)
+	h.Work.Drain = 300 * time.Millisecond
+	s.Candidates = []CandidateSpec{h, meshd("cand", "canary", "stable", 200*time.Millisecond)}
+	s.Actions = []Action{sees(2*time.Second, "cand", "canary"), sees(2050*time.Millisecond, "holder", "canary")}
+	s.Checks = []func(*World){workedAfter("cand", 2*time.Second)}
+	return Scenario{Name: s.Name, Case: "2: a refused or abandoned handover request is never asked again", Schedule: s}
+}
+
+// Case 3: a polling holder sees the request only at its next renew; the
+// candidate must not take the lock while the holder's work still stops.
+// Timing: the defaults of package election (ttl 30s).
+func graceFromRequestWithPollingHolder() Scenario {
+	s := base("grace-counted-from-request-polling-holder", resourcelock.ConfigMapsResourceLock, 60*time.Second)
+	s.Timing = Timing{LeaseDuration: 30 * time.Second, RenewDeadline: 15 * time.Second, RetryPeriod: 7500 * time.Millisecond,
+		StopTimeout: 5 * time.Second, HandoverGrace: 10 * time.Second}
+	s.InvalidConfigOK = true
+	h := meshd("holder", "stable", "stable", 0)
+	h.Watch = false
+	h.Work.Drain = 4900 * time.Millisecond
+	s.Candidates = []CandidateSpec{h, meshd("cand", "canary", "stable", time.Second)}
+	s.Actions = []Action{sees(15100*time.Millisecond, "holder", "canary"), sees(15100*time.Millisecond, "cand", "canary")}
+	s.Checks = []func(*World){workedAfter("cand", 15*time.Second)}
+	return Scenario{Name: s.Name, Case: "3: handover grace counted from the request write", Schedule: s}
+}
+
+// Case 4: at a small ttl, a holder shutting down must keep its lease while
+// its work stops, even when the work outlives the stop timeout.
+func workOutlivesStopTimeout() Scenario {
+	s := base("work-outlives-stop-timeout-small-ttl", resourcelock.ConfigMapsResourceLock, 10*time.Second)
+	s.Timing = Timing{LeaseDuration: 2 * time.Second, RenewDeadline: time.Second, RetryPeriod: 500 * time.Millisecond,
+		StopTimeout: time.Second, HandoverGrace: 1200 * time.Millisecond}
+	a := meshd("a", "stable", "stable", 0)
+	a.Work.Drain = 3 * time.Second
+	s.Candidates = []CandidateSpec{a, meshd("b", "stable", "stable", 100*time.Millisecond)}
+	s.Actions = []Action{at(2*time.Second, "shut a down", func(w *World) { w.mustFind("a").stop() })}
+	s.Checks = []func(*World){workedAfter("b", 2*time.Second)}
+	return Scenario{Name: s.Name, Case: "4: waiting for the work to stop lets the lease run out", Schedule: s}
+}
+
+// Case 4 with the numbers of the report: ttl 2s and the default stop
+// timeout of 5s; a stricter validation may refuse this configuration.
+func smallTTLDefaultStopTimeout() Scenario {
+	sc := workOutlivesStopTimeout()
+	sc.Name = "small-ttl-default-stop-timeout"
+	sc.Schedule.Name = sc.Name
+	sc.Schedule.Timing.StopTimeout = 5 * time.Second
+	sc.Schedule.InvalidConfigOK = true
+	return sc
+}
+
+// Case 5: the candidate handed the lock fails its first write after the
+// holder's answer; it must try again after a retry period, not wait out a
+// whole lease. The failure is injected into the candidate's first write
+// after the holder answered (named it in the record or in the handover
+// annotation), whatever that write is in the protocol.
+func handedOverCandidateRetries() Scenario {
+	s := base("handed-over-candidate-retries-failed-write", resourcelock.ConfigMapsResourceLock, 12*time.Second)
+	s.Candidates = []CandidateSpec{meshd("holder", "stable", "stable", 0), meshd("cand", "canary", "stable", 200*time.Millisecond)}
+	s.Actions = []Action{sees(2*time.Second, "holder", "canary"), sees(2*time.Second, "cand", "canary")}
+	answered := false
+	s.OnRecord = func(w *World, r Record) {
+		if !answered && r.Writer == "holder" && (r.Holder == "cand" || r.Handover.Candidate == "cand") {
+			answered = true
+			w.state("cand").addFailures(1)
+		}
+	}
+	s.Checks = []func(*World){func(w *World) {
+		failed := w.state("cand").injectedAt()
+		if !answered || failed.IsZero() {
+			w.Violate("handover", "the holder never answered cand's request (answered %v), or cand never wrote after it", answered)
+			return
+		}
+		from := failed.Sub(epoch)
+		limit := from + time.Duration((1+elector.JitterFactor)*float64(s.Timing.RetryPeriod)) + 100*time.Millisecond
+		workedBy(w, "cand", from, limit)
+	}}
+	return Scenario{Name: s.Name, Case: "5: a handed-over candidate waits a whole lease after one failed write", Schedule: s}
+}
+
+// Case 6: deleting and re-creating the lock object without a record is not
+// a release while the holder's lease runs.
+func recreateIsNotRelease(kind string) Scenario {
+	s := base("delete-recreate-is-not-release-"+kind, kind, 12*time.Second)
+	h := meshd("holder", "stable", "stable", 0)
+	h.Work.Drain = 200 * time.Millisecond
+	s.Candidates = []CandidateSpec{h, meshd("follower", "stable", "stable", 100*time.Millisecond)}
+	s.Actions = []Action{at(3*time.Second, "delete and re-create the lock", func(w *World) { w.Recreate() })}
+	return Scenario{Name: s.Name, Case: "6: delete and re-create without a record counted as a release", Schedule: s}
+}
+
+// Case 7: a restarted holder finds a handover request from 2020 naming a
+// candidate that no longer exists; it must not hand the lock to it.
+func ancientRequestForGhost() Scenario {
+	s := base("ancient-request-for-a-ghost", resourcelock.ConfigMapsResourceLock, 12*time.Second)
+	s.Candidates = []CandidateSpec{meshd("holder", "^stable", "stable", 0), meshd("follower", "^stable", "stable", 100*time.Millisecond)}
+	s.Setup = func(w *World) error {
+		now := metav1.NewTime(epoch)
+		rec := resourcelock.Record{HolderIdentity: "holder", HolderKey: "^stable", LeaseDurationSeconds: 4,
+			AcquireTime: now, RenewTime: now, LeaderTransitions: 5}
+		old := metav1.NewTime(time.Date(2020, 1, 2, 3, 4, 5, 0, time.UTC))
+		h := `{"holder":"holder","candidate":"ghost","candidateKey":"stable","requestTime":"` + old.UTC().Format(time.RFC3339) + `"}`
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: LockName, Namespace: Namespace, Annotations: map[string]string{
+			resourcelock.LeaderAnnotationKey:   string(resourcelock.EncodeRecord(rec)),
+			resourcelock.HandoverAnnotationKey: h,
+		}}}
+		return w.api.putLock(resourcelock.ConfigMapsResourceLock, cm, false)
+	}
+	s.Checks = []func(*World){func(w *World) {
+		for _, r := range w.Records() {
+			if r.Holder == "ghost" {
+				w.Violate("ghost", "at %v the lock was handed to ghost, whose request dates from 2020", r.At)
+				return
+			}
+		}
+	}}
+	return Scenario{Name: s.Name, Case: "7: an arbitrarily old handover request is honoured", Schedule: s}
+}
+
+// Case 8: a meshd candidate of the default revision takes the lock from a
+// holder of client-go's shape, which goes on working until its own renew
+// deadline; the candidate's work must not start before that.
+func forcedStealFromIstiod() Scenario {
+	s := base("forced-steal-from-istiod", resourcelock.LeasesResourceLock, 12*time.Second)
+	s.Istiods = []IstiodSpec{{Name: "istiod-1", Key: "canary"}}
+	s.Candidates = []CandidateSpec{meshd("meshd", "stable", "stable", 3*time.Second)}
+	s.Checks = []func(*World){workedAfter("meshd", 3*time.Second)}
+	return Scenario{Name: s.Name, Case: "8: stealing from a non-cooperating holder overlaps", Schedule: s}
+}
+
+// Case 8, the same with a meshd holder that hangs: its API calls block and
+// its watch reports nothing; it stops its work at its renew deadline.
+func forcedStealFromHungHolder() Scenario {
+	s := base("forced-steal-from-hung-holder", resourcelock.ConfigMapsResourceLock, 16*time.Second)
+	s.Timing = Timing{LeaseDuration: 8 * time.Second, RenewDeadline: 4 * time.Second, RetryPeriod: 2 * time.Second,
+		StopTimeout: time.Second, HandoverGrace: 2500 * time.Millisecond}
+	s.InvalidConfigOK = true
+	// The holder renews at 2s, then hangs; its work ends at its renew
+	// deadline, 6s. The candidate asks at 2.6s and gives up waiting at 5.1s.
+	s.Candidates = []CandidateSpec{meshd("holder", "canary", "stable", 0), meshd("cand", "stable", "stable", 2600*time.Millisecond)}
+	s.Actions = []Action{at(2500*time.Millisecond, "the holder hangs", func(w *World) {
+		w.Fault("hang of holder", 10*time.Second, func(w *World) {
+			w.state("holder").pause()
+			w.state("holder").setLag(time.Hour)
+		}, func(w *World) {
+			w.state("holder").setLag(0)
+			w.state("holder").unpause()
+		})
+	})}
+	s.Checks = []func(*World){workedAfter("cand", 2600*time.Millisecond)}
+	return Scenario{Name: s.Name, Case: "8: stealing from a hung meshd holder overlaps", Schedule: s}
+}
+
+// Also seen: a run function that ignores its context must not let a
+// successor start beside it, and once it outlives the stop timeout its
+// process must fail its health check (elector Check, behind /healthz), so
+// that Kubernetes restarts it.
+func runFunctionIgnoresContext() Scenario {
+	s := base("run-function-ignores-context", resourcelock.ConfigMapsResourceLock, 14*time.Second)
+	h := meshd("holder", "stable", "stable", 0)
+	h.Work.IgnoreContext = true
+	s.Candidates = []CandidateSpec{h, meshd("cand", "canary", "stable", 200*time.Millisecond)}
+	s.Actions = []Action{
+		sees(2*time.Second, "holder", "canary"), sees(2*time.Second, "cand", "canary"),
+		at(2*time.Second+s.Timing.StopTimeout+time.Second, "health check of the holder", func(w *World) {
+			if err := w.mustFind("holder").le.Check(time.Second); err == nil {
+				w.Violate("healthz", "the holder's run function has ignored its context for over %v, yet Check reports it healthy",
+					s.Timing.StopTimeout)
+			}
+		}),
+		at(10*time.Second, "release the hung run function", func(w *World) { w.ReleaseHung("holder") }),
+	}
+	s.Checks = []func(*World){workingAtEnd("cand")}
+	return Scenario{Name: s.Name, Case: "also seen: a run function ignoring its context", Schedule: s}
+}
+
+// Also seen: a panicking run function must end the term, not the process.
+func panickingRunFunction() Scenario {
+	s := base("panicking-run-function", resourcelock.ConfigMapsResourceLock, 10*time.Second)
+	h := meshd("holder", "stable", "stable", 0)
+	h.Work = WorkSpec{FailAfter: time.Second, Panic: true}
+	s.Candidates = []CandidateSpec{h, meshd("follower", "stable", "stable", 100*time.Millisecond)}
+	s.Actions = []Action{at(1500*time.Millisecond, "later terms do not panic", func(w *World) { w.SetWork("holder", WorkSpec{}) })}
+	s.Checks = []func(*World){func(w *World) {
+		for _, iv := range w.Work() {
+			if iv.Start > time.Second {
+				return
+			}
+		}
+		w.Violate("liveness", "no work started again after the run function panicked at 1s")
+	}}
+	return Scenario{Name: s.Name, Case: "also seen: a panicking run function crashes the process", Schedule: s, Subprocess: true}
+}
+
+// Also seen: writes to the lock object that leave the record alone (a
+// label, a foreign annotation) must not keep a dead holder's lease alive.
+func foreignWritesKeepDeadHolder() Scenario {
+	s := base("foreign-writes-keep-dead-holder-alive", resourcelock.ConfigMapsResourceLock, 16*time.Second)
+	s.Candidates = []CandidateSpec{meshd("holder", "stable", "stable", 0), meshd("follower", "stable", "stable", 100*time.Millisecond)}
+	s.Actions = []Action{at(2*time.Second, "the holder crashes", func(w *World) { w.mustFind("holder").crash(); w.noteFault() })}
+	for t := 2500 * time.Millisecond; t < 15*time.Second; t += 700 * time.Millisecond {
+		label := (t/(700*time.Millisecond))%2 == 0
+		s.Actions = append(s.Actions, at(t, "foreign write", func(w *World) { w.ForeignWrite(label) }))
+	}
+	s.Checks = []func(*World){workedAfter("follower", 2*time.Second)}
+	return Scenario{Name: s.Name, Case: "also seen: foreign writes refresh a dead holder's lease", Schedule: s}
+}
+
+// workedAfter checks that name's work started after from at some point.
+func workedAfter(name string, from time.Duration) func(*World) {
+	return func(w *World) {
+		for _, iv := range w.Work() {
+			if iv.Actor == name && iv.Start >= from {
+				return
+			}
+		}
+		w.Violate("liveness", "%s never worked after %v", name, from)
+	}
+}
+
+// workingAtEnd checks that name's work runs when the schedule ends.
+func workingAtEnd(name string) func(*World) {
+	return func(w *World) {
+		for _, iv := range w.Work() {
+			if iv.Actor == name && iv.End < 0 {
+				return
+			}
+		}
+		w.Violate("liveness", "%s does not work when the schedule ends", name)
+	}
+}
+
+// workedBy checks that name's work started in [from, limit] after a write
+// failed at from.
+func workedBy(w *World, name string, from, limit time.Duration) {
+	for _, iv := range w.Work() {
+		if iv.Actor == name && iv.Start >= from {
+			if iv.Start > limit {
+				w.Violate("handover", "%s failed a write at %v but started work only at %v (limit %v)",
+					name, from, iv.Start, limit)
+			}
+			return
+		}
+	}
+	w.Violate("handover", "%s failed a write at %v and never started work", name, from)
+}

@@ -1,0 +1,447 @@
+package sim
+
+import (
+	"errors"
+	"math/rand"
+	"sort"
+	"sync"
+	"testing/synctest"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/meshd-io/meshd/pkg/election/elector"
+	"github.com/meshd-io/meshd/pkg/resourcelock"
+)
+
+// Timing is the election timing every candidate of a schedule uses.
+type Timing struct {
+	LeaseDuration time.Duration
+	RenewDeadline time.Duration
+	RetryPeriod   time.Duration
+	StopTimeout   time.Duration
+	HandoverGrace time.Duration
+}
+
+// Action is something the world does at a point of simulated time.
+type Action struct {
+	At   time.Duration
+	Name string
+	Do   func(w *World)
+}
+
+// Schedule is one run of the simulation: who takes part, with which
+// timing, over which lock, and what happens when.
+type Schedule struct {
+	Name       string
+	Seed       int64
+	Namespace  string
+	LockName   string
+	LockKind   string // resourcelock.ConfigMapsResourceLock or LeasesResourceLock
+	Timing     Timing
+	Duration   time.Duration
+	Candidates []CandidateSpec
+	Istiods    []IstiodSpec
+	Actions    []Action
+	// Setup runs before any actor starts, for example to write a lock
+	// object left behind by earlier processes.
+	Setup func(w *World) error
+	// Checks run when the schedule ends, before the actors stop; they
+	// report scenario-specific violations with World.Violate.
+	Checks []func(w *World)
+	// TransitionSlack is the constant of the transition bound.
+	TransitionSlack int
+	// OnRecord, if set, sees every write of the lock object as it is
+	// stored (under the API's lock: it must not call the API).
+	OnRecord func(w *World, r Record)
+	// InvalidConfigOK accepts a candidate configuration that the elector
+	// rejects as invalid: the schedule then ends there, without violation.
+	// For scenarios whose timing a stricter validation may refuse.
+	InvalidConfigOK bool
+}
+
+// Result is what a run found.
+type Result struct {
+	Violations []Violation
+	Trace      string
+	Steps      int
+	WorkStarts int
+	// Rejected is the configuration error that ended a schedule with
+	// InvalidConfigOK.
+	Rejected error
+}
+
+// Record is one write of the lock object, as the API stored it.
+type Record struct {
+	At       time.Duration
+	Holder   string
+	Key      string
+	Handover resourcelock.Handover
+	Deleted  bool
+	// Writer is the actor that wrote it; empty for the world's own writes.
+	Writer string
+}
+
+// World runs one schedule. Its methods are for actions and checks.
+type World struct {
+	sched  Schedule
+	rnd    *rand.Rand
+	clock  *simClock
+	api    *apiServer
+	j      *journal
+	ledger *ledger
+	trans  *transitions
+
+	cands   []*candidate
+	istiods []*istiod
+	pending []Action
+
+	mu           sync.Mutex
+	rejected     error // a configuration the elector refused (InvalidConfigOK)
+	records      []Record
+	faults       int       // faults under way
+	hangs        int       // run functions ignoring their context
+	lastFaultEnd time.Time // when the latest fault ended
+	loose        bool      // liveness bound for polling (see livenessBound)
+	lastLeader   time.Time
+	steps        int
+}
+
+// epoch is where every schedule's clock starts.
+var epoch = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+
+// maxStepDivisor: the clock never moves by more than RetryPeriod/maxStepDivisor
+// at once, so that timers of the reflector and request timeouts, which run on
+// the bubble's clock, fire close to when they are due.
+const maxStepDivisor = 4
+
+func newWorld(s Schedule) *World {
+	clk := newSimClock(epoch)
+	j := newJournal(clk)
+	w := &World{
+		sched: s, rnd: rand.New(rand.NewSource(s.Seed)), clock: clk,
+		api: newAPIServer(clk, s.Namespace), j: j, ledger: newLedger(j),
+		trans:        &transitions{j: j, retry: s.Timing.RetryPeriod, slack: s.TransitionSlack},
+		lastFaultEnd: epoch, lastLeader: epoch,
+	}
+	w.api.onChange = w.noteChange
+	w.ledger.excused = w.unavoidable
+	for _, spec := range s.Candidates {
+		w.cands = append(w.cands, &candidate{w: w, spec: spec, id: spec.Name, view: spec.View, work: spec.Work,
+			state: w.newState(spec.Name)})
+		if !spec.Watch {
+			w.loose = true
+		}
+	}
+	for _, spec := range s.Istiods {
+		w.istiods = append(w.istiods, &istiod{w: w, spec: spec, state: w.newState(spec.Name),
+			rnd: rand.New(rand.NewSource(s.Seed ^ int64(len(w.istiods)+1)))})
+		w.loose = true
+	}
+	return w
+}
+
+// newState returns the fault switches of a new actor; its one-off faults
+// count as faults when they hit.
+func (w *World) newState(name string) *actorState {
+	st := newActorState(name, w.clock)
+	st.injected = w.noteFault
+	return st
+}
+
+// noteChange follows every write of the lock object (called by the API
+// under its lock, in the order of the writes).
+func (w *World) noteChange(ev apiEvent) {
+	if ev.resource != w.sched.LockKind {
+		return
+	}
+	r := Record{At: w.j.since(), Deleted: ev.typ == watch.Deleted, Writer: ev.writer}
+	var ann map[string]string
+	switch o := ev.obj.(type) {
+	case *corev1.ConfigMap:
+		ann = o.Annotations
+		if raw, ok := o.Annotations[resourcelock.LeaderAnnotationKey]; ok {
+			if rec, err := resourcelock.DecodeRecord([]byte(raw)); err == nil {
+				r.Holder, r.Key = rec.HolderIdentity, rec.HolderKey
+			}
+		}
+	case *coordinationv1.Lease:
+		ann = o.Annotations
+		rec := resourcelock.LeaseToRecord(o)
+		r.Holder, r.Key = rec.HolderIdentity, rec.HolderKey
+	}
+	if raw, ok := ann[resourcelock.HandoverAnnotationKey]; ok {
+		r.Handover = decodeHandover(raw)
+	}
+	w.mu.Lock()
+	w.records = append(w.records, r)
+	w.mu.Unlock()
+	w.j.logf("lock %s: holder %q key %q handover %+v", ev.typ, r.Holder, r.Key, r.Handover)
+	if !r.Deleted {
+		w.trans.observe(r.Holder)
+	}
+	if w.sched.OnRecord != nil {
+		w.sched.OnRecord(w, r)
+	}
+}
+
+// run executes the schedule; it must be called inside a synctest bubble.
+func (w *World) run() Result {
+	if err := w.setup(); err != nil {
+		w.j.violate("setup", "%v", err)
+		_, trace := w.j.result()
+		return Result{Violations: []Violation{{Invariant: "setup", Detail: err.Error()}}, Trace: trace}
+	}
+	end := epoch.Add(w.sched.Duration)
+	for {
+		w.settle()
+		w.runDue()
+		w.api.deliver(w.settle)
+		w.check()
+		now := w.clock.Now()
+		if !now.Before(end) || w.Rejected() != nil {
+			break
+		}
+		w.advance(w.nextStop(end).Sub(now))
+	}
+	if w.Rejected() == nil {
+		for _, check := range w.sched.Checks {
+			check(w)
+		}
+	}
+	w.teardown()
+	v, trace := w.j.result()
+	return Result{Violations: v, Trace: trace, Steps: w.steps, WorkStarts: w.ledger.starts, Rejected: w.Rejected()}
+}
+
+func (w *World) setup() error {
+	if w.sched.Setup != nil {
+		if err := w.sched.Setup(w); err != nil {
+			return err
+		}
+	}
+	for _, c := range w.cands {
+		c := c
+		w.pending = append(w.pending, Action{At: c.spec.StartAt, Name: "start " + c.id, Do: func(w *World) {
+			w.startCandidate(c)
+		}})
+	}
+	for _, s := range w.istiods {
+		s := s
+		w.pending = append(w.pending, Action{At: s.spec.StartAt, Name: "start " + s.spec.Name, Do: func(w *World) {
+			if err := s.start(); err != nil {
+				w.j.violate("setup", "%v", err)
+			}
+			w.noteFault()
+		}})
+	}
+	w.pending = append(w.pending, w.sched.Actions...)
+	sort.SliceStable(w.pending, func(i, k int) bool { return w.pending[i].At < w.pending[k].At })
+	return nil
+}
+
+// startCandidate starts c; a configuration the elector rejects is a
+// violation unless the schedule accepts it, and then ends the schedule.
+func (w *World) startCandidate(c *candidate) {
+	w.noteFault()
+	err := c.start()
+	switch {
+	case err == nil:
+	case errors.Is(err, elector.ErrInvalidConfig) && w.sched.InvalidConfigOK:
+		w.j.logf("configuration rejected, as this schedule allows: %v", err)
+		w.mu.Lock()
+		w.rejected = err
+		w.mu.Unlock()
+	default:
+		w.j.violate("setup", "%v", err)
+	}
+}
+
+// Rejected is the configuration error that ended the schedule, if any.
+func (w *World) Rejected() error { w.mu.Lock(); defer w.mu.Unlock(); return w.rejected }
+
+// settle waits until every goroutine of the simulation is blocked: on the
+// fake clock, on a watch, on a paused API call, or on a harness channel.
+func (w *World) settle() { synctest.Wait() }
+
+// advance moves both clocks, the fake clock of the actors and the bubble's
+// own clock that timeouts of contexts and client-go's reflector use.
+func (w *World) advance(d time.Duration) {
+	w.steps++
+	if d <= 0 {
+		return
+	}
+	// The bubble's clock goes first: a context timeout or a reflector's
+	// back-off then fires no later, by the fake clock, than it is due.
+	time.Sleep(d)
+	w.settle()
+	w.clock.Step(d)
+}
+
+// nextStop is the next point of interest: a timer, a watch event that
+// becomes due, an action, the end, or the maximum step.
+func (w *World) nextStop(end time.Time) time.Time {
+	now := w.clock.Now()
+	next := now.Add(w.sched.Timing.RetryPeriod / maxStepDivisor)
+	consider := func(t time.Time, ok bool) {
+		if ok && t.After(now) && t.Before(next) {
+			next = t
+		}
+	}
+	consider(w.clock.next())
+	consider(w.api.nextDelivery())
+	if len(w.pending) > 0 {
+		consider(epoch.Add(w.pending[0].At), true)
+	}
+	consider(end, true)
+	return next
+}
+
+// runDue runs the actions that are due, in order, settling after each.
+func (w *World) runDue() {
+	for len(w.pending) > 0 && !epoch.Add(w.pending[0].At).After(w.clock.Now()) {
+		a := w.pending[0]
+		w.pending = w.pending[1:]
+		w.j.logf("action: %s", a.Name)
+		a.Do(w)
+		w.settle()
+	}
+}
+
+// After schedules an action d from now.
+func (w *World) After(d time.Duration, name string, do func(w *World)) {
+	a := Action{At: w.j.since() + d, Name: name, Do: do}
+	i := sort.Search(len(w.pending), func(i int) bool { return w.pending[i].At > a.At })
+	w.pending = append(w.pending, Action{})
+	copy(w.pending[i+1:], w.pending[i:])
+	w.pending[i] = a
+}
+
+// Fault begins a fault now and ends it after d.
+func (w *World) Fault(name string, d time.Duration, begin, end func(w *World)) {
+	w.mu.Lock()
+	w.faults++
+	w.mu.Unlock()
+	w.j.logf("fault begins: %s for %v", name, d)
+	begin(w)
+	w.After(d, "end of "+name, func(w *World) {
+		end(w)
+		w.mu.Lock()
+		w.faults--
+		w.lastFaultEnd = w.clock.Now()
+		w.mu.Unlock()
+	})
+}
+
+// noteFault records an instant fault (a crash, a start, a deletion).
+func (w *World) noteFault() {
+	w.mu.Lock()
+	w.lastFaultEnd = w.clock.Now()
+	w.mu.Unlock()
+}
+
+func (w *World) hangBegins() {
+	w.mu.Lock()
+	w.hangs++
+	w.mu.Unlock()
+}
+
+func (w *World) hangEnds() {
+	w.mu.Lock()
+	w.hangs--
+	w.lastFaultEnd = w.clock.Now()
+	w.mu.Unlock()
+}
+
+// Loosen switches the liveness bound to the one for polling candidates.
+func (w *World) Loosen() { w.mu.Lock(); w.loose = true; w.mu.Unlock() }
+
+// teardown stops every actor and steps the clock until all have stopped.
+func (w *World) teardown() {
+	w.j.logf("teardown")
+	for _, c := range w.cands {
+		c.releaseHung()
+		c.stop()
+	}
+	for _, s := range w.istiods {
+		s.stop()
+	}
+	if w.drain(w.sched.Timing.StopTimeout + w.sched.Timing.LeaseDuration + 10*time.Second) {
+		return
+	}
+	for _, c := range w.cands {
+		if c.le != nil {
+			select {
+			case <-c.stopped():
+			default:
+				w.j.violate("stuck", "%s did not return from Run within %v of its shutdown", c.id,
+					w.sched.Timing.StopTimeout+w.sched.Timing.LeaseDuration+10*time.Second)
+			}
+		}
+		c.crash()
+	}
+	for _, s := range w.istiods {
+		s.crash()
+	}
+	if !w.drain(time.Minute) {
+		panic(errors.New("sim: actors did not stop after a crash"))
+	}
+}
+
+// drain steps the clock until every actor's loop has returned or d passed.
+func (w *World) drain(d time.Duration) bool {
+	deadline := w.clock.Now().Add(d)
+	for {
+		w.settle()
+		w.api.deliver(w.settle)
+		if w.allStopped() {
+			return true
+		}
+		if !w.clock.Now().Before(deadline) {
+			return false
+		}
+		w.advance(w.nextStop(deadline).Sub(w.clock.Now()))
+	}
+}
+
+func (w *World) allStopped() bool {
+	for _, c := range w.cands {
+		if ch := c.stopped(); ch != nil {
+			select {
+			case <-ch:
+			default:
+				return false
+			}
+		}
+	}
+	for _, s := range w.istiods {
+		if ch := s.stopped(); ch != nil {
+			select {
+			case <-ch:
+			default:
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// Violate records a scenario-specific violation.
+func (w *World) Violate(invariant, format string, args ...any) {
+	w.j.violate(invariant, format, args...)
+}
+
+// Records returns every write of the lock object so far.
+func (w *World) Records() []Record {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return append([]Record(nil), w.records...)
+}
+
+// Work returns every term's work so far.
+func (w *World) Work() []Interval { return w.ledger.intervals() }
+
+// Now is the simulated time since the schedule started.
+func (w *World) Now() time.Duration { return w.j.since() }
