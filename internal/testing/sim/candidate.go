@@ -77,11 +77,10 @@ var errWorkFailed = errors.New("sim: run function failed")
 // runFunc is the shape of a run function in the harness.
 type runFunc func(ctx context.Context) error
 
-// onStartedLeading adapts a run function to elector.Callbacks. It is the
-// only place that knows the callback's signature: with a callback that
-// returns an error (which ends the term), its body becomes `return run`.
-func onStartedLeading(run runFunc) func(ctx context.Context) {
-	return func(ctx context.Context) { _ = run(ctx) }
+// onStartedLeading adapts a run function to elector.Callbacks, whose
+// callback ends the term when it returns.
+func onStartedLeading(run runFunc) func(ctx context.Context) error {
+	return run
 }
 
 // candidate is one meshd process taking part in the election.
