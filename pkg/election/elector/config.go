@@ -29,8 +29,8 @@ type KeyComparison func(holderKey string) bool
 type Callbacks struct {
 	// OnStartedLeading runs in its own goroutine when leadership is gained.
 	// Its context is cancelled when leadership ends; it should return soon
-	// after. Required.
-	OnStartedLeading func(ctx context.Context)
+	// after. Its result is the outcome of the term's work. Required.
+	OnStartedLeading func(ctx context.Context) error
 	// OnStoppedLeading is called after a term has ended and OnStartedLeading
 	// has returned. Optional.
 	OnStoppedLeading func()

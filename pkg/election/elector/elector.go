@@ -282,7 +282,9 @@ func (le *LeaderElector) lead(ctx context.Context) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		le.cfg.Callbacks.OnStartedLeading(runCtx)
+		if err := le.cfg.Callbacks.OnStartedLeading(runCtx); err != nil {
+			le.log.Warn("the term's work failed", zap.Error(err))
+		}
 	}()
 
 	end := le.renew(ctx)

@@ -43,7 +43,7 @@ func (h *harness) eventElector(identity string, sink *eventSink) *LeaderElector 
 	le, err := New(Config{
 		Name: lockName, Lock: lock,
 		LeaseDuration: 4 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: time.Second,
-		Callbacks: Callbacks{OnStartedLeading: func(context.Context) {}},
+		Callbacks: Callbacks{OnStartedLeading: func(context.Context) error { return nil }},
 		Clock:     h.clock,
 	})
 	if err != nil {
@@ -127,7 +127,7 @@ func TestUnknownFieldsAndHolderKeysAreKeptAsWritten(t *testing.T) {
 	var seen string
 	lock, _ := resourcelock.NewConfigMapLock(h.client.CoreV1(), ns, lockName, resourcelock.Config{Identity: "a"})
 	le, err := New(Config{Lock: lock, LeaseDuration: 4 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: time.Second,
-		Callbacks:     Callbacks{OnStartedLeading: func(context.Context) {}},
+		Callbacks:     Callbacks{OnStartedLeading: func(context.Context) error { return nil }},
 		KeyComparison: func(k string) bool { seen = k; return false },
 		Clock:         h.clock})
 	if err != nil {
@@ -190,7 +190,7 @@ func TestFractionalLeaseDurationIsRoundedUp(t *testing.T) {
 	h := newHarness(t)
 	lock, _ := resourcelock.NewConfigMapLock(h.client.CoreV1(), ns, lockName, resourcelock.Config{Identity: "a"})
 	le, err := New(Config{Lock: lock, LeaseDuration: 1900 * time.Millisecond, RenewDeadline: 1500 * time.Millisecond,
-		RetryPeriod: time.Second, Callbacks: Callbacks{OnStartedLeading: func(context.Context) {}}, Clock: h.clock})
+		RetryPeriod: time.Second, Callbacks: Callbacks{OnStartedLeading: func(context.Context) error { return nil }}, Clock: h.clock})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -240,7 +240,7 @@ func TestFailingWritesAreRetriedAtThePollingPace(t *testing.T) {
 				t.Fatal(err)
 			}
 			le, err := New(Config{Name: lockName, Lock: lock, LeaseDuration: 2 * time.Second, RenewDeadline: time.Second,
-				RetryPeriod: 250 * time.Millisecond, Callbacks: Callbacks{OnStartedLeading: func(context.Context) {}}, Watch: true})
+				RetryPeriod: 250 * time.Millisecond, Callbacks: Callbacks{OnStartedLeading: func(context.Context) error { return nil }}, Watch: true})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -278,10 +278,10 @@ func TestDeletedLockIsNotTakenWhileItsHolderMayStillWork(t *testing.T) {
 		le, err := New(Config{
 			Name: lockName, Lock: lock,
 			LeaseDuration: 2 * time.Second, RenewDeadline: time.Second, RetryPeriod: 250 * time.Millisecond,
-			Callbacks: Callbacks{OnStartedLeading: l.Wrap(lockName, identity, func(ctx context.Context) {
+			Callbacks: Callbacks{OnStartedLeading: noResult(l.Wrap(lockName, identity, func(ctx context.Context) {
 				<-ctx.Done()
 				time.Sleep(300 * time.Millisecond) // a controller shutting down
-			})},
+			}))},
 			StopTimeout: time.Second,
 			Watch:       true,
 		})

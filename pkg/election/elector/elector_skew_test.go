@@ -159,7 +159,7 @@ func startSkewCandidate(t *testing.T, client *fake.Clientset, l *ledger.Ledger, 
 	le, err := New(Config{
 		Name: lockName, Lock: lock,
 		LeaseDuration: leaseDuration, RenewDeadline: renewDeadline, RetryPeriod: retryPeriod,
-		Callbacks:   Callbacks{OnStartedLeading: l.Wrap(lockName, identity, func(ctx context.Context) { <-ctx.Done() })},
+		Callbacks:   Callbacks{OnStartedLeading: noResult(l.Wrap(lockName, identity, func(ctx context.Context) { <-ctx.Done() }))},
 		StopTimeout: time.Second,
 		Watch:       true,
 		Clock:       clk,

@@ -53,7 +53,7 @@ func (h *harness) elector(identity, key string, cmp KeyComparison, onStart func(
 	le, err := New(Config{
 		Name: lockName, Lock: lock,
 		LeaseDuration: 4 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: time.Second,
-		Callbacks:       Callbacks{OnStartedLeading: onStart},
+		Callbacks:       Callbacks{OnStartedLeading: noResult(onStart)},
 		KeyComparison:   cmp,
 		ReleaseOnCancel: true,
 		Clock:           h.clock,
@@ -291,7 +291,7 @@ func TestCorruptRecordTreatedAsExpiredAfterLeaseDuration(t *testing.T) {
 	rec := &eventSink{}
 	lock, _ := resourcelock.NewConfigMapLock(h.client.CoreV1(), ns, lockName, resourcelock.Config{Identity: "a", EventRecorder: rec})
 	le, err := New(Config{Lock: lock, LeaseDuration: 4 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: time.Second,
-		Callbacks: Callbacks{OnStartedLeading: func(context.Context) {}}, Clock: h.clock})
+		Callbacks: Callbacks{OnStartedLeading: func(context.Context) error { return nil }}, Clock: h.clock})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -400,13 +400,13 @@ func TestConfigValidationReportsEveryProblem(t *testing.T) {
 	}{
 		{"empty", Config{}, []string{"Lock must be set", "LeaseDuration 0s", "RenewDeadline 0s must be positive", "RetryPeriod 0s must be positive", "OnStartedLeading"}},
 		{"renew >= lease", Config{Lock: lock, LeaseDuration: 2 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: time.Second,
-			Callbacks: Callbacks{OnStartedLeading: func(context.Context) {}}},
+			Callbacks: Callbacks{OnStartedLeading: func(context.Context) error { return nil }}},
 			[]string{"LeaseDuration 2s must be greater than RenewDeadline 2s"}},
 		{"retry too long", Config{Lock: lock, LeaseDuration: 4 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: 2 * time.Second,
-			Callbacks: Callbacks{OnStartedLeading: func(context.Context) {}}},
+			Callbacks: Callbacks{OnStartedLeading: func(context.Context) error { return nil }}},
 			[]string{"RenewDeadline 2s must be greater than 1.2 x RetryPeriod 2s"}},
 		{"sub-second lease", Config{Lock: lock, LeaseDuration: 500 * time.Millisecond, RenewDeadline: 200 * time.Millisecond, RetryPeriod: 100 * time.Millisecond,
-			Callbacks: Callbacks{OnStartedLeading: func(context.Context) {}}},
+			Callbacks: Callbacks{OnStartedLeading: func(context.Context) error { return nil }}},
 			[]string{"at least 1s"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -423,7 +423,7 @@ func TestConfigValidationReportsEveryProblem(t *testing.T) {
 	}
 	ld, rd, rp := TimingFromTTL(30 * time.Second)
 	if _, err := New(Config{Lock: lock, LeaseDuration: ld, RenewDeadline: rd, RetryPeriod: rp,
-		Callbacks: Callbacks{OnStartedLeading: func(context.Context) {}}}); err != nil {
+		Callbacks: Callbacks{OnStartedLeading: func(context.Context) error { return nil }}}); err != nil {
 		t.Fatalf("ttl 30s timing rejected: %v", err)
 	}
 }
@@ -466,4 +466,9 @@ func TestRewriteWithSameBytesStillShowsHolderAlive(t *testing.T) {
 	mustAttempt(t, le, false, heldByOther)
 	h.clock.Step(1001 * time.Millisecond)
 	mustAttempt(t, le, false, acquired)
+}
+
+// noResult adapts work without a result to OnStartedLeading.
+func noResult(f func(context.Context)) func(context.Context) error {
+	return func(ctx context.Context) error { f(ctx); return nil }
 }

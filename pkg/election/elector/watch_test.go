@@ -49,7 +49,7 @@ func (h *harness) start(o candidateOpts) *candidate {
 	le, err := New(Config{
 		Name: lockName, Lock: lock,
 		LeaseDuration: 4 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: time.Second,
-		Callbacks:       Callbacks{OnStartedLeading: work},
+		Callbacks:       Callbacks{OnStartedLeading: noResult(work)},
 		KeyComparison:   func(string) bool { return o.steal },
 		AcceptHandover:  func(string) bool { return o.accept },
 		HandoverGrace:   o.grace,
