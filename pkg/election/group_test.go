@@ -8,8 +8,10 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/meshd-io/meshd/internal/kubetest"
+	"github.com/meshd-io/meshd/pkg/revisions"
 )
 
 // TestGroupSharesOneWatcherAndOneRegistration: two prioritized elections and
@@ -157,4 +159,28 @@ func series(t *testing.T, reg *prometheus.Registry, name string) int {
 		}
 	}
 	return 0
+}
+
+// TestDefaultLockOption: the istiod-style constructors that name no lock
+// kind take it from WithDefaultLock, not from the environment.
+func TestDefaultLockOption(t *testing.T) {
+	t.Setenv("PRIORITIZED_LEADER_ELECTION_LOCK", "configmap")
+	client := kubetest.NewClientset()
+	le := mustElection(t)(NewLeaderElectionMulticluster(testNS, "a", NamespaceController, "stable", true, client,
+		WithDefaultLock(LeaseLock), WithDefaultWatcher(revisions.NewStaticDefaultWatcher(""))))
+	in := start(t, le)
+	eventually(t, "a to lead", in.isRunning)
+	lease, err := client.CoordinationV1().Leases(testNS).Get(context.Background(), NamespaceController, metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("no Lease lock: %v", err)
+	}
+	if *lease.Spec.HolderIdentity != "a" || le.Status().Lock != LeaseLock || le.Spec().Lock != LeaseLock {
+		t.Fatalf("lease holder %q, status %+v", *lease.Spec.HolderIdentity, le.Status())
+	}
+	// A Spec that names its kind keeps it.
+	cm := mustElection(t)(New(client, Spec{Namespace: testNS, ElectionID: IngressController, Lock: ConfigMapLock}, WithDefaultLock(LeaseLock),
+		WithDefaultWatcher(revisions.NewStaticDefaultWatcher(""))))
+	if cm.Spec().Lock != ConfigMapLock {
+		t.Fatalf("lock = %s", cm.Spec().Lock)
+	}
 }
