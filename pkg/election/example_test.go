@@ -31,7 +31,7 @@ func ExampleNew() {
 		term, _ := election.TermFrom(ctx)
 		fmt.Println("leading in", term)
 		stop()     // returning an error (or panicking) would end the term instead
-		return nil // nil: this function is done; the term ends when all are
+		return nil // nil ends this function only; the term goes on
 	})
 	if err := le.RunContext(ctx); err != nil { // returns once everything has stopped
 		log.Fatal(err)

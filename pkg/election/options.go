@@ -32,8 +32,8 @@ const (
 	// honour a handover request before it takes the lock by force.
 	DefaultHandoverGrace = 10 * time.Second
 	// DefaultRunBackoff is the wait before contending again after a term
-	// whose work ended by itself (an error, a panic, or every run function
-	// returning). It doubles with each such term in a row.
+	// ended by a failed run function (an error or a panic). It doubles with
+	// each such term in a row.
 	DefaultRunBackoff = time.Second
 	// DefaultMaxRunBackoff caps that wait.
 	DefaultMaxRunBackoff = time.Minute
@@ -197,9 +197,9 @@ func WithHandover(enabled bool, grace time.Duration) Option {
 	return func(o *options) { o.handover, o.handoverGrace = enabled, grace }
 }
 
-// WithRunBackoff sets the wait before contending again after a term whose
-// work ended by itself: initial after the first such term, doubling for each
-// one in a row, at most max. Defaults DefaultRunBackoff and
+// WithRunBackoff sets the wait before contending again after a term ended
+// by a failed run function: initial after the first such term, doubling for
+// each one in a row, at most max. Defaults DefaultRunBackoff and
 // DefaultMaxRunBackoff.
 func WithRunBackoff(initial, max time.Duration) Option {
 	return func(o *options) { o.backoff, o.maxBackoff = initial, max }

@@ -15,14 +15,13 @@ import (
 // a context that carries the term (see TermFrom) and is cancelled when the
 // term ends; it should return soon after.
 //
-// Returning early is part of the contract. An error or a panic ends the term
-// for all of the election's run functions: the others are cancelled and
-// awaited, the error is recorded (Status.LastRunError and the
-// meshd_election_run_failures_total metric), the lock is released or handed
-// over, and the candidate contends again after a back-off (WithRunBackoff).
-// Returning nil ends only this function; when every run function has
-// returned, the term ends the same way. To keep leading with nothing left to
-// do, wait for ctx.Done().
+// An error or a panic ends the term for all of the election's run functions:
+// the others are cancelled and awaited, the error is recorded
+// (Status.LastRunError and the meshd_election_run_failures_total metric),
+// the lock is released or handed over, and the candidate contends again
+// after a back-off (WithRunBackoff). Returning nil ends only this function:
+// the term goes on, and this instance keeps the lock until the term ends even
+// when every run function has returned, as istiod's elections do.
 type RunFunc func(ctx context.Context) error
 
 // ErrStarted is returned by a second call of RunContext (or Group.Run).
@@ -53,8 +52,8 @@ func (l *LeaderElection) Add(f RunFunc) *LeaderElection {
 
 // AddRunFunction registers work in the form istiod's leaderelection package
 // uses: stop is closed when the term ends. The function cannot fail; if it
-// returns while leading, it is done for this term (see RunFunc). It returns
-// l for chaining.
+// returns while leading (for example after starting goroutines that watch
+// stop), the term goes on. It returns l for chaining.
 func (l *LeaderElection) AddRunFunction(f func(stop <-chan struct{})) *LeaderElection {
 	return l.Add(func(ctx context.Context) error {
 		f(ctx.Done())
@@ -99,19 +98,19 @@ func (l *LeaderElection) RunContext(ctx context.Context) error {
 	}
 	defer l.startOwned(ctx)()
 
-	failed := 0
+	inARow := 0 // terms ended by a failure, one after the other
 	for ctx.Err() == nil {
 		l.cycle.Inc()
-		started, workEnded := l.contend(ctx)
-		if !workEnded {
-			failed = 0
+		started, failed := l.contend(ctx)
+		if !failed {
+			inARow = 0
 			continue
 		}
 		if l.clock.Since(started) >= l.backoff.max {
-			failed = 0 // the work ran well for a while: start the back-off afresh
+			inARow = 0 // the work ran well for a while: start the back-off afresh
 		}
-		failed++
-		if !l.sleep(ctx, l.backoff.after(failed)) {
+		inARow++
+		if !l.sleep(ctx, l.backoff.after(inARow)) {
 			break
 		}
 	}
@@ -136,14 +135,14 @@ func (l *LeaderElection) startOwned(ctx context.Context) func() {
 // termRun is one contention: from the start of Run's attempt to the end of
 // the term it may win. Its fields are guarded by the election's mu.
 type termRun struct {
-	end       context.CancelFunc
-	started   time.Time // when the work started
-	workEnded bool      // the term ended because its work did
+	end     context.CancelFunc
+	started time.Time // when the work started
+	failed  bool      // a run function failed and ended the term
 }
 
 // contend takes part in the election for one term. It reports when the
-// term's work started and whether the term ended because its work did.
-func (l *LeaderElection) contend(ctx context.Context) (started time.Time, workEnded bool) {
+// term's work started and whether a failed run function ended the term.
+func (l *LeaderElection) contend(ctx context.Context) (started time.Time, failed bool) {
 	termCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	t := &termRun{end: cancel}
@@ -158,12 +157,13 @@ func (l *LeaderElection) contend(ctx context.Context) (started time.Time, workEn
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.term = nil
-	return t.started, t.workEnded
+	return t.started, t.failed
 }
 
-// runLeading runs the term's work until ctx ends or the work does, and
-// waits for every run function. When the work ended by itself it ends the
-// term (the elector then stops renewing and releases the lock).
+// runLeading runs the term's work until ctx ends or a run function fails,
+// and waits for every run function. A failure ends the term (the elector
+// then releases the lock or hands it over); otherwise it returns only once
+// the term is over, even if every run function returned earlier.
 func (l *LeaderElection) runLeading(ctx context.Context) error {
 	term, ok := l.currentTerm()
 	if !ok {
@@ -176,16 +176,15 @@ func (l *LeaderElection) runLeading(ctx context.Context) error {
 	l.mu.Unlock()
 
 	l.setLeading(true)
-	ended, err := l.runWork(WithTerm(ctx, term), fns)
+	err := l.runWork(WithTerm(ctx, term), fns)
+	if err == nil {
+		<-ctx.Done() // every run function returned: keep the term until it ends
+	}
 	l.setLeading(false)
 	if err != nil {
 		l.recordFailure(err)
-	} else if ended {
-		l.log.Info("every run function returned while leading; ending the term")
-	}
-	if ended {
 		l.mu.Lock()
-		t.workEnded = true
+		t.failed = true
 		l.mu.Unlock()
 		t.end()
 	}
@@ -208,14 +207,9 @@ func (l *LeaderElection) currentTerm() (Term, bool) {
 	return t, true
 }
 
-// runWork runs fns until ctx ends, one of them fails, or all have returned.
-// ended reports whether the work ended while the term was still on; err is
-// the first failure.
-func (l *LeaderElection) runWork(ctx context.Context, fns []RunFunc) (ended bool, err error) {
-	if len(fns) == 0 {
-		<-ctx.Done() // nothing to run: hold the lock for as long as the term lasts
-		return false, nil
-	}
+// runWork runs fns until all have returned; the first of them to fail while
+// ctx is live cancels the others, and its error is returned.
+func (l *LeaderElection) runWork(ctx context.Context, fns []RunFunc) error {
 	workCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var (
@@ -240,7 +234,7 @@ func (l *LeaderElection) runWork(ctx context.Context, fns []RunFunc) (ended bool
 		})
 	}
 	wg.Wait()
-	return first != nil || ctx.Err() == nil, first
+	return first
 }
 
 // call runs f, turning a panic into a *PanicError.
@@ -300,7 +294,7 @@ func (l *LeaderElection) sleep(ctx context.Context, d time.Duration) bool {
 	}
 }
 
-// backoff is the wait after terms whose work ended by itself.
+// backoff is the wait after terms ended by a failed run function.
 type backoff struct {
 	initial, max time.Duration
 }

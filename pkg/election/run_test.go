@@ -126,23 +126,27 @@ func TestBackoffIsBounded(t *testing.T) {
 	}
 }
 
-// TestRunFunctionsThatReturnEndTheTerm: a nil return ends only that
-// function; when all have returned the term ends and the lock is released.
-func TestRunFunctionsThatReturnEndTheTerm(t *testing.T) {
+// TestRunFunctionsThatReturnKeepTheTerm: a nil return ends only that
+// function; when all have returned the instance keeps leading, as istiod's
+// elections do, and releases the lock only when stopped.
+func TestRunFunctionsThatReturnKeepTheTerm(t *testing.T) {
 	client := kubetest.NewClientset()
 	le := mustElection(t)(NewLeaderElection(testNS, "a", IngressController, "stable", client, WithTTL(2*time.Second),
-		WithDefaultWatcher(revisions.NewStaticDefaultWatcher("")), WithRunBackoff(time.Hour, time.Hour)))
-	release := make(chan struct{})
-	le.Add(func(context.Context) error { return nil })
-	le.Add(func(context.Context) error { <-release; return nil })
-	runInBackground(t, le)
-	eventually(t, "a to lead", le.IsLeader)
-	time.Sleep(100 * time.Millisecond)
-	if !le.IsLeader() {
-		t.Fatal("the term ended while a run function still ran")
+		WithDefaultWatcher(revisions.NewStaticDefaultWatcher(""))))
+	returned := make(chan struct{}, 2)
+	le.Add(func(context.Context) error { returned <- struct{}{}; return nil })
+	le.AddRunFunction(func(<-chan struct{}) { returned <- struct{}{} })
+	stop := runInBackground(t, le)
+	<-returned
+	<-returned
+	time.Sleep(1200 * time.Millisecond) // past the renew deadline: the term must have been renewed
+	if !le.IsLeader() || lockHolder(t, client, IngressController).HolderIdentity != "a" || le.Cycle() != 1 {
+		t.Fatalf("after every run function returned: leader %v, cycle %d, record %+v", le.IsLeader(), le.Cycle(), lockHolder(t, client, IngressController))
 	}
-	close(release)
-	eventually(t, "the lock to be released", func() bool { return lockHolder(t, client, IngressController).HolderIdentity == "" })
+	stop()
+	if h := lockHolder(t, client, IngressController).HolderIdentity; h != "" {
+		t.Fatalf("holder %q after Run returned, want the lock released", h)
+	}
 	if st := le.Status(); st.RunFailures != 0 || st.LastRunError != "" {
 		t.Fatalf("status %+v: a nil return is no failure", st)
 	}
