@@ -42,10 +42,10 @@ func newMeshd(s Spec) (*meshdCandidate, error) {
 	if err != nil {
 		return nil, err
 	}
-	le.AddRunFunctionContext(s.Work)
+	le.Add(func(ctx context.Context) error { s.Work(ctx); return nil })
 	return &meshdCandidate{le: le}, nil
 }
 
-func (c *meshdCandidate) Run(ctx context.Context) { c.le.RunContext(ctx) }
-func (c *meshdCandidate) Leader() string          { return c.le.Elector().GetLeader() }
+func (c *meshdCandidate) Run(ctx context.Context) { _ = c.le.RunContext(ctx) }
+func (c *meshdCandidate) Leader() string          { return c.le.Status().Holder }
 func (c *meshdCandidate) Leading() bool           { return c.le.IsLeader() }

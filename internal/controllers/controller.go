@@ -23,10 +23,24 @@ type Controller interface {
 }
 
 // Gate makes the controllers run while e is led: each one's Run is
-// registered as a run function of e. Call it before e.Run.
+// registered as a run function of e. A controller that returns while still
+// leading fails its term, so that the election hands the work over or
+// restarts it after a back-off. Call it before e.Run.
 func Gate(e *election.LeaderElection, cs ...Controller) {
 	for _, c := range cs {
-		e.AddRunFunctionContext(c.Run)
+		e.Add(RunFunc(c, c.Run))
+	}
+}
+
+// RunFunc adapts run, the Run of c or a wrapper of it, to an election run
+// function: returning while ctx is still live is an error naming c.
+func RunFunc(c Controller, run func(ctx context.Context)) election.RunFunc {
+	return func(ctx context.Context) error {
+		run(ctx)
+		if ctx.Err() == nil {
+			return fmt.Errorf("controller %s stopped while leading", c.Name())
+		}
+		return nil
 	}
 }
 

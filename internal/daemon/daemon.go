@@ -1,6 +1,8 @@
-// Package daemon wires meshd together: one shared default-revision watcher,
-// one Prometheus registry, an event recorder, an election per selected kind
-// with its controllers, and the monitoring endpoints.
+// Package daemon wires meshd together: one election group (sharing one
+// default-revision watcher, the Prometheus registry and an event recorder)
+// with an election per selected kind and its controllers, and the monitoring
+// endpoints. The environment configures the elections through
+// features.ElectionOptions, applied here.
 //
 // # Start and stop order
 //
@@ -8,13 +10,13 @@
 // and does not contact the API server. Run then:
 //
 //  1. listens on the monitoring address (a port conflict fails Run at once);
-//  2. starts the event broadcaster, the default-revision watcher and every
-//     election, and serves the monitoring endpoints;
-//  3. when ctx is cancelled: reports not ready; stops the elections, each of
-//     which stops its controllers, waits for them (at most half of
-//     ShutdownTimeout) and releases its lock; stops the watcher; waits for
-//     all of that up to ShutdownTimeout; then stops serving the endpoints
-//     and the event broadcaster.
+//  2. runs the election group (the event broadcaster, the default-revision
+//     watcher and every election) and serves the monitoring endpoints;
+//  3. when ctx is cancelled: reports not ready; stops the group, whose
+//     elections each stop their controllers, wait for them (at most half of
+//     ShutdownTimeout) and release their locks, after which the watcher and
+//     the event broadcaster stop; waits for all of that up to
+//     ShutdownTimeout; then stops serving the endpoints.
 //
 // Run returns nil after a clean shutdown, and an error wrapping
 // ErrShutdownTimeout when something did not stop in time; in that case
@@ -30,29 +32,23 @@ import (
 	"net"
 	"os"
 	"strings"
-	"sync"
+
 	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"go.uber.org/zap"
-	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/kubernetes/scheme"
-	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
-	"k8s.io/client-go/tools/record"
 
+	"github.com/meshd-io/meshd/internal/controllers"
 	"github.com/meshd-io/meshd/internal/ledger"
 	"github.com/meshd-io/meshd/internal/monitoring"
 	"github.com/meshd-io/meshd/pkg/election"
-	"github.com/meshd-io/meshd/pkg/election/elector"
 	"github.com/meshd-io/meshd/pkg/features"
-	"github.com/meshd-io/meshd/pkg/revisions"
 )
 
 // EventComponent is the source component of the Events meshd records.
-const EventComponent = "meshd"
+const EventComponent = election.EventComponent
 
 // ErrShutdownTimeout is wrapped by Run's error when the elections did not
 // stop within Config.ShutdownTimeout.
@@ -62,23 +58,16 @@ var ErrShutdownTimeout = errors.New("shutdown timed out")
 // methods other than Run may be called at any time; Daemon implements
 // monitoring.Source.
 type Daemon struct {
-	cfg      Config
-	log      *zap.Logger
-	registry *prometheus.Registry
-	recorder *recorderProxy
-	watcher  revisions.DefaultWatcher // nil when no election needs it
-	runs     []*run
-	monitor  *monitoring.Server
-	ledger   *ledger.File // nil unless Config.LedgerFile is set
+	cfg       Config
+	log       *zap.Logger
+	registry  *prometheus.Registry
+	group     *election.Group
+	elections []*election.LeaderElection // in Config.Kinds order
+	monitor   *monitoring.Server
+	ledger    *ledger.File // nil unless Config.LedgerFile is set
 
 	started atomic.Bool
 	state   atomic.Int32
-}
-
-// run is one election, with its controllers registered on it.
-type run struct {
-	election *election.LeaderElection
-	done     atomic.Bool // RunContext has returned
 }
 
 const (
@@ -101,54 +90,39 @@ func New(cfg Config) (*Daemon, error) {
 		cfg:      cfg,
 		log:      cfg.Logger,
 		registry: prometheus.NewRegistry(),
-		recorder: &recorderProxy{},
 	}
 	d.registry.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)
-	metrics, err := elector.NewPrometheusMetrics(d.registry)
-	if err != nil {
-		return nil, fmt.Errorf("daemon: election metrics: %w", err)
-	}
+	var err error
 	if cfg.LedgerFile != "" {
 		if d.ledger, err = ledger.OpenFile(cfg.LedgerFile); err != nil {
 			return nil, fmt.Errorf("daemon: %w", err)
 		}
 	}
 
-	// One watcher serves every prioritized election: one watch instead of
-	// one per election, and they all see the same default at once.
-	if features.EnableLeaderElection.Get() && (d.selected(KindNamespace) || d.selected(KindStatus)) {
-		d.watcher, err = revisions.NewDefaultWatcher(cfg.ElectionClient, revisions.Options{
-			MeshNamespace: cfg.Namespace,
-			WebhookName:   features.DefaultRevisionWebhook.Get(),
-			RevisionLabel: features.RevisionLabel.Get(),
-			Logger:        d.log,
-		})
-		if err != nil {
-			return nil, fmt.Errorf("daemon: %w", err)
-		}
-	}
-
-	opts := []election.Option{
+	// The environment first, then what the daemon decides. The group gives
+	// every prioritized election one watcher: one watch instead of one per
+	// election, and they all see the same default at once.
+	opts := append(features.ElectionOptions(),
 		election.WithTTL(cfg.TTL),
 		election.WithLogger(d.log),
-		election.WithMetrics(metrics),
-		election.WithEventRecorder(d.recorder),
+		election.WithPrometheus(d.registry),
+		election.WithEvents(cfg.Client),
 		// Shutting down always hands the locks over at once.
 		election.WithReleaseOnCancel(true),
 		election.WithStopTimeout(min(features.LeaderElectionStopTimeout.Get(), cfg.ShutdownTimeout/2)),
-	}
-	if d.watcher != nil {
-		opts = append(opts, election.WithDefaultWatcher(d.watcher))
+	)
+	if d.group, err = election.NewGroup(cfg.ElectionClient, opts...); err != nil {
+		return nil, fmt.Errorf("daemon: %w", err)
 	}
 	for _, kind := range cfg.Kinds {
-		r, err := d.newRun(kind, opts)
+		le, err := d.newElection(kind)
 		if err != nil {
 			return nil, fmt.Errorf("daemon: %s: %w", kind, err)
 		}
-		d.runs = append(d.runs, r)
+		d.elections = append(d.elections, le)
 	}
 
 	d.monitor, err = monitoring.New(monitoring.Options{Source: d, Gatherer: d.registry, Logger: d.log})
@@ -158,28 +132,27 @@ func New(cfg Config) (*Daemon, error) {
 	return d, nil
 }
 
-// newRun builds the election of kind and registers its controllers on it.
-func (d *Daemon) newRun(kind Kind, opts []election.Option) (*run, error) {
+// newElection builds the election of kind in the group and registers its
+// controllers on it.
+func (d *Daemon) newElection(kind Kind) (*election.LeaderElection, error) {
 	c := d.cfg
-	var (
-		le  *election.LeaderElection
-		err error
-	)
+	spec := election.Spec{Namespace: c.Namespace, Identity: c.Identity, Revision: c.Revision}
 	switch kind {
 	case KindNamespace:
-		le, err = election.NewLeaderElectionMulticluster(c.Namespace, c.Identity, election.NamespaceController, c.Revision, c.Remote, c.ElectionClient, opts...)
+		spec.ElectionID, spec.Remote = election.NamespaceController, c.Remote
 	case KindStatus:
-		le, err = election.NewLeaseLeaderElection(c.Namespace, c.Identity, election.StatusController, c.Revision, c.ElectionClient, opts...)
+		spec.ElectionID, spec.Lock = election.StatusController, election.LeaseLock
 	case KindRevision:
-		le, err = election.NewPerRevisionLeaderElection(c.Namespace, c.Identity, election.GatewayDeploymentController, c.Revision, c.ElectionClient, opts...)
+		spec.ElectionID, spec.PerRevision = election.GatewayDeploymentController, true
 	default:
 		return nil, fmt.Errorf("unknown kind %q", kind)
 	}
+	le, err := d.group.New(spec)
 	if err != nil {
 		return nil, err
 	}
 	log := d.log.Named(string(kind))
-	controllers, err := c.Controllers(kind, ControllerEnv{
+	ctls, err := c.Controllers(kind, ControllerEnv{
 		Client:     c.Client,
 		Namespace:  c.Namespace,
 		Identity:   c.Identity,
@@ -191,30 +164,16 @@ func (d *Daemon) newRun(kind Kind, opts []election.Option) (*run, error) {
 	if err != nil {
 		return nil, fmt.Errorf("building controllers: %w", err)
 	}
-	r := &run{election: le}
-	for _, ctl := range controllers {
+	for _, ctl := range ctls {
 		runCtl := ctl.Run
 		if d.ledger != nil {
 			runCtl = d.ledger.Wrap(le.Status().Name, c.Identity, runCtl)
 		}
-		le.AddRunFunctionContext(func(ctx context.Context) {
-			runCtl(ctx)
-			if ctx.Err() == nil {
-				log.Warn("controller returned while still leading; it stays stopped until the next term",
-					zap.String("controller", ctl.Name()))
-			}
-		})
+		// A controller that returns while leading fails the term: the lock
+		// goes to another instance, or back to this one after a back-off.
+		le.Add(controllers.RunFunc(ctl, runCtl))
 	}
-	return r, nil
-}
-
-func (d *Daemon) selected(kind Kind) bool {
-	for _, k := range d.cfg.Kinds {
-		if k == kind {
-			return true
-		}
-	}
-	return false
+	return le, nil
 }
 
 // Run runs the daemon until ctx is cancelled, then shuts it down as the
@@ -236,12 +195,6 @@ func (d *Daemon) Run(ctx context.Context) error {
 		}
 	}
 
-	broadcaster := record.NewBroadcaster()
-	defer broadcaster.Shutdown()
-	defer d.recorder.set(nil) // before Shutdown: late events are dropped here
-	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: d.cfg.Client.CoreV1().Events("")})
-	d.recorder.set(broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: EventComponent}))
-
 	// The endpoints outlive the elections, so /debug/elections and /readyz
 	// describe the shutdown too.
 	serveCtx, stopServing := context.WithCancel(context.Background())
@@ -251,22 +204,8 @@ func (d *Daemon) Run(ctx context.Context) error {
 
 	workCtx, stopWork := context.WithCancel(ctx)
 	defer stopWork()
-	var wg sync.WaitGroup
-	if d.watcher != nil {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			d.watcher.Run(workCtx.Done())
-		}()
-	}
-	for _, r := range d.runs {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer r.done.Store(true)
-			r.election.RunContext(workCtx)
-		}()
-	}
+	stopped := make(chan error, 1)
+	go func() { stopped <- d.group.Run(workCtx) }()
 	d.state.Store(stateRunning)
 	d.log.Info("meshd running", zap.String("identity", d.cfg.Identity), zap.String("namespace", d.cfg.Namespace), zap.String("revision", d.cfg.Revision),
 		zap.Bool("remote", d.cfg.Remote), zap.Duration("ttl", d.cfg.TTL), zap.Stringer("monitoring", ln.Addr()),
@@ -284,15 +223,13 @@ func (d *Daemon) Run(ctx context.Context) error {
 	d.state.Store(stateStopping)
 	stopWork()
 
-	stopped := make(chan struct{})
-	go func() {
-		wg.Wait()
-		close(stopped)
-	}()
 	timer := time.NewTimer(d.cfg.ShutdownTimeout)
 	defer timer.Stop()
 	select {
-	case <-stopped:
+	case err := <-stopped:
+		if err != nil {
+			errs = append(errs, fmt.Errorf("daemon: %w", err))
+		}
 		d.log.Info("all elections stopped")
 	case <-timer.C:
 		err := fmt.Errorf("daemon: %w after %v; still running: %s", ErrShutdownTimeout, d.cfg.ShutdownTimeout, d.stillRunning())
@@ -320,9 +257,9 @@ func Run(ctx context.Context, cfg Config) error {
 
 // Statuses returns the status of every election, in AllKinds order.
 func (d *Daemon) Statuses() []election.Status {
-	out := make([]election.Status, 0, len(d.runs))
-	for _, r := range d.runs {
-		out = append(out, r.election.Status())
+	out := make([]election.Status, 0, len(d.elections))
+	for _, le := range d.elections {
+		out = append(out, le.Status())
 	}
 	return out
 }
@@ -332,13 +269,9 @@ func (d *Daemon) Statuses() []election.Status {
 // disabled elections are always healthy.
 func (d *Daemon) Healthy() error {
 	var errs []error
-	for _, r := range d.runs {
-		el := r.election.Elector()
-		if el == nil {
-			continue
-		}
-		if err := el.Check(d.cfg.HealthTolerance); err != nil {
-			errs = append(errs, fmt.Errorf("election %s: %w", r.election.ID(), err))
+	for _, le := range d.elections {
+		if err := le.Check(d.cfg.HealthTolerance); err != nil {
+			errs = append(errs, fmt.Errorf("election %s: %w", le.ID(), err))
 		}
 	}
 	return errors.Join(errs...)
@@ -353,7 +286,7 @@ func (d *Daemon) Ready() error {
 	case stateStopping, stateStopped:
 		return errors.New("shutting down")
 	}
-	if d.watcher != nil && !d.watcher.HasSynced() {
+	if !d.group.Synced() {
 		return errors.New("the default revision watcher has not synced")
 	}
 	return nil
@@ -363,46 +296,18 @@ func (d *Daemon) Ready() error {
 func (d *Daemon) Registry() *prometheus.Registry { return d.registry }
 
 func (d *Daemon) electionIDs() []string {
-	ids := make([]string, len(d.runs))
-	for i, r := range d.runs {
-		ids[i] = r.election.Status().Name
+	ids := make([]string, len(d.elections))
+	for i, le := range d.elections {
+		ids[i] = le.Status().Name
 	}
 	return ids
 }
 
 func (d *Daemon) stillRunning() string {
-	var ids []string
-	for _, r := range d.runs {
-		if !r.done.Load() {
-			ids = append(ids, r.election.ID())
-		}
+	if names := d.group.Running(); len(names) > 0 {
+		return strings.Join(names, ", ")
 	}
-	if len(ids) == 0 {
-		return "the default revision watcher"
-	}
-	return strings.Join(ids, ", ")
-}
-
-// recorderProxy lets the elections, built by New, record events through the
-// broadcaster that Run starts. Events recorded outside Run are dropped.
-type recorderProxy struct {
-	mu sync.RWMutex
-	r  record.EventRecorder
-}
-
-func (p *recorderProxy) set(r record.EventRecorder) {
-	p.mu.Lock()
-	p.r = r
-	p.mu.Unlock()
-}
-
-func (p *recorderProxy) Eventf(object runtime.Object, eventType, reason, messageFmt string, args ...any) {
-	p.mu.RLock()
-	r := p.r
-	p.mu.RUnlock()
-	if r != nil {
-		r.Eventf(object, eventType, reason, messageFmt, args...)
-	}
+	return "the default revision watcher or the event recorder"
 }
 
 func defaultIdentity() string {

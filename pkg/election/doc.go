@@ -1,24 +1,45 @@
 // Package election is meshd's mesh-level leader election: the API that
 // control-plane daemons embed.
 //
-// A LeaderElection is one candidacy in one election, named by an election ID
-// (the istiod IDs are exported as constants). Callers register work with
-// AddRunFunction and call Run; the work runs only while this instance leads,
-// and stops before the lock is released.
+// A Spec declares one candidacy: the lock's namespace and election ID (the
+// istiod IDs are exported as constants), this instance's identity, revision
+// and location, the lock kind, and whether the election is prioritized or
+// per revision. New validates it with the options and reports every problem
+// at once. Register work with Add (or AddRunFunction, the stop-channel form
+// of istiod) and call RunContext (or Run); the work runs only while this
+// instance leads, and stops before the lock is released.
 //
-// Three kinds of election exist:
+// Two kinds of election exist:
 //
-//   - prioritized (NewLeaderElection, NewLeaderElectionMulticluster,
-//     NewLeaseLeaderElection): one leader per mesh; an instance of the
-//     default revision takes the lock from other revisions, and a local
-//     instance from a remote one of its revision (LocationPrioritizedComparison);
-//   - per revision (NewPerRevisionLeaderElection): one leader per revision, on
-//     a Lease named <electionID>-<revision>, never stolen.
+//   - prioritized: one leader per mesh; an instance of the default revision
+//     takes the lock from other revisions, and a local instance from a
+//     remote one of its revision (LocationPrioritizedComparison);
+//   - per revision (Spec.PerRevision): one leader per revision, on a Lease
+//     named <electionID>-<revision>, never taken from its holder.
 //
-// With ENABLE_LEADER_ELECTION=false every run function starts at once and no
-// lock is touched.
+// istiod's constructors (NewLeaderElection, NewLeaderElectionMulticluster,
+// NewLeaseLeaderElection, NewPerRevisionLeaderElection) are thin adapters
+// over New. A Group runs several elections with one default-revision
+// watcher, one metrics registration and one event recorder.
+//
+// # Run functions and terms
+//
+// A RunFunc gets a context that carries its Term (TermFrom) and is cancelled
+// when the term ends. The first error or panic of a run function ends the
+// term for all of the election's run functions: the others are cancelled
+// and awaited, the lock is released or handed over, the failure is recorded
+// (Status, metrics), and the candidate contends again after a bounded
+// back-off. Package fence makes writes to other objects conditional on the
+// term.
+//
+// # Configuration
+//
+// The package never reads the process environment: every default is fixed
+// in code (DefaultTTL, ...). WithEnabled(false) starts every run function at
+// once and touches no lock. A program that lets the environment decide, as
+// meshd does, passes features.ElectionOptions() to New or NewGroup.
 //
 // The guarantees and limits of the underlying elector apply (see package
-// elector): clock-skew tolerance is LeaseDuration − RenewDeadline and there is
-// no fencing.
+// elector): clock-skew tolerance is LeaseDuration − RenewDeadline, and the
+// lock alone does not fence a holder paused past its lease.
 package election

@@ -102,7 +102,7 @@ func TestDisabledRunsAtOnceAndTouchesNothing(t *testing.T) {
 	client := kubetest.NewClientset()
 	le := mustElection(t)(NewLeaderElection(testNS, "a", IngressController, "stable", client, WithEnabled(false)))
 	ctxFnStopped := make(chan struct{})
-	le.AddRunFunctionContext(func(ctx context.Context) { <-ctx.Done(); close(ctxFnStopped) })
+	le.Add(func(ctx context.Context) error { <-ctx.Done(); close(ctxFnStopped); return nil })
 	in := start(t, le)
 	eventually(t, "run functions to start", in.isRunning)
 	if !le.IsLeader() {
@@ -211,8 +211,10 @@ func TestDefaultsAndValidation(t *testing.T) {
 	le := mustElection(t)(NewLeaderElection(testNS, "", IngressController, "", client,
 		WithDefaultWatcher(revisions.NewStaticDefaultWatcher(""))))
 	host, _ := os.Hostname()
-	if le.Identity() != "unknown-"+host {
-		t.Fatalf("identity = %q", le.Identity())
+	// <hostname>_<8 hex digits>, the same for every election of the process.
+	suffix, ok := strings.CutPrefix(le.Identity(), host+"_")
+	if !ok || len(suffix) != 8 || strings.Trim(suffix, "0123456789abcdef") != "" || DefaultIdentity() != le.Identity() {
+		t.Fatalf("identity = %q, want %s_<8 hex digits>", le.Identity(), host)
 	}
 	if le.candidate.Revision != "default" {
 		t.Fatalf("revision = %q", le.candidate.Revision)

@@ -45,8 +45,8 @@ func TestHostileValuesFallBackToDefaults(t *testing.T) {
 				f := r.RegisterInt("X", 3, "i")
 				get, def = func() string { return formatInt(f.Get()) }, "3"
 			case "oneof":
-				f := r.RegisterString("X", LockConfigMap, "s", OneOf(LockConfigMap, LockLease))
-				get, def = f.Get, LockConfigMap
+				f := r.RegisterString("X", lockConfigMap, "s", OneOf(lockConfigMap, lockLease))
+				get, def = f.Get, lockConfigMap
 			}
 			if got := get(); got != def {
 				t.Errorf("%s X=%.20q: value %q, want the default %q", typ, raw, got, def)

@@ -3,16 +3,22 @@ package features
 import (
 	"fmt"
 	"time"
+
+	"github.com/meshd-io/meshd/pkg/election"
+	"github.com/meshd-io/meshd/pkg/revisions"
 )
 
-// Lock types accepted by PrioritizedLeaderElectionLock.
+// Values accepted by PrioritizedLeaderElectionLock; election.ParseLockKind
+// reads them.
 const (
-	LockConfigMap = "configmap"
-	LockLease     = "lease"
+	lockConfigMap = "configmap"
+	lockLease     = "lease"
 )
 
 // The project's flags, all on the default registry. Names and defaults match
-// istiod where istiod has the same setting.
+// istiod where istiod has the same setting; the defaults are those of package
+// election, so that a program that applies ElectionOptions in an empty
+// environment gets the library's behaviour.
 var (
 	// EnableLeaderElection turns leader election on. When false, every run
 	// function starts immediately and no lock is read or written.
@@ -28,7 +34,7 @@ var (
 	// LeaderElectionTTL is the lease duration. The renew deadline is half of
 	// it and the retry period a quarter. It must be at least one second, the
 	// precision of the lock record.
-	LeaderElectionTTL = RegisterDuration("LEADER_ELECTION_TTL", 30*time.Second,
+	LeaderElectionTTL = RegisterDuration("LEADER_ELECTION_TTL", election.DefaultTTL,
 		"Lease duration of leader election locks (at least 1s). The renew deadline is TTL/2 and the retry period TTL/4.",
 		WithValidator(func(d time.Duration) error {
 			if d < time.Second {
@@ -37,11 +43,11 @@ var (
 			return nil
 		}))
 
-	// PrioritizedLeaderElectionLock is the lock type of prioritized elections:
-	// LockConfigMap (what istiod uses) or LockLease.
-	PrioritizedLeaderElectionLock = RegisterString("PRIORITIZED_LEADER_ELECTION_LOCK", LockConfigMap,
+	// PrioritizedLeaderElectionLock is the lock type of prioritized elections
+	// that do not name one: "configmap" (what istiod uses) or "lease".
+	PrioritizedLeaderElectionLock = RegisterString("PRIORITIZED_LEADER_ELECTION_LOCK", lockConfigMap,
 		"Lock type of prioritized leader elections: `configmap` (compatible with istiod) or `lease`.",
-		OneOf(LockConfigMap, LockLease))
+		OneOf(lockConfigMap, lockLease))
 
 	// DefaultRevisionWebhook names the MutatingWebhookConfiguration whose
 	// label holds the default revision. Empty means the istiod convention:
@@ -52,7 +58,7 @@ var (
 		"Name of the MutatingWebhookConfiguration marking the default revision. Empty means `istio-revision-tag-default`, or `istio-revision-tag-default-<namespace>` when the mesh namespace is not `istio-system`.")
 
 	// RevisionLabel is the label of that webhook holding the default revision.
-	RevisionLabel = RegisterString("REVISION_LABEL", "istio.io/rev",
+	RevisionLabel = RegisterString("REVISION_LABEL", revisions.DefaultRevisionLabel,
 		"Label of the default-revision webhook (see `DEFAULT_REVISION_WEBHOOK`) whose value is the default revision.")
 
 	// LeaderElectionStopTimeout bounds how long a leader that stops leading
@@ -60,7 +66,7 @@ var (
 	// anyway. The default, 5s, is well below the default TTL, so a new leader
 	// is not delayed by more than that even when a run function ignores its
 	// stop channel.
-	LeaderElectionStopTimeout = RegisterDuration("LEADER_ELECTION_STOP_TIMEOUT", 5*time.Second,
+	LeaderElectionStopTimeout = RegisterDuration("LEADER_ELECTION_STOP_TIMEOUT", election.DefaultStopTimeout,
 		"How long a leader that stops leading waits for its run functions to return before releasing the lock anyway.")
 
 	// LeaderElectionReleaseOnCancel makes a leader release its lock when it
@@ -85,6 +91,6 @@ var (
 	// holder to honour a handover request before taking the lock anyway. It
 	// should exceed LEADER_ELECTION_STOP_TIMEOUT, which bounds how long the
 	// holder waits for its work to stop before handing over.
-	LeaderElectionHandoverGrace = RegisterDuration("LEADER_ELECTION_HANDOVER_GRACE", 10*time.Second,
+	LeaderElectionHandoverGrace = RegisterDuration("LEADER_ELECTION_HANDOVER_GRACE", election.DefaultHandoverGrace,
 		"How long a candidate waits for the holder to honour a handover request before taking the lock anyway. Should exceed LEADER_ELECTION_STOP_TIMEOUT.")
 )

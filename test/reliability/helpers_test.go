@@ -56,11 +56,12 @@ func startCandidate(t *testing.T, name string, l *ledger.Ledger) func(*election.
 
 func runCandidate(t *testing.T, name string, l *ledger.Ledger, le *election.LeaderElection) *candidate {
 	c := &candidate{name: name, le: le, done: make(chan struct{})}
-	le.AddRunFunctionContext(l.Wrap(le.Status().Name, name, func(ctx context.Context) {
+	work := l.Wrap(le.Status().Name, name, func(ctx context.Context) {
 		c.leads.Store(true)
 		<-ctx.Done()
 		c.leads.Store(false)
-	}))
+	})
+	le.Add(func(ctx context.Context) error { work(ctx); return nil })
 	ctx, cancel := context.WithCancel(context.Background())
 	c.cancel = cancel
 	go func() { defer close(c.done); le.RunContext(ctx) }()

@@ -18,6 +18,7 @@ import (
 
 	"github.com/meshd-io/meshd/internal/testcluster"
 	"github.com/meshd-io/meshd/pkg/election"
+	"github.com/meshd-io/meshd/pkg/revisions"
 	"github.com/meshd-io/meshd/test/e2e/meshdproc"
 )
 
@@ -32,7 +33,7 @@ const (
 	// the status election.
 	statusConfigMap = "meshd-status"
 
-	revisionLabel = "istio.io/rev"
+	revisionLabel = revisions.DefaultRevisionLabel
 )
 
 // perRevisionLock is the Lease of the per-revision election of rev.

@@ -7,6 +7,7 @@ import (
 
 	"github.com/meshd-io/meshd/internal/controllers"
 	"github.com/meshd-io/meshd/pkg/election"
+	"github.com/meshd-io/meshd/pkg/revisions"
 )
 
 const (
@@ -17,7 +18,7 @@ const (
 	Name = "revision"
 
 	// DefaultRevisionLabel is the default Options.RevisionLabel.
-	DefaultRevisionLabel = "istio.io/rev"
+	DefaultRevisionLabel = revisions.DefaultRevisionLabel
 	// Data keys of the ConfigMap.
 	KeyNamespaces = "namespaces"
 	KeyCount      = "count"

@@ -1,0 +1,97 @@
+package election_test
+
+import (
+	"context"
+	"fmt"
+	"log"
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/meshd-io/meshd/pkg/election"
+)
+
+// A program that embeds one election. The fake clientset stands in for
+// kubernetes.NewForConfig; the run function stops the program once it leads,
+// where a controller would run until its context is cancelled.
+func ExampleNew() {
+	client := fake.NewClientset()
+	le, err := election.New(client, election.Spec{
+		Namespace:  "istio-system",
+		ElectionID: election.NamespaceController, // the lock istiod uses for this job
+		Identity:   "meshd-0",
+		Revision:   "canary",
+	})
+	if err != nil {
+		log.Fatal(err) // every invalid setting, reported at once
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	le.Add(func(ctx context.Context) error {
+		term, _ := election.TermFrom(ctx)
+		fmt.Println("leading in", term)
+		stop()     // returning an error (or panicking) would end the term instead
+		return nil // nil ends this function only; the term goes on
+	})
+	if err := le.RunContext(ctx); err != nil { // returns once everything has stopped
+		log.Fatal(err)
+	}
+	// Output: leading in istio-system/istio-namespace-controller-election term 0 (meshd-0)
+}
+
+// Several elections of one process: one default-revision watcher, one
+// metrics registration and one event recorder for all of them.
+func ExampleGroup() {
+	client := fake.NewClientset()
+	group, err := election.NewGroup(client, election.WithPrometheus(prometheus.NewRegistry()), election.WithEvents(client))
+	if err != nil {
+		log.Fatal(err)
+	}
+	var leading sync.WaitGroup
+	for _, spec := range []election.Spec{
+		{Namespace: "istio-system", ElectionID: election.NamespaceController, Identity: "meshd-0"},
+		{Namespace: "istio-system", ElectionID: election.StatusController, Identity: "meshd-0", Lock: election.LeaseLock},
+		{Namespace: "istio-system", ElectionID: election.GatewayDeploymentController, Identity: "meshd-0", PerRevision: true},
+	} {
+		le, err := group.New(spec)
+		if err != nil {
+			log.Fatal(err)
+		}
+		leading.Add(1)
+		le.Add(func(ctx context.Context) error { leading.Done(); <-ctx.Done(); return nil })
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	go func() { leading.Wait(); stop() }() // stop once every election leads
+	if err := group.Run(ctx); err != nil {
+		log.Fatal(err)
+	}
+	for _, le := range group.Elections() {
+		s := le.Status()
+		fmt.Println(s.Lock, s.Name, "leader:", s.Leader)
+	}
+	// Output:
+	// ConfigMap istio-namespace-controller-election leader: false
+	// Lease istio-status-leader leader: false
+	// Lease istio-gateway-deployment-default leader: false
+}
+
+// Code written against istiod's leaderelection package ports by changing
+// the import and handling the constructor's error.
+func ExampleNewLeaderElection() {
+	client := fake.NewClientset()
+	le, err := election.NewLeaderElection("istio-system", "istiod-0", election.IngressController, "stable", client)
+	if err != nil {
+		log.Fatal(err)
+	}
+	stop := make(chan struct{})
+	le.AddRunFunction(func(leaderStop <-chan struct{}) {
+		fmt.Println("leading")
+		close(stop) // stop the candidate; leaderStop closes next
+		<-leaderStop
+	})
+	le.Run(stop)
+	fmt.Println("stopped; leader:", le.IsLeader())
+	// Output:
+	// leading
+	// stopped; leader: false
+}

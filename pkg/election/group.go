@@ -1,0 +1,178 @@
+package election
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/meshd-io/meshd/pkg/revisions"
+)
+
+// Group runs the elections of one process together. Its elections share one
+// default-revision watcher per webhook (usually one in all), one metrics
+// registration (WithPrometheus) and one event recorder (WithEvents), and
+// Run returns once every one of them has stopped.
+//
+// Build the group with NewGroup, its elections with Group.New, register
+// their work, then call Run once. The group runs its elections: do not call
+// their own Run.
+type Group struct {
+	client kubernetes.Interface
+	base   options    // the group's options, with metrics and events resolved
+	events *eventSink // nil without WithEvents
+
+	mu        sync.Mutex
+	watchers  map[watcherKey]revisions.DefaultWatcher
+	elections []*LeaderElection
+	started   bool
+}
+
+type watcherKey struct{ webhook, label string }
+
+// NewGroup validates opts, which apply to every election of the group, and
+// registers the metrics if WithPrometheus is among them. It starts nothing.
+// client may be nil only with WithEnabled(false).
+func NewGroup(client kubernetes.Interface, opts ...Option) (*Group, error) {
+	o := defaultOptions()
+	o.apply(opts)
+	err := o.validate()
+	if err == nil && client == nil && o.enabled {
+		err = errors.New("a Kubernetes client is required when leader election is enabled")
+	}
+	if err != nil {
+		return nil, fmt.Errorf("election group: %w", err)
+	}
+	g := &Group{client: client, watchers: map[watcherKey]revisions.DefaultWatcher{}}
+	if o.registerer != nil {
+		m, err := newPrometheusMetrics(o.registerer)
+		if err != nil {
+			return nil, fmt.Errorf("election group: %w", err)
+		}
+		o.metrics, o.registerer = m, nil
+	}
+	if g.events = newEventSink(o.eventClient); g.events != nil {
+		o.eventRecorder, o.eventClient = g.events, nil
+	}
+	g.base = o
+	return g, nil
+}
+
+// New adds an election to the group: spec with the group's options and then
+// opts, validated as by the package-level New. WithPrometheus and WithEvents
+// belong to NewGroup and are refused here.
+func (g *Group) New(spec Spec, opts ...Option) (*LeaderElection, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.started {
+		return nil, fmt.Errorf("election %q: the group is already running", spec.ElectionID)
+	}
+	o := g.base
+	o.apply(opts)
+	if o.registerer != nil || o.eventClient != nil {
+		return nil, fmt.Errorf("election %q: WithPrometheus and WithEvents apply to the whole group: pass them to NewGroup", spec.ElectionID)
+	}
+	spec = spec.withDefaults(o.defaultLock)
+	if err := validate(g.client, spec, &o); err != nil {
+		return nil, err
+	}
+	l, err := build(g.client, spec, &o, g.watcher)
+	if err != nil {
+		return nil, err
+	}
+	g.elections = append(g.elections, l)
+	return l, nil
+}
+
+// watcher returns the group's watcher for the webhook of wo, building it on
+// first use. The group runs it. Called with g.mu held.
+func (g *Group) watcher(wo revisions.Options) (revisions.DefaultWatcher, bool, error) {
+	key := watcherKey{wo.WebhookName, wo.RevisionLabel}
+	if key.webhook == "" {
+		key.webhook = revisions.DefaultWebhookName(wo.MeshNamespace)
+	}
+	if key.label == "" {
+		key.label = revisions.DefaultRevisionLabel
+	}
+	if w, ok := g.watchers[key]; ok {
+		return w, false, nil
+	}
+	w, err := revisions.NewDefaultWatcher(g.client, wo)
+	if err != nil {
+		return nil, false, err
+	}
+	g.watchers[key] = w
+	return w, false, nil
+}
+
+// Elections returns the group's elections in the order they were added.
+func (g *Group) Elections() []*LeaderElection {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return slices.Clone(g.elections)
+}
+
+// Run starts the event recorder, the watchers and every election, and runs
+// them until ctx is cancelled. It returns once every election has stopped
+// (each stops its run functions and releases its lock first), and then the
+// watchers and the recorder. It returns ErrStarted when called a second
+// time.
+func (g *Group) Run(ctx context.Context) error {
+	g.mu.Lock()
+	if g.started {
+		g.mu.Unlock()
+		return ErrStarted
+	}
+	g.started = true
+	elections := slices.Clone(g.elections)
+	watchers := make([]revisions.DefaultWatcher, 0, len(g.watchers))
+	for _, w := range g.watchers {
+		watchers = append(watchers, w)
+	}
+	g.mu.Unlock()
+
+	defer g.events.start()()
+	watchStop := make(chan struct{})
+	var watching sync.WaitGroup
+	for _, w := range watchers {
+		watching.Go(func() { w.Run(watchStop) })
+	}
+	defer watching.Wait()
+	defer close(watchStop)
+
+	errs := make([]error, len(elections))
+	var running sync.WaitGroup
+	for i, l := range elections {
+		running.Go(func() { errs[i] = l.RunContext(ctx) })
+	}
+	running.Wait()
+	return errors.Join(errs...)
+}
+
+// Synced reports whether every default-revision watcher of the group has
+// read the cluster's state (see revisions.DefaultWatcher.HasSynced).
+func (g *Group) Synced() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, w := range g.watchers {
+		if !w.HasSynced() {
+			return false
+		}
+	}
+	return true
+}
+
+// Running returns the lock names of the elections whose Run has not
+// returned, for example to say what a slow shutdown waits for.
+func (g *Group) Running() []string {
+	var names []string
+	for _, l := range g.Elections() {
+		if l.running.Load() {
+			names = append(names, l.lockName)
+		}
+	}
+	return names
+}

@@ -1,0 +1,248 @@
+package election
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/go-multierror"
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/clock"
+
+	"github.com/meshd-io/meshd/pkg/election/elector"
+	"github.com/meshd-io/meshd/pkg/resourcelock"
+	"github.com/meshd-io/meshd/pkg/revisions"
+)
+
+// Defaults of the options. They are fixed: the library never reads the
+// process environment. A program that wants the environment to decide
+// passes features.ElectionOptions() to New or NewGroup.
+const (
+	// DefaultTTL is the lease duration; the renew deadline is half of it and
+	// the retry period a quarter.
+	DefaultTTL = 30 * time.Second
+	// DefaultStopTimeout bounds the wait for run functions to return when a
+	// term ends, before the lock is released anyway.
+	DefaultStopTimeout = 5 * time.Second
+	// DefaultHandoverGrace bounds how long a candidate waits for a holder to
+	// honour a handover request before it takes the lock by force.
+	DefaultHandoverGrace = 10 * time.Second
+	// DefaultRunBackoff is the wait before contending again after a term
+	// ended by a failed run function (an error or a panic). It doubles with
+	// each such term in a row.
+	DefaultRunBackoff = time.Second
+	// DefaultMaxRunBackoff caps that wait.
+	DefaultMaxRunBackoff = time.Minute
+)
+
+// Option customises an election, or every election of a Group.
+type Option func(*options)
+
+type options struct {
+	ttl             time.Duration
+	logger          *zap.Logger
+	clock           clock.WithTicker
+	enabled         bool
+	prioritized     bool
+	defaultLock     LockKind
+	releaseOnCancel bool
+	stopTimeout     time.Duration
+	watch           bool
+	handover        bool
+	handoverGrace   time.Duration
+	backoff         time.Duration
+	maxBackoff      time.Duration
+
+	watcher       revisions.DefaultWatcher
+	webhookName   string
+	revisionLabel string
+
+	metrics       elector.Metrics
+	registerer    prometheus.Registerer
+	eventRecorder resourcelock.EventRecorder
+	eventClient   kubernetes.Interface
+}
+
+func defaultOptions() options {
+	return options{
+		ttl:             DefaultTTL,
+		logger:          zap.NewNop(),
+		clock:           clock.RealClock{},
+		enabled:         true,
+		prioritized:     true,
+		defaultLock:     ConfigMapLock,
+		releaseOnCancel: true,
+		stopTimeout:     DefaultStopTimeout,
+		watch:           true,
+		handover:        true,
+		handoverGrace:   DefaultHandoverGrace,
+		backoff:         DefaultRunBackoff,
+		maxBackoff:      DefaultMaxRunBackoff,
+	}
+}
+
+func (o *options) apply(opts []Option) {
+	for _, opt := range opts {
+		if opt != nil {
+			opt(o)
+		}
+	}
+	if o.logger == nil {
+		o.logger = zap.NewNop()
+	}
+	if o.clock == nil {
+		o.clock = clock.RealClock{}
+	}
+}
+
+// validate reports every invalid option at once.
+func (o *options) validate() error {
+	var errs *multierror.Error
+	add := func(format string, args ...any) { errs = multierror.Append(errs, fmt.Errorf(format, args...)) }
+	if o.ttl < time.Second {
+		add("ttl %v is too short: the LeaseDuration it gives must be at least 1s, the precision of the lock record", o.ttl)
+	}
+	if o.defaultLock != ConfigMapLock && o.defaultLock != LeaseLock {
+		add("unknown default lock kind %q: want %s or %s", o.defaultLock, ConfigMapLock, LeaseLock)
+	}
+	if o.stopTimeout < 0 {
+		add("stop timeout %v must not be negative", o.stopTimeout)
+	}
+	if o.handover && o.handoverGrace <= 0 {
+		add("handover grace %v must be positive", o.handoverGrace)
+	}
+	if o.backoff <= 0 || o.maxBackoff < o.backoff {
+		add("run back-off %v (at most %v) must be positive and not above its maximum", o.backoff, o.maxBackoff)
+	}
+	if o.webhookName != "" {
+		if msgs := validation.IsDNS1123Subdomain(o.webhookName); len(msgs) > 0 {
+			add("invalid default-revision webhook name %q: %s", o.webhookName, strings.Join(msgs, "; "))
+		}
+	}
+	if o.revisionLabel != "" {
+		if msgs := validation.IsQualifiedName(o.revisionLabel); len(msgs) > 0 {
+			add("invalid revision label %q: %s", o.revisionLabel, strings.Join(msgs, "; "))
+		}
+	}
+	if o.metrics != nil && o.registerer != nil {
+		errs = multierror.Append(errs, errors.New("WithMetrics and WithPrometheus both given: choose one"))
+	}
+	if o.eventRecorder != nil && o.eventClient != nil {
+		errs = multierror.Append(errs, errors.New("WithEventRecorder and WithEvents both given: choose one"))
+	}
+	return errs.ErrorOrNil()
+}
+
+// watcherOptions are the options of the default-revision watcher an
+// election in namespace needs.
+func (o *options) watcherOptions(namespace string) revisions.Options {
+	return revisions.Options{
+		MeshNamespace: namespace,
+		WebhookName:   o.webhookName,
+		RevisionLabel: o.revisionLabel,
+		Logger:        o.logger,
+	}
+}
+
+// WithTTL sets the lease duration (default DefaultTTL, at least 1s); the
+// renew deadline is ttl/2 and the retry period ttl/4.
+func WithTTL(ttl time.Duration) Option { return func(o *options) { o.ttl = ttl } }
+
+// WithLogger sets the logger; default a no-op logger.
+func WithLogger(l *zap.Logger) Option { return func(o *options) { o.logger = l } }
+
+// WithClock sets the clock of the elector and of the run back-off, for
+// tests; default the real clock.
+func WithClock(c clock.WithTicker) Option { return func(o *options) { o.clock = c } }
+
+// WithEnabled(false) turns leader election off: run functions start at once
+// and no lock is read or written, so nothing guarantees a single leader.
+// Default true. A program that lets ENABLE_LEADER_ELECTION decide uses
+// features.ElectionOptions().
+func WithEnabled(enabled bool) Option { return func(o *options) { o.enabled = enabled } }
+
+// WithPrioritized(false) turns stealing off in prioritized elections: an
+// instance of the default revision (or a local one) then waits for the lock
+// like any other. Default true. Per-revision elections never steal.
+func WithPrioritized(p bool) Option { return func(o *options) { o.prioritized = p } }
+
+// WithDefaultLock sets the lock kind of a prioritized election whose Spec
+// names none, as NewLeaderElection and NewLeaderElectionMulticluster do.
+// Default ConfigMapLock, which istiod uses.
+func WithDefaultLock(kind LockKind) Option { return func(o *options) { o.defaultLock = kind } }
+
+// WithReleaseOnCancel sets whether a leader whose Run is stopped releases the
+// lock, so that another candidate takes over at once instead of after the
+// lease. Default true.
+func WithReleaseOnCancel(r bool) Option { return func(o *options) { o.releaseOnCancel = r } }
+
+// WithStopTimeout sets how long the run functions may take to return when a
+// term ends; default DefaultStopTimeout. The lock stays held and renewed
+// until they have returned; past the timeout the instance logs it and fails
+// its health check. It is capped at (LeaseDuration − RetryPeriod)/2, so that
+// the stop a holder promises in a handover fits in its lease; zero means
+// that cap.
+func WithStopTimeout(d time.Duration) Option { return func(o *options) { o.stopTimeout = d } }
+
+// WithWatch sets whether candidates follow the lock with a watch (true, the
+// default) or poll it every retry period as client-go and istiod do (false).
+func WithWatch(w bool) Option { return func(o *options) { o.watch = w } }
+
+// WithHandover sets cooperative preemption: with enabled (the default), a
+// candidate entitled to the lock asks a meshd holder to hand it over and
+// waits up to grace (default DefaultHandoverGrace) before taking it by force.
+// grace should exceed the stop timeout.
+func WithHandover(enabled bool, grace time.Duration) Option {
+	return func(o *options) { o.handover, o.handoverGrace = enabled, grace }
+}
+
+// WithRunBackoff sets the wait before contending again after a term ended
+// by a failed run function: initial after the first such term, doubling for
+// each one in a row, at most max. Defaults DefaultRunBackoff and
+// DefaultMaxRunBackoff.
+func WithRunBackoff(initial, max time.Duration) Option {
+	return func(o *options) { o.backoff, o.maxBackoff = initial, max }
+}
+
+// WithDefaultWatcher makes prioritized elections read the default revision
+// from w, which the caller runs. Without it, a standalone election runs its
+// own watcher and a Group one per webhook.
+func WithDefaultWatcher(w revisions.DefaultWatcher) Option {
+	return func(o *options) { o.watcher = w }
+}
+
+// WithRevisionWebhook names the MutatingWebhookConfiguration and its label
+// that hold the default revision. Empty values keep istiod's conventions
+// (see revisions.Options).
+func WithRevisionWebhook(name, label string) Option {
+	return func(o *options) { o.webhookName, o.revisionLabel = name, label }
+}
+
+// WithMetrics sends what the elections do to m, including the terms ended
+// by a failed run function (RunFailed). For Prometheus use WithPrometheus
+// instead.
+func WithMetrics(m elector.Metrics) Option { return func(o *options) { o.metrics = m } }
+
+// WithPrometheus exports the election metrics (meshd_election_*) through reg.
+// They are registered once: by New for a standalone election, by NewGroup
+// for all elections of a group. Two standalone elections cannot share reg;
+// put them in one Group.
+func WithPrometheus(reg prometheus.Registerer) Option {
+	return func(o *options) { o.registerer = reg }
+}
+
+// WithEventRecorder records Kubernetes Events about the lock objects with r.
+func WithEventRecorder(r resourcelock.EventRecorder) Option {
+	return func(o *options) { o.eventRecorder = r }
+}
+
+// WithEvents records Kubernetes Events about the lock objects through
+// client, from the component EventComponent. The recorder runs while the
+// election (or the Group) runs; events outside that time are dropped.
+func WithEvents(client kubernetes.Interface) Option {
+	return func(o *options) { o.eventClient = client }
+}

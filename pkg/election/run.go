@@ -1,0 +1,307 @@
+package election
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// RunFunc is work gated by an election. It starts when a term begins, with
+// a context that carries the term (see TermFrom) and is cancelled when the
+// term ends; it should return soon after.
+//
+// An error or a panic ends the term for all of the election's run functions:
+// the others are cancelled and awaited, the error is recorded
+// (Status.LastRunError and the meshd_election_run_failures_total metric),
+// the lock is released or handed over, and the candidate contends again
+// after a back-off (WithRunBackoff). Returning nil ends only this function:
+// the term goes on, and this instance keeps the lock until the term ends even
+// when every run function has returned, as istiod's elections do.
+type RunFunc func(ctx context.Context) error
+
+// ErrStarted is returned by a second call of RunContext (or Group.Run).
+var ErrStarted = errors.New("election: Run called more than once")
+
+// PanicError is the error recorded for a run function that panicked.
+type PanicError struct {
+	// Value is what the function panicked with.
+	Value any
+	// Stack is the goroutine's stack where it panicked.
+	Stack []byte
+}
+
+func (e *PanicError) Error() string { return fmt.Sprintf("run function panicked: %v", e.Value) }
+
+// Add registers work that runs while this instance leads. It must be called
+// before Run; a later call is logged and ignored. It returns l for chaining.
+func (l *LeaderElection) Add(f RunFunc) *LeaderElection {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.started {
+		l.log.Error("a run function was added after Run; it is ignored")
+		return l
+	}
+	l.runFns = append(l.runFns, f)
+	return l
+}
+
+// AddRunFunction registers work in the form istiod's leaderelection package
+// uses: stop is closed when the term ends. The function cannot fail; if it
+// returns while leading (for example after starting goroutines that watch
+// stop), the term goes on. It returns l for chaining.
+func (l *LeaderElection) AddRunFunction(f func(stop <-chan struct{})) *LeaderElection {
+	return l.Add(func(ctx context.Context) error {
+		f(ctx.Done())
+		return nil
+	})
+}
+
+// Run is RunContext with a stop channel, as in istiod's leaderelection
+// package.
+func (l *LeaderElection) Run(stop <-chan struct{}) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		select {
+		case <-stop:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	if err := l.RunContext(ctx); err != nil {
+		l.log.Error("Run failed", zap.Error(err))
+	}
+}
+
+// RunContext contends for leadership until ctx is cancelled, contending
+// again after every term. While leading, every run function runs; when the
+// term ends they are cancelled and awaited (up to the stop timeout) before
+// the lock is released. It returns only after everything it started has
+// returned; it returns ErrStarted when called a second time.
+func (l *LeaderElection) RunContext(ctx context.Context) error {
+	l.mu.Lock()
+	started := l.started
+	l.started = true
+	l.mu.Unlock()
+	if started {
+		return ErrStarted
+	}
+	l.running.Store(true)
+	defer l.running.Store(false)
+	if !l.enabled {
+		l.log.Info("leader election disabled; run functions start at once")
+	}
+	defer l.startOwned(ctx)()
+
+	inARow := 0 // terms ended by a failure, one after the other
+	for ctx.Err() == nil {
+		l.cycle.Inc()
+		started, failed := l.contend(ctx)
+		if !failed {
+			inARow = 0
+			continue
+		}
+		if l.clock.Since(started) >= l.backoff.max {
+			inARow = 0 // the work ran well for a while: start the back-off afresh
+		}
+		inARow++
+		if !l.sleep(ctx, l.backoff.after(inARow)) {
+			break
+		}
+	}
+	return nil
+}
+
+// startOwned starts what a standalone election runs besides its elector: the
+// default-revision watcher and the event recorder. The function it returns
+// waits for them, once ctx is done, and stops them.
+func (l *LeaderElection) startOwned(ctx context.Context) func() {
+	stopEvents := l.events.start()
+	var wg sync.WaitGroup
+	if l.ownedWatcher {
+		wg.Go(func() { l.watcher.Run(ctx.Done()) })
+	}
+	return func() {
+		wg.Wait()
+		stopEvents()
+	}
+}
+
+// termRun is one contention: from the start of Run's attempt to the end of
+// the term it may win. Its fields are guarded by the election's mu.
+type termRun struct {
+	end     context.CancelFunc
+	started time.Time // when the work started
+	failed  bool      // a run function failed and ended the term
+}
+
+// contend takes part in the election for one term. It reports when the
+// term's work started and whether a failed run function ended the term.
+func (l *LeaderElection) contend(ctx context.Context) (started time.Time, failed bool) {
+	termCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	t := &termRun{end: cancel}
+	l.mu.Lock()
+	l.term = t
+	l.mu.Unlock()
+	if l.enabled {
+		l.elector.Run(termCtx)
+	} else {
+		_ = l.runLeading(termCtx)
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.term = nil
+	return t.started, t.failed
+}
+
+// runLeading runs the term's work until ctx ends or a run function fails,
+// and waits for every run function. A failure ends the term (the elector
+// then releases the lock or hands it over); otherwise it returns only once
+// the term is over, even if every run function returned earlier.
+func (l *LeaderElection) runLeading(ctx context.Context) error {
+	term, ok := l.currentTerm()
+	if !ok {
+		return nil // another holder took the lock before the work could start
+	}
+	l.mu.Lock()
+	fns := append([]RunFunc(nil), l.runFns...)
+	t := l.term
+	t.started = l.clock.Now()
+	l.mu.Unlock()
+
+	l.setLeading(true)
+	err := l.runWork(WithTerm(ctx, term), fns)
+	if err == nil {
+		<-ctx.Done() // every run function returned: keep the term until it ends
+	}
+	l.setLeading(false)
+	if err != nil {
+		l.recordFailure(err)
+		l.mu.Lock()
+		t.failed = true
+		l.mu.Unlock()
+		t.end()
+	}
+	return err
+}
+
+// currentTerm is the term just won, as the lock record says.
+func (l *LeaderElection) currentTerm() (Term, bool) {
+	t := Term{Lock: l.spec.Namespace + "/" + l.lockName, Identity: l.spec.Identity, Elected: l.enabled}
+	if !l.enabled {
+		t.AcquireTime = l.clock.Now()
+		return t, true
+	}
+	rec, _ := l.elector.Observed()
+	if rec.HolderIdentity != l.spec.Identity {
+		return Term{}, false
+	}
+	t.Transitions = rec.LeaderTransitions
+	t.AcquireTime = rec.AcquireTime.Time
+	return t, true
+}
+
+// runWork runs fns until all have returned; the first of them to fail while
+// ctx is live cancels the others, and its error is returned.
+func (l *LeaderElection) runWork(ctx context.Context, fns []RunFunc) error {
+	workCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var (
+		mu    sync.Mutex
+		first error
+		wg    sync.WaitGroup
+	)
+	for _, f := range fns {
+		wg.Go(func() {
+			ferr := call(workCtx, f)
+			if ferr == nil {
+				return
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if first == nil && workCtx.Err() == nil {
+				first = ferr
+				cancel()
+				return
+			}
+			l.lateError(ferr)
+		})
+	}
+	wg.Wait()
+	return first
+}
+
+// call runs f, turning a panic into a *PanicError.
+func call(ctx context.Context, f RunFunc) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = &PanicError{Value: v, Stack: debug.Stack()}
+		}
+	}()
+	return f(ctx)
+}
+
+// lateError handles an error returned after the term (or its work) had
+// already been ended: a panic is still recorded, a cancellation is expected.
+func (l *LeaderElection) lateError(err error) {
+	var p *PanicError
+	switch {
+	case errors.As(err, &p):
+		l.recordFailure(err)
+	case errors.Is(err, context.Canceled):
+	default:
+		l.log.Warn("run function failed while stopping", zap.Error(err))
+	}
+}
+
+func (l *LeaderElection) recordFailure(err error) {
+	l.mu.Lock()
+	l.lastErr = err
+	l.failures++
+	l.mu.Unlock()
+	fields := []zap.Field{zap.Error(err)}
+	var p *PanicError
+	if errors.As(err, &p) {
+		fields = append(fields, zap.ByteString("stack", p.Stack))
+	}
+	l.log.Error("run function failed; ending the term", fields...)
+}
+
+func (l *LeaderElection) setLeading(v bool) {
+	l.leading.Store(v)
+	l.lastTransitionTime.Store(l.clock.Now())
+}
+
+// sleep waits d on the election's clock; false when ctx ended first.
+func (l *LeaderElection) sleep(ctx context.Context, d time.Duration) bool {
+	l.log.Info("waiting before contending again", zap.Duration("backoff", d))
+	timer := l.clock.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-timer.C():
+		return true
+	}
+}
+
+// backoff is the wait after terms ended by a failed run function.
+type backoff struct {
+	initial, max time.Duration
+}
+
+// after returns the wait after the n-th such term in a row (n >= 1):
+// initial, doubling each time, at most max.
+func (b backoff) after(n int) time.Duration {
+	d := b.initial
+	for i := 1; i < n && d < b.max; i++ {
+		d *= 2
+	}
+	return min(d, b.max)
+}
