@@ -195,7 +195,9 @@ func newElection(s spec, client kubernetes.Interface, opts []Option) (*LeaderEle
 		Logger:          o.logger,
 		Watch:           o.watch,
 		Callbacks: elector.Callbacks{
-			OnStartedLeading: func(ctx context.Context) error { l.runLeading(ctx); return nil },
+			// Keeps the term until leadership ends, as before run functions
+			// could end it.
+			OnStartedLeading: func(ctx context.Context) error { l.runLeading(ctx); <-ctx.Done(); return nil },
 		},
 	}
 	if l.prioritized {
