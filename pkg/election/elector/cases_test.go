@@ -257,6 +257,7 @@ func TestLeaderRenewsWhileItsWorkStops(t *testing.T) {
 	go func() { defer close(done); le.Run(ctx) }()
 	h.stepUntil(100*time.Millisecond, func() bool { return j.has("started") })
 	cancel()
+	time.Sleep(10 * time.Millisecond)
 	before := h.record().RenewTime
 	h.steps(15, 100*time.Millisecond) // 1.5s: past StopTimeout
 	if err := le.Check(time.Hour); err == nil {
@@ -266,7 +267,9 @@ func TestLeaderRenewsWhileItsWorkStops(t *testing.T) {
 	if rec.HolderIdentity != "a" || !rec.RenewTime.After(before.Time) {
 		t.Fatalf("the leader stopped renewing while its work stops: %+v", rec)
 	}
-	h.stepUntil(100*time.Millisecond, func() bool { return j.has("released") })
+	for i := 0; i < 100 && !j.has("released"); i++ {
+		h.steps(1, 100*time.Millisecond)
+	}
 	<-done
 	if got := j.list(); strings.Join(got, ",") != "started,stopped,released" {
 		t.Fatalf("order = %v", got)
