@@ -9,9 +9,15 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
 )
 
 func newMulti(t *testing.T, identity string) (*MultiLock, func() (Record, Record)) {
+	m, both, _ := newMultiOn(t, identity)
+	return m, both
+}
+
+func newMultiOn(t *testing.T, identity string) (*MultiLock, func() (Record, Record), *fake.Clientset) {
 	t.Helper()
 	cs := newClientset(t)
 	l, err := New(ConfigMapsLeasesResourceLock, testNamespace, testName, cs, Config{Identity: identity, Key: "canary"})
@@ -30,7 +36,7 @@ func newMulti(t *testing.T, identity string) (*MultiLock, func() (Record, Record
 		}
 		return a, b
 	}
-	return l.(*MultiLock), both
+	return l.(*MultiLock), both, cs
 }
 
 func TestMultiLockWritesBothObjects(t *testing.T) {
@@ -61,8 +67,8 @@ func TestMultiLockWritesBothObjects(t *testing.T) {
 // that holder and writes the missing Lease when it takes over.
 func TestMultiLockSeesAHolderOfEitherKind(t *testing.T) {
 	ctx := context.Background()
-	m, _ := newMulti(t, "b")
-	cmOnly, _ := NewConfigMapLock(m.Primary.(*ConfigMapLock).client, testNamespace, testName, Config{Identity: "old"})
+	m, _, cs := newMultiOn(t, "b")
+	cmOnly, _ := NewConfigMapLock(cs.CoreV1(), testNamespace, testName, Config{Identity: "old"})
 	if err := cmOnly.Create(ctx, Record{HolderIdentity: "old", LeaseDurationSeconds: 30}); err != nil {
 		t.Fatal(err)
 	}
@@ -75,7 +81,7 @@ func TestMultiLockSeesAHolderOfEitherKind(t *testing.T) {
 	}
 	// Two different holders (instances of the two kinds at once) read as
 	// held by neither.
-	leaseOnly, _ := NewLeaseLock(m.Secondary.(*LeaseLock).client, testNamespace, testName, Config{Identity: "new"})
+	leaseOnly, _ := NewLeaseLock(cs.CoordinationV1(), testNamespace, testName, Config{Identity: "new"})
 	if _, _, err := leaseOnly.Get(ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -72,7 +72,7 @@ func TestCooperativeWritesAdvertiseTheHolder(t *testing.T) {
 	if err := l.Update(ctx, Record{LeaseDurationSeconds: 1}); err != nil {
 		t.Fatal(err)
 	}
-	if _, found := l.lease.Annotations[HandoverAnnotationKey]; found {
+	if _, found := l.obj.Annotations[HandoverAnnotationKey]; found {
 		t.Fatal("a release left the handover annotation behind")
 	}
 }

@@ -257,7 +257,15 @@ func TestIstiodRecordIsRespectedAndTakenOver(t *testing.T) {
 	setDefaultRevision(t, c.Client, ns, "stable")
 	le, err = election.NewLeaderElection(ns, "meshd-stable", election.NamespaceController, "stable", c.Client, opts(t)...)
 	def := newInstance(t, "default", le, err)
-	eventually(t, 10*time.Second, "the default revision to take over", def.leads)
+	// The lock is taken at once; the work starts only when the istiod
+	// holder's 30s lease, as observed, has run out (fenced start).
+	eventually(t, 10*time.Second, "the default revision to take over", func() bool {
+		rec, _ := configMapRecord(t, c.Client, ns, election.NamespaceController)
+		return rec.HolderIdentity == "meshd-stable"
+	})
+	if def.leads() {
+		t.Fatal("the default revision's work started while the istiod holder's lease ran")
+	}
 
 	_, cm := configMapRecord(t, c.Client, ns, election.NamespaceController)
 	written := cm.Annotations[resourcelock.LeaderAnnotationKey]

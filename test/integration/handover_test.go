@@ -109,7 +109,9 @@ func fakeHolder(t *testing.T, ns, name string, advertise bool) (stop func()) {
 	done := make(chan struct{})
 	write := func() error {
 		now := metav1.NewTime(time.Now())
-		rec := resourcelock.Record{HolderIdentity: "hung-1", HolderKey: "canary", LeaseDurationSeconds: 30,
+		// The lease of the tests' ttl: a candidate that takes the lock by
+		// force starts its work only once this lease has run out.
+		rec := resourcelock.Record{HolderIdentity: "hung-1", HolderKey: "canary", LeaseDurationSeconds: int(ttl / time.Second),
 			AcquireTime: metav1.NewTime(time.Unix(1700000000, 0)), RenewTime: now, LeaderTransitions: 7}
 		cm, err := c.Client.CoreV1().ConfigMaps(ns).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {

@@ -103,9 +103,10 @@ func (h *harness) steps(n int, d time.Duration) {
 func TestDisagreeingCandidatesDoNotStorm(t *testing.T) {
 	h := newHarness(t)
 	ma, mb := &countMetrics{}, &countMetrics{}
-	a := h.start(candidateOpts{identity: "a", key: "stable", steal: true, noHandover: true, metrics: ma})
+	events := &eventSink{}
+	a := h.start(candidateOpts{identity: "a", key: "stable", steal: true, noHandover: true, metrics: ma, events: events})
 	waitFor(t, "a to lead", a.le.IsLeader)
-	b := h.start(candidateOpts{identity: "b", key: "canary", steal: true, noHandover: true, metrics: mb})
+	b := h.start(candidateOpts{identity: "b", key: "canary", steal: true, noHandover: true, metrics: mb, events: events})
 	waitFor(t, "b to take the lock", func() bool { return h.record().HolderIdentity == "b" })
 	time.Sleep(300 * time.Millisecond) // the clock stands still: no RetryPeriod passes
 	if got := h.record().LeaderTransitions; got > 2 {
@@ -123,6 +124,9 @@ func TestDisagreeingCandidatesDoNotStorm(t *testing.T) {
 	}
 	if ma.get("cycle")+mb.get("cycle") == 0 || ma.get("suspended")+mb.get("suspended") == 0 {
 		t.Fatal("cycle not counted in metrics")
+	}
+	if events.count(corev1.EventTypeWarning, ReasonPreemptionSuspended) == 0 {
+		t.Fatal("no PreemptionSuspended event")
 	}
 	if !strings.Contains(pa.String()+pb.String(), "suspended after") {
 		t.Fatalf("preemption state not described: %q / %q", pa, pb)
@@ -257,6 +261,7 @@ func TestLeaderRenewsWhileItsWorkStops(t *testing.T) {
 	go func() { defer close(done); le.Run(ctx) }()
 	h.stepUntil(100*time.Millisecond, func() bool { return j.has("started") })
 	cancel()
+	time.Sleep(10 * time.Millisecond)
 	before := h.record().RenewTime
 	h.steps(15, 100*time.Millisecond) // 1.5s: past StopTimeout
 	if err := le.Check(time.Hour); err == nil {
@@ -266,7 +271,9 @@ func TestLeaderRenewsWhileItsWorkStops(t *testing.T) {
 	if rec.HolderIdentity != "a" || !rec.RenewTime.After(before.Time) {
 		t.Fatalf("the leader stopped renewing while its work stops: %+v", rec)
 	}
-	h.stepUntil(100*time.Millisecond, func() bool { return j.has("released") })
+	for i := 0; i < 100 && !j.has("released"); i++ {
+		h.steps(1, 100*time.Millisecond)
+	}
 	<-done
 	if got := j.list(); strings.Join(got, ",") != "started,stopped,released" {
 		t.Fatalf("order = %v", got)

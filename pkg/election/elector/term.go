@@ -188,12 +188,15 @@ func (le *LeaderElector) renewOnce(ctx context.Context) *termEnd {
 	return nil
 }
 
-// lostTo notes that another holder took the lock while this one renewed it.
+// lostTo notes that another holder took the lock. It counts as stolen, for
+// the steal damper, only while this holder's own lease was still valid: a
+// holder that took over after the lease ran out did nothing wrong.
 func (le *LeaderElector) lostTo() {
 	rec, _ := le.Observed()
 	le.log.Info("another holder took the lock; stopping leadership at once", zap.String("holder", rec.HolderIdentity))
-	if rec.HolderIdentity != "" {
-		le.damper.stolen(le.clock.Now(), rec.HolderKey)
+	now := le.clock.Now()
+	if rec.HolderIdentity != "" && now.Before(le.lastRenew.Add(le.cfg.LeaseDuration)) {
+		le.damper.stolen(now, rec.HolderKey)
 	}
 }
 

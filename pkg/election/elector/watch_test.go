@@ -40,12 +40,16 @@ type candidateOpts struct {
 	stopTimeout       time.Duration
 	startAtOnce       bool
 	metrics           *countMetrics
+	events            *eventSink
 }
 
 func (h *harness) start(o candidateOpts) *candidate {
 	h.t.Helper()
-	lock, err := resourcelock.New(resourcelock.ConfigMapsResourceLock, ns, lockName, h.client,
-		resourcelock.Config{Identity: o.identity, Key: o.key, Cooperative: true})
+	lockCfg := resourcelock.Config{Identity: o.identity, Key: o.key, Cooperative: true}
+	if o.events != nil {
+		lockCfg.EventRecorder = o.events
+	}
+	lock, err := resourcelock.New(resourcelock.ConfigMapsResourceLock, ns, lockName, h.client, lockCfg)
 	if err != nil {
 		h.t.Fatal(err)
 	}

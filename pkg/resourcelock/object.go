@@ -1,0 +1,230 @@
+package resourcelock
+
+import (
+	"context"
+	"fmt"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/tools/cache"
+)
+
+// kubeObject is a pointer to a Kubernetes object type such as
+// *corev1.ConfigMap.
+type kubeObject interface {
+	runtime.Object
+	metav1.Object
+}
+
+// objectClient is the part of a typed client a lock uses, for one namespace.
+type objectClient[T kubeObject, L runtime.Object] interface {
+	Get(ctx context.Context, name string, opts metav1.GetOptions) (T, error)
+	Create(ctx context.Context, obj T, opts metav1.CreateOptions) (T, error)
+	Update(ctx context.Context, obj T, opts metav1.UpdateOptions) (T, error)
+	List(ctx context.Context, opts metav1.ListOptions) (L, error)
+	Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error)
+}
+
+// kindAdapter is what differs between lock kinds: the object type, and where
+// in it the record lives.
+type kindAdapter[T kubeObject] struct {
+	kind, apiVersion string
+	// newObject returns an empty object named namespace/name.
+	newObject func(namespace, name string) T
+	// copyObject deep-copies an object.
+	copyObject func(T) T
+	// readRecord decodes the record of an object, as Interface.Get returns it.
+	readRecord func(T) (*Record, []byte, error)
+	// writeRecord stores r into an object (a copy the lock owns).
+	writeRecord func(T, Record)
+}
+
+// objectLock is a lock kept in one Kubernetes object, shared by all kinds:
+// it remembers the object version last read or written, writes over it with
+// optimistic concurrency, and keeps everything in the object it does not own.
+type objectLock[T kubeObject, L runtime.Object] struct {
+	client    objectClient[T, L]
+	namespace string
+	name      string
+	cfg       Config
+	kind      kindAdapter[T]
+
+	// noWatchList is set by New for clients that cannot stream lists.
+	noWatchList bool
+	// clientNoWatchList is the typed client's own answer.
+	clientNoWatchList bool
+
+	obj   T
+	valid bool // obj holds an object version
+}
+
+// set remembers obj as the version last seen; forget drops it.
+func (l *objectLock[T, L]) set(obj T) { l.obj, l.valid = obj, true }
+
+func (l *objectLock[T, L]) forget() {
+	var zero T
+	l.obj, l.valid = zero, false
+}
+
+// Get reads the object and decodes its record.
+func (l *objectLock[T, L]) Get(ctx context.Context) (*Record, []byte, error) {
+	obj, err := l.client.Get(ctx, l.name, metav1.GetOptions{})
+	if err != nil {
+		return nil, nil, err
+	}
+	l.set(obj)
+	return l.decode()
+}
+
+func (l *objectLock[T, L]) decode() (*Record, []byte, error) {
+	rec, raw, err := l.kind.readRecord(l.obj)
+	if err != nil {
+		return nil, raw, fmt.Errorf("%s: %w", l.Describe(), err)
+	}
+	return rec, raw, nil
+}
+
+// Create creates the object holding the record and nothing else.
+func (l *objectLock[T, L]) Create(ctx context.Context, r Record) error {
+	obj := l.kind.newObject(l.namespace, l.name)
+	l.kind.writeRecord(obj, r)
+	l.advertise(obj, r)
+	created, err := l.client.Create(ctx, obj, metav1.CreateOptions{})
+	if err != nil {
+		return err
+	}
+	l.set(created)
+	return nil
+}
+
+// Update writes the record over the last seen version, keeping its labels,
+// other annotations and data.
+func (l *objectLock[T, L]) Update(ctx context.Context, r Record) error {
+	if !l.valid {
+		return ErrNotInitialized
+	}
+	obj := l.kind.copyObject(l.obj)
+	l.kind.writeRecord(obj, r)
+	l.advertise(obj, r)
+	return l.write(ctx, obj)
+}
+
+// advertise applies Config.advertise to an object's metadata.
+func (l *objectLock[T, L]) advertise(obj T, r Record) {
+	meta := metav1.ObjectMeta{Annotations: obj.GetAnnotations()}
+	l.cfg.advertise(&meta, r)
+	obj.SetAnnotations(meta.Annotations)
+}
+
+func (l *objectLock[T, L]) write(ctx context.Context, obj T) error {
+	updated, err := l.client.Update(ctx, obj, metav1.UpdateOptions{})
+	if err != nil {
+		return err
+	}
+	l.set(updated)
+	return nil
+}
+
+// Handover implements HandoverLock.
+func (l *objectLock[T, L]) Handover() Handover {
+	if !l.valid {
+		return Handover{}
+	}
+	return readHandover(l.obj.GetAnnotations())
+}
+
+// RequestHandover implements HandoverLock.
+func (l *objectLock[T, L]) RequestHandover(ctx context.Context, h Handover) error {
+	if !l.valid {
+		return ErrNotInitialized
+	}
+	obj := l.kind.copyObject(l.obj)
+	meta := metav1.ObjectMeta{Annotations: obj.GetAnnotations()}
+	writeHandover(&meta, h)
+	obj.SetAnnotations(meta.Annotations)
+	return l.write(ctx, obj)
+}
+
+// ListWatch implements Watchable.
+func (l *objectLock[T, L]) ListWatch() cache.ListerWatcher {
+	selector := fields.OneTermEqualSelector("metadata.name", l.name).String()
+	return &listWatch{
+		ListWatch: cache.ListWatch{
+			ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+				opts.FieldSelector = selector
+				return l.client.List(ctx, opts)
+			},
+			WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+				opts.FieldSelector = selector
+				return l.client.Watch(ctx, opts)
+			},
+		},
+		noWatchList: l.noWatchList || l.clientNoWatchList,
+	}
+}
+
+// ExampleObject implements Watchable.
+func (l *objectLock[T, L]) ExampleObject() runtime.Object { return l.kind.newObject("", "") }
+
+// Observe implements Watchable.
+func (l *objectLock[T, L]) Observe(obj any, deleted bool) (*Record, []byte, error) {
+	o, ok := ownObject(obj, l.namespace, l.name)
+	if !ok {
+		return nil, nil, ErrForeignObject
+	}
+	if deleted {
+		l.forget()
+		return &Record{}, nil, nil
+	}
+	cur, ok := o.(T)
+	if !ok {
+		return nil, nil, fmt.Errorf("%s: watch delivered %T, not a %s", l.Describe(), o, l.kind.kind)
+	}
+	if !l.valid || newer(cur.GetResourceVersion(), l.obj.GetResourceVersion()) {
+		l.set(cur)
+	}
+	return l.decode()
+}
+
+// Peek implements Watchable.
+func (l *objectLock[T, L]) Peek() (*Record, []byte, error) {
+	if !l.valid {
+		return nil, nil, ErrNotInitialized
+	}
+	return l.decode()
+}
+
+// RecordEvent records an event on the object.
+func (l *objectLock[T, L]) RecordEvent(eventType, reason, message string) {
+	if l.cfg.EventRecorder == nil {
+		return
+	}
+	obj := l.kind.newObject(l.namespace, l.name)
+	if l.valid {
+		obj = l.kind.copyObject(l.obj)
+	}
+	obj.GetObjectKind().SetGroupVersionKind(schema.FromAPIVersionAndKind(l.kind.apiVersion, l.kind.kind))
+	l.cfg.EventRecorder.Eventf(obj, eventType, reason, "%s", message)
+}
+
+// ResourceVersion implements Interface.
+func (l *objectLock[T, L]) ResourceVersion() string {
+	if !l.valid {
+		return ""
+	}
+	return l.obj.GetResourceVersion()
+}
+
+// Identity implements Interface.
+func (l *objectLock[T, L]) Identity() string { return l.cfg.Identity }
+
+// Key implements Interface.
+func (l *objectLock[T, L]) Key() string { return l.cfg.Key }
+
+// Describe implements Interface.
+func (l *objectLock[T, L]) Describe() string {
+	return fmt.Sprintf("%s %s/%s", l.kind.kind, l.namespace, l.name)
+}
