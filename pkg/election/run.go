@@ -135,7 +135,6 @@ func (l *LeaderElection) startOwned(ctx context.Context) func() {
 // termRun is one contention: from the start of Run's attempt to the end of
 // the term it may win. Its fields are guarded by the election's mu.
 type termRun struct {
-	end     context.CancelFunc
 	started time.Time // when the work started
 	failed  bool      // a run function failed and ended the term
 }
@@ -143,16 +142,14 @@ type termRun struct {
 // contend takes part in the election for one term. It reports when the
 // term's work started and whether a failed run function ended the term.
 func (l *LeaderElection) contend(ctx context.Context) (started time.Time, failed bool) {
-	termCtx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	t := &termRun{end: cancel}
+	t := &termRun{}
 	l.mu.Lock()
 	l.term = t
 	l.mu.Unlock()
 	if l.enabled {
-		l.elector.Run(termCtx)
+		l.elector.Run(ctx)
 	} else {
-		_ = l.runLeading(termCtx)
+		_ = l.runLeading(ctx)
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -186,8 +183,9 @@ func (l *LeaderElection) runLeading(ctx context.Context) error {
 		l.mu.Lock()
 		t.failed = true
 		l.mu.Unlock()
-		t.end()
 	}
+	// The elector ends the term when this returns: it counts the failure,
+	// keeps renewing until the work has stopped, then releases or hands over.
 	return err
 }
 
