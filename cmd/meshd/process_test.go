@@ -15,6 +15,8 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/meshd-io/meshd/internal/controllers/revision"
+	"github.com/meshd-io/meshd/internal/controllers/status"
 	"github.com/meshd-io/meshd/internal/testcluster"
 	"github.com/meshd-io/meshd/pkg/election"
 	"github.com/meshd-io/meshd/pkg/resourcelock"
@@ -127,7 +129,7 @@ func TestProcessSIGTERM(t *testing.T) {
 	if rec, err := resourcelock.DecodeRecord([]byte(cm.Annotations[resourcelock.LeaderAnnotationKey])); err != nil || rec.HolderIdentity != "" {
 		t.Errorf("ConfigMap lock after SIGTERM: %+v, %v", rec, err)
 	}
-	for _, name := range []string{election.StatusController, election.GatewayDeploymentController + "-default"} {
+	for _, name := range []string{status.ElectionID, revision.ElectionID + "-default"} {
 		lease, err := c.Client.CoordinationV1().Leases(ns).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)

@@ -30,6 +30,7 @@ type runOptions struct {
 	logLevel          string
 	logFormat         string
 	ledgerFile        string
+	selfSignedRoot    bool
 }
 
 func newRunCommand() *cobra.Command {
@@ -43,16 +44,22 @@ func newRunCommand() *cobra.Command {
 		Long: `Run the daemon. Each selected controller runs only while this instance leads
 its election:
 
-  namespace  root certificate into every namespace
+  namespace  the mesh's root certificate (Secret cacerts, root-cert.pem, else
+             Secret istio-ca-secret, ca-cert.pem) into istio-ca-root-cert
+             of every namespace; istiod's job, so istiod's election
              (ConfigMap lock istio-namespace-controller-election, prioritized)
   status     revisions and election leaders into meshd-status
-             (Lease istio-status-leader, prioritized)
+             (meshd's Lease meshd-status-leader, prioritized)
   revision   the namespaces of this revision into meshd-revision-<revision>
-             (Lease istio-gateway-deployment-<revision>, one leader per revision)
+             (meshd's Lease meshd-revision-<revision>, one leader per revision)
+
+Without a CA Secret the namespace controller publishes nothing and /readyz
+says why; --self-signed-root mints a root instead (never beside istiod).
 
 Endpoints on --monitoring-address: /healthz fails when a lock this instance
 leads has not been renewed for 1.5 x ttl (the lease plus ttl/2 tolerance),
-/readyz succeeds once the elections run and the default revision is known,
+/readyz succeeds once the elections run and the default revision is known
+and no controller is blocked (such as by a missing mesh root certificate),
 /metrics, and /debug/elections (JSON).
 
 On SIGTERM or SIGINT meshd stops its controllers and releases every lock it
@@ -75,7 +82,7 @@ Other settings are environment variables; see "meshd env".`,
 // register defines the flags of "meshd run" on fs.
 func (o *runOptions) register(fs *pflag.FlagSet, env *envBindings) {
 	o.kube.register(fs, env)
-	env.stringVarP(fs, &o.identity, "identity", "", "POD_NAME", "", "holder identity written into the locks; unknown-<hostname> when empty")
+	env.stringVarP(fs, &o.identity, "identity", "", "POD_NAME", "", "holder identity written into the locks; <hostname>_<random suffix>, unique to this process, when empty")
 	env.stringVarP(fs, &o.revision, "revision", "", "REVISION", election.DefaultRevision, "control-plane revision of this instance")
 	fs.BoolVar(&o.remote, "remote", false, "this instance serves a remote cluster (holder key ^<revision>)")
 	fs.StringVar(&o.monitoringAddress, "monitoring-address", monitoring.DefaultAddress, "address of the health, readiness, metrics and debug endpoints")
@@ -84,6 +91,7 @@ func (o *runOptions) register(fs *pflag.FlagSet, env *envBindings) {
 	fs.StringVar(&o.controllers, "controllers", kindList(daemon.AllKinds()), "comma-separated controllers to run")
 	fs.StringVar(&o.logLevel, "log-level", "info", "minimum log level: debug, info, warn or error")
 	fs.StringVar(&o.logFormat, "log-format", logFormatJSON, "log format: json or console")
+	fs.BoolVar(&o.selfSignedRoot, "self-signed-root", false, "when the mesh has no CA Secret (cacerts, istio-ca-secret), mint a self-signed root and publish it; for demos only, never beside a live istiod")
 	fs.StringVar(&o.ledgerFile, "ledger-file", "", "append every controller term (start and stop, monotonic clock) to this file, for overlap checks in tests")
 	_ = fs.MarkHidden("ledger-file")
 }
@@ -119,6 +127,7 @@ func runDaemon(ctx context.Context, o *runOptions, cmd *cobra.Command) error {
 		Kinds:             kinds,
 		MonitoringAddress: o.monitoringAddress,
 		LedgerFile:        o.ledgerFile,
+		SelfSignedRoot:    o.selfSignedRoot,
 		Logger:            log,
 	})
 	if err != nil {

@@ -22,6 +22,16 @@ type Controller interface {
 	Run(ctx context.Context)
 }
 
+// Reporter is implemented by a controller that can tell why it does not do
+// its work although it runs, such as a namespace controller with no root
+// certificate to publish. The daemon shows the problem in /readyz and
+// /debug/elections.
+type Reporter interface {
+	// Problem returns why the running controller does not do its work, or
+	// nil when it does or does not run. It is safe for concurrent use.
+	Problem() error
+}
+
 // Gate makes the controllers run while e is led: each one's Run is
 // registered as a run function of e. Call it before e.Run.
 func Gate(e *election.LeaderElection, cs ...Controller) {

@@ -28,7 +28,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -43,6 +42,9 @@ import (
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/record"
 
+	"github.com/meshd-io/meshd/internal/controllers"
+	"github.com/meshd-io/meshd/internal/controllers/revision"
+	"github.com/meshd-io/meshd/internal/controllers/status"
 	"github.com/meshd-io/meshd/internal/ledger"
 	"github.com/meshd-io/meshd/internal/monitoring"
 	"github.com/meshd-io/meshd/pkg/election"
@@ -78,7 +80,10 @@ type Daemon struct {
 // run is one election, with its controllers registered on it.
 type run struct {
 	election *election.LeaderElection
-	done     atomic.Bool // RunContext has returned
+	// reporters are the controllers that can say why they do not do their
+	// work (controllers.Reporter).
+	reporters []controllers.Reporter
+	done      atomic.Bool // RunContext has returned
 }
 
 const (
@@ -169,9 +174,9 @@ func (d *Daemon) newRun(kind Kind, opts []election.Option) (*run, error) {
 	case KindNamespace:
 		le, err = election.NewLeaderElectionMulticluster(c.Namespace, c.Identity, election.NamespaceController, c.Revision, c.Remote, c.ElectionClient, opts...)
 	case KindStatus:
-		le, err = election.NewLeaseLeaderElection(c.Namespace, c.Identity, election.StatusController, c.Revision, c.ElectionClient, opts...)
+		le, err = election.NewLeaseLeaderElection(c.Namespace, c.Identity, status.ElectionID, c.Revision, c.ElectionClient, opts...)
 	case KindRevision:
-		le, err = election.NewPerRevisionLeaderElection(c.Namespace, c.Identity, election.GatewayDeploymentController, c.Revision, c.ElectionClient, opts...)
+		le, err = election.NewPerRevisionLeaderElection(c.Namespace, c.Identity, revision.ElectionID, c.Revision, c.ElectionClient, opts...)
 	default:
 		return nil, fmt.Errorf("unknown kind %q", kind)
 	}
@@ -179,20 +184,25 @@ func (d *Daemon) newRun(kind Kind, opts []election.Option) (*run, error) {
 		return nil, err
 	}
 	log := d.log.Named(string(kind))
-	controllers, err := c.Controllers(kind, ControllerEnv{
-		Client:     c.Client,
-		Namespace:  c.Namespace,
-		Identity:   c.Identity,
-		Revision:   c.Revision,
-		Remote:     c.Remote,
-		Logger:     log,
-		Registerer: d.registry,
+	ctls, err := c.Controllers(kind, ControllerEnv{
+		Client:         c.Client,
+		Namespace:      c.Namespace,
+		Identity:       c.Identity,
+		Revision:       c.Revision,
+		Remote:         c.Remote,
+		SelfSignedRoot: c.SelfSignedRoot,
+		Recorder:       d.recorder,
+		Logger:         log,
+		Registerer:     d.registry,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("building controllers: %w", err)
 	}
 	r := &run{election: le}
-	for _, ctl := range controllers {
+	for _, ctl := range ctls {
+		if rep, ok := ctl.(controllers.Reporter); ok {
+			r.reporters = append(r.reporters, rep)
+		}
 		runCtl := ctl.Run
 		if d.ledger != nil {
 			runCtl = d.ledger.Wrap(le.Status().Name, c.Identity, runCtl)
@@ -356,7 +366,29 @@ func (d *Daemon) Ready() error {
 	if d.watcher != nil && !d.watcher.HasSynced() {
 		return errors.New("the default revision watcher has not synced")
 	}
-	return nil
+	var errs []error
+	for _, r := range d.runs {
+		for _, rep := range r.reporters {
+			errs = append(errs, rep.Problem())
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Elections returns every election as /debug/elections shows it, with this
+// process's identity and what stops the work each one gates.
+func (d *Daemon) Elections() []monitoring.Election {
+	out := make([]monitoring.Election, 0, len(d.runs))
+	for _, r := range d.runs {
+		e := monitoring.Election{Status: r.election.Status(), Identity: r.election.Identity()}
+		for _, rep := range r.reporters {
+			if err := rep.Problem(); err != nil {
+				e.Problems = append(e.Problems, err.Error())
+			}
+		}
+		out = append(out, e)
+	}
+	return out
 }
 
 // Registry is the daemon's metrics registry, served on /metrics.
@@ -403,12 +435,4 @@ func (p *recorderProxy) Eventf(object runtime.Object, eventType, reason, message
 	if r != nil {
 		r.Eventf(object, eventType, reason, messageFmt, args...)
 	}
-}
-
-func defaultIdentity() string {
-	host, err := os.Hostname()
-	if err != nil || host == "" {
-		host = "localhost"
-	}
-	return "unknown-" + host
 }

@@ -114,7 +114,7 @@ func newElection(s spec, client kubernetes.Interface, opts []Option) (*LeaderEle
 		s.revision = DefaultRevision
 	}
 	if s.identity == "" {
-		s.identity = defaultIdentity()
+		s.identity = NewIdentity()
 	}
 	l := &LeaderElection{
 		id:          s.electionID,

@@ -211,7 +211,7 @@ func TestDefaultsAndValidation(t *testing.T) {
 	le := mustElection(t)(NewLeaderElection(testNS, "", IngressController, "", client,
 		WithDefaultWatcher(revisions.NewStaticDefaultWatcher(""))))
 	host, _ := os.Hostname()
-	if le.Identity() != "unknown-"+host {
+	if !strings.HasPrefix(le.Identity(), host+"_") {
 		t.Fatalf("identity = %q", le.Identity())
 	}
 	if le.candidate.Revision != "default" {
