@@ -7,8 +7,10 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -21,6 +23,35 @@ import (
 	"github.com/meshd-io/meshd/pkg/election"
 	"github.com/meshd-io/meshd/pkg/resourcelock"
 )
+
+// The meshd binary, given bad flags and a bad environment variable, fails
+// within a second naming each of them; the variables are read once per
+// process, hence a process of its own.
+func TestProcessRejectsBadSettingsAtOnce(t *testing.T) {
+	bin := filepath.Join(t.TempDir(), "meshd")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	cmd := exec.Command(bin, "run", "-n", "Bad_NS", "--kubeconfig", "/nonexistent")
+	cmd.Env = append(os.Environ(), "LEADER_ELECTION_TTL=soon", "POD_NAMESPACE=", "REVISION=")
+	start := time.Now()
+	out, err := cmd.CombinedOutput()
+	took := time.Since(start)
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != 1 {
+		t.Fatalf("exit: %v, want status 1\n%s", err, out)
+	}
+	if took > time.Second {
+		t.Errorf("took %v, want under 1s", took)
+	}
+	for _, want := range []string{"meshd: 3 invalid settings:", `--namespace "Bad_NS"`, `--kubeconfig "/nonexistent"`,
+		`$LEADER_ELECTION_TTL="soon": not a valid duration`} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	t.Logf("failed after %v:\n%s", took, out)
+}
 
 // TestProcessSIGTERM runs the meshd binary, checks its endpoints while it
 // leads, and stops it with SIGTERM: it releases its locks and exits 0.

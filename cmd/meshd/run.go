@@ -2,13 +2,11 @@ package main
 
 import (
 	"context"
-	"errors"
 	"os/signal"
 	"strings"
 	"syscall"
 	"time"
 
-	"github.com/hashicorp/go-multierror"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	"go.uber.org/zap"
@@ -68,11 +66,13 @@ longer. A second signal ends it at once.
 
 Other settings are environment variables; see "meshd env".`,
 		Args: cobra.NoArgs,
-		PreRunE: func(cmd *cobra.Command, _ []string) error {
-			return env.apply(cmd.Flags())
-		},
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return runDaemon(cmd.Context(), &o, cmd)
+			// Every setting is checked before anything talks to the cluster.
+			kinds, err := o.check(env.apply(cmd.Flags()))
+			if err != nil {
+				return err
+			}
+			return runDaemon(cmd.Context(), &o, kinds, cmd)
 		},
 	}
 	o.register(cmd.Flags(), &env)
@@ -96,23 +96,20 @@ func (o *runOptions) register(fs *pflag.FlagSet, env *envBindings) {
 	_ = fs.MarkHidden("ledger-file")
 }
 
-func runDaemon(ctx context.Context, o *runOptions, cmd *cobra.Command) error {
-	kinds, err := daemon.ParseKinds(o.controllers)
-	if err != nil {
-		return err
-	}
-	if o.ttl < 0 {
-		return errors.New("--ttl must not be negative")
-	}
+// runDaemon runs the daemon with checked settings until a signal stops it.
+func runDaemon(ctx context.Context, o *runOptions, kinds []daemon.Kind, cmd *cobra.Command) error {
 	log, err := newLogger(o.logLevel, o.logFormat, cmd.ErrOrStderr())
 	if err != nil {
 		return err
 	}
 	defer func() { _ = log.Sync() }()
 	bridgeKlog(log)
-	warnInvalidEnvironment(log)
+	features.SetLogger(log)
 
-	clients, err := o.kube.clients(2)
+	// No request may outlast the shutdown bound, even to an API server
+	// that does not answer.
+	deadline := daemon.NewShutdownDeadline()
+	clients, err := o.kube.clients(2, deadline.WrapTransport)
 	if err != nil {
 		return err
 	}
@@ -128,6 +125,7 @@ func runDaemon(ctx context.Context, o *runOptions, cmd *cobra.Command) error {
 		MonitoringAddress: o.monitoringAddress,
 		LedgerFile:        o.ledgerFile,
 		SelfSignedRoot:    o.selfSignedRoot,
+		ShutdownDeadline:  deadline,
 		Logger:            log,
 	})
 	if err != nil {
@@ -149,32 +147,6 @@ func runDaemon(ctx context.Context, o *runOptions, cmd *cobra.Command) error {
 	}
 	log.Info("meshd stopped")
 	return nil
-}
-
-// warnInvalidEnvironment logs one warning per invalid environment variable.
-// It reads every flag with the features package's own warnings silenced,
-// so that each problem is reported exactly once, here, whoever reads the
-// flag first; later reads go to log.
-func warnInvalidEnvironment(log *zap.Logger) {
-	features.SetLogger(zap.NewNop())
-	err := features.Validate()
-	features.SetLogger(log)
-	var merr *multierror.Error
-	if !errors.As(err, &merr) {
-		if err != nil {
-			log.Warn("invalid environment", zap.Error(err))
-		}
-		return
-	}
-	for _, e := range merr.Errors {
-		var ve *features.ValueError
-		if errors.As(e, &ve) {
-			log.Warn("invalid environment variable; using its default", zap.String("name", ve.Name),
-				zap.String("value", ve.Value), zap.String("default", ve.Default), zap.String("type", ve.Type), zap.Error(ve.Err))
-			continue
-		}
-		log.Warn("invalid environment variable", zap.Error(e))
-	}
 }
 
 func kindList(kinds []daemon.Kind) string {

@@ -171,6 +171,13 @@ type Config struct {
 	// the locks. Default: TTL or MaxShutdownTimeout, whichever is smaller.
 	ShutdownTimeout time.Duration
 
+	// ShutdownDeadline, if set, is set by Run when shutdown begins, to a
+	// little before ShutdownTimeout ends; wrap the clients' transports with
+	// it so that no API request outlasts the shutdown (see
+	// ShutdownDeadline). Without it, a lock release to an API server that
+	// does not answer can outlast ShutdownTimeout.
+	ShutdownDeadline *ShutdownDeadline
+
 	// LedgerFile, if set, receives a line when each controller starts and
 	// stops (see internal/ledger), so that tests can prove that no two
 	// processes ran the same controller at once.

@@ -292,6 +292,9 @@ func (d *Daemon) Run(ctx context.Context) error {
 		d.log.Error("monitoring server failed; shutting down", zap.Error(err))
 	}
 	d.state.Store(stateStopping)
+	if d.cfg.ShutdownDeadline != nil {
+		d.cfg.ShutdownDeadline.set(requestDeadline(time.Now(), d.cfg.ShutdownTimeout))
+	}
 	stopWork()
 
 	stopped := make(chan struct{})
