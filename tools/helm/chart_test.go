@@ -414,4 +414,3 @@ func eventually(t *testing.T, timeout time.Duration, cond func() error) {
 		time.Sleep(100 * time.Millisecond)
 	}
 }
-
