@@ -67,11 +67,13 @@ type Daemon struct {
 	cfg      Config
 	log      *zap.Logger
 	registry *prometheus.Registry
-	recorder *recorderProxy
-	watcher  revisions.DefaultWatcher // nil when no election needs it
-	runs     []*run
-	monitor  *monitoring.Server
-	ledger   *ledger.File // nil unless Config.LedgerFile is set
+	// metricsReg registers into registry with the revision label.
+	metricsReg prometheus.Registerer
+	recorder   *recorderProxy
+	watcher    revisions.DefaultWatcher // nil when no election needs it
+	runs       []*run
+	monitor    *monitoring.Server
+	ledger     *ledger.File // nil unless Config.LedgerFile is set
 
 	started atomic.Bool
 	state   atomic.Int32
@@ -112,9 +114,15 @@ func New(cfg Config) (*Daemon, error) {
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)
-	metrics, err := elector.NewPrometheusMetrics(d.registry)
+	// Every series of meshd's own, of its elections and of its API
+	// requests carries the revision of this instance.
+	d.metricsReg = prometheus.WrapRegistererWith(prometheus.Labels{"revision": cfg.Revision}, d.registry)
+	metrics, err := elector.NewPrometheusMetrics(d.metricsReg)
 	if err != nil {
 		return nil, fmt.Errorf("daemon: election metrics: %w", err)
+	}
+	if err := monitoring.RegisterClientMetrics(d.metricsReg); err != nil {
+		return nil, fmt.Errorf("daemon: API request metrics: %w", err)
 	}
 	if cfg.LedgerFile != "" {
 		if d.ledger, err = ledger.OpenFile(cfg.LedgerFile); err != nil {
@@ -154,6 +162,7 @@ func New(cfg Config) (*Daemon, error) {
 			return nil, fmt.Errorf("daemon: %s: %w", kind, err)
 		}
 		d.runs = append(d.runs, r)
+		metrics.Init(r.election.Status().Name)
 	}
 
 	d.monitor, err = monitoring.New(monitoring.Options{Source: d, Gatherer: d.registry, Logger: d.log})
@@ -193,7 +202,7 @@ func (d *Daemon) newRun(kind Kind, opts []election.Option) (*run, error) {
 		SelfSignedRoot: c.SelfSignedRoot,
 		Recorder:       d.recorder,
 		Logger:         log,
-		Registerer:     d.registry,
+		Registerer:     d.metricsReg,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("building controllers: %w", err)

@@ -93,6 +93,7 @@ func (m *countingMetrics) RenewFailed(string)            { m.inc("renewFailed") 
 func (m *countingMetrics) Lost(string)                   { m.inc("lost") }
 func (m *countingMetrics) HandoverRequested(string)      { m.inc("handoverRequested") }
 func (m *countingMetrics) HandedOver(string)             { m.inc("handedOver") }
+func (m *countingMetrics) SlowPath(string)               { m.inc("slowPath") }
 func (m *countingMetrics) Request(_ string, verb string) { m.inc("request:" + verb) }
 
 // fakeHolder keeps a lock renewed by hand, as a holder that never answers

@@ -483,6 +483,7 @@ func (le *LeaderElector) attempt(ctx context.Context, renewing bool) (outcome, e
 			if ctx.Err() != nil {
 				return failed, err
 			}
+			le.metrics.SlowPath(le.cfg.Name)
 			le.log.Debug("renew without read failed; reading the lock", zap.Error(err))
 		}
 	}

@@ -22,6 +22,9 @@ type Metrics interface {
 	// Request counts API requests this elector made, by verb (get, create,
 	// update, list, watch).
 	Request(name, verb string)
+	// SlowPath counts renewals whose write from the cached object failed,
+	// so that the leader read the lock before trying again.
+	SlowPath(name string)
 }
 
 type noopMetrics struct{}
@@ -34,3 +37,4 @@ func (noopMetrics) Lost(string)              {}
 func (noopMetrics) HandoverRequested(string) {}
 func (noopMetrics) HandedOver(string)        {}
 func (noopMetrics) Request(string, string)   {}
+func (noopMetrics) SlowPath(string)          {}
