@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/hashicorp/go-multierror"
 	"github.com/prometheus/client_golang/prometheus"
@@ -52,6 +53,14 @@ func Prepare(name string, client kubernetes.Interface, optionsErr error, reg pro
 		errs = multierror.Append(errs, optionsErr)
 	}
 	if err := errs.ErrorOrNil(); err != nil {
+		// Every problem on one line, in meshd's words.
+		errs.ErrorFormat = func(list []error) string {
+			msgs := make([]string, len(list))
+			for i, e := range list {
+				msgs[i] = e.Error()
+			}
+			return strings.Join(msgs, "; ")
+		}
 		return nil, fmt.Errorf("%s controller: %w", name, err)
 	}
 	metrics, err := NewMetrics(reg, name)
