@@ -10,11 +10,12 @@
 //  1. listens on the monitoring address (a port conflict fails Run at once);
 //  2. starts the event broadcaster, the default-revision watcher and every
 //     election, and serves the monitoring endpoints;
-//  3. when ctx is cancelled: reports not ready; stops the elections, each of
-//     which stops its controllers, waits for them (at most half of
-//     ShutdownTimeout) and releases its lock; stops the watcher; waits for
-//     all of that up to ShutdownTimeout; then stops serving the endpoints
-//     and the event broadcaster.
+//  3. when ctx is cancelled: reports not ready; sets Config.ShutdownDeadline
+//     (if any), after which every API request is cancelled; stops the
+//     elections, each of which stops its controllers, waits for them (at
+//     most half of ShutdownTimeout) and releases its lock; stops the
+//     watcher; waits for all of that up to ShutdownTimeout; then stops
+//     serving the endpoints and the event broadcaster.
 //
 // Run returns nil after a clean shutdown, and an error wrapping
 // ErrShutdownTimeout when something did not stop in time; in that case
