@@ -2,9 +2,16 @@ package main
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"encoding/json"
+	"encoding/pem"
 	"errors"
 	"io"
+	"math/big"
 	"net"
 	"net/http"
 	"os"
@@ -15,6 +22,7 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/meshd-io/meshd/internal/controllers/revision"
@@ -58,6 +66,7 @@ func TestProcessRejectsBadSettingsAtOnce(t *testing.T) {
 func TestProcessSIGTERM(t *testing.T) {
 	c := testcluster.Get(t)
 	ns := c.NewNamespace(t)
+	createCASecret(t, c, ns) // a mesh's CA, for the namespace controller
 	dir := t.TempDir()
 	kubeconfig := filepath.Join(dir, "kubeconfig")
 	if err := c.WriteKubeconfig(kubeconfig); err != nil {
@@ -181,4 +190,27 @@ func freeAddress(t *testing.T) string {
 	}
 	defer ln.Close()
 	return ln.Addr().String()
+}
+
+// createCASecret creates the Secret cacerts in ns holding a fresh
+// self-signed root under root-cert.pem.
+func createCASecret(t *testing.T, c *testcluster.Cluster, ns string) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "test root"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), IsCA: true,
+		BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	root := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
+	_, err = c.Client.CoreV1().Secrets(ns).Create(context.Background(), &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: "cacerts"}, Data: map[string][]byte{"root-cert.pem": root}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
 }
