@@ -2,7 +2,11 @@
 #
 #   make demo              the main job: a local control plane and several meshd processes
 #   make test              unit and integration tests (builds the local control plane first)
-#   make build             the meshd binary into bin/
+#   make build             the meshd binary into bin/, stamped with version and commit
+#   make image             the container image, built in Go without a daemon:
+#                          bin/meshd-image.tar (docker/podman load) and bin/meshd-oci/
+#   make chart             render the Helm chart into deploy/meshd.yaml
+#   make test-tools        tests of the separate modules in tools/ (image, chart)
 #   make lint              gofmt and go vet
 #   make test-unit         tests that need no API server
 #   make test-integration  tests against a real kube-apiserver and etcd on 127.0.0.1
@@ -13,6 +17,11 @@
 
 GO       ?= go
 BIN      := $(CURDIR)/bin
+VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo devel)
+COMMIT   ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
+LDFLAGS  := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
+ARCH     ?= $(shell $(GO) env GOARCH)
+IMAGE    ?= meshd:$(VERSION)
 FUZZTIME ?= 30s
 CHAOS_DURATION ?= 3m
 CHAOS_SEED ?= 0
@@ -29,16 +38,36 @@ UNIT_PKGS := ./pkg/... ./internal/kubetest/... ./internal/testing/... ./internal
 
 include mk/kube.mk
 
-.PHONY: all build test test-unit test-integration lint fuzz fuzz-decoders sim demo bench chaos clean
+.PHONY: all build image chart test test-unit test-integration test-tools lint fuzz fuzz-decoders sim demo bench chaos clean
 
 all: build
 
 build:
-	$(GO) build -o $(BIN)/meshd ./cmd/meshd
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/meshd ./cmd/meshd
+
+# A static linux binary in an image of its own: no base image, no daemon.
+image:
+	CGO_ENABLED=0 GOOS=linux GOARCH=$(ARCH) $(GO) build -trimpath -ldflags "-s -w $(LDFLAGS)" -o $(BIN)/linux_$(ARCH)/meshd ./cmd/meshd
+	cd tools/image && $(GO) run . -binary $(BIN)/linux_$(ARCH)/meshd -arch $(ARCH) -tag $(IMAGE) \
+		-version $(VERSION) -revision $(COMMIT) -o $(BIN)/meshd-image.tar -layout $(BIN)/meshd-oci
+
+# deploy/meshd.yaml is the chart rendered with its default values; a test
+# in tools/helm fails when it is stale.
+chart:
+	cd tools/helm && $(GO) run ./cmd/render -chart ../../deploy/charts/meshd -o ../../deploy/meshd.yaml
+
+# The separate modules: the image builder (builds a static meshd and runs it
+# from the unpacked image) and the chart (renders it with Helm's library and
+# runs two revisions of meshd on a real API server with the chart's RBAC).
+test-tools: kube-bins
+	cd tools/image && $(GO) test -count=1 ./...
+	cd tools/helm && $(GO) test -race -count=1 ./...
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
+	cd tools/image && $(GO) vet ./...
+	cd tools/helm && $(GO) vet ./...
 
 test-unit:
 	$(GO) test -race -count=1 $(UNIT_PKGS)
@@ -48,9 +77,11 @@ test-integration: kube-bins
 
 # The README's test command: lint, every test (the simulation's named
 # scenarios and a small budget of its schedules under the race detector),
-# the simulation's full budget without it, and a short fuzzing pass.
+# the tools' modules, the simulation's full budget without the race
+# detector, and a short fuzzing pass of every decoder.
 test: lint kube-bins
 	$(GO) test -race -count=1 ./...
+	$(MAKE) --no-print-directory test-tools
 	$(MAKE) --no-print-directory sim
 	$(MAKE) --no-print-directory fuzz-decoders FUZZTIME=5s
 

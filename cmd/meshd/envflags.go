@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
 
@@ -28,8 +29,10 @@ func (e *envBindings) stringVarP(fs *pflag.FlagSet, p *string, name, shorthand, 
 }
 
 // apply sets every bound flag not given on the command line from its
-// variable, when that is set and not empty.
+// variable, when that is set and not empty. It reports every variable it
+// could not apply, joined.
 func (e *envBindings) apply(fs *pflag.FlagSet) error {
+	var errs []error
 	lookup := e.lookup
 	if lookup == nil {
 		lookup = os.LookupEnv
@@ -44,8 +47,8 @@ func (e *envBindings) apply(fs *pflag.FlagSet) error {
 			continue
 		}
 		if err := f.Value.Set(v); err != nil {
-			return fmt.Errorf("invalid $%s=%q for --%s: %w", b.env, v, b.flag, err)
+			errs = append(errs, fmt.Errorf("$%s=%q (for --%s): %w", b.env, v, b.flag, err))
 		}
 	}
-	return nil
+	return errors.Join(errs...)
 }

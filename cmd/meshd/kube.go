@@ -9,6 +9,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/transport"
 
 	"github.com/meshd-io/meshd/pkg/revisions"
 )
@@ -36,7 +37,7 @@ const (
 
 // client connects to the cluster.
 func (k *kubeFlags) client() (kubernetes.Interface, error) {
-	clients, err := k.clients(1)
+	clients, err := k.clients(1, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -44,10 +45,14 @@ func (k *kubeFlags) client() (kubernetes.Interface, error) {
 }
 
 // clients returns n clients of the cluster, each with its own rate limiter.
-func (k *kubeFlags) clients(n int) ([]kubernetes.Interface, error) {
+// wrap, if not nil, wraps their transports.
+func (k *kubeFlags) clients(n int, wrap transport.WrapperFunc) ([]kubernetes.Interface, error) {
 	cfg, err := restConfig(k.kubeconfig)
 	if err != nil {
 		return nil, err
+	}
+	if wrap != nil {
+		cfg.Wrap(wrap)
 	}
 	cfg.UserAgent = fmt.Sprintf("meshd/%s (%s/%s)", buildVersion(), runtime.GOOS, runtime.GOARCH)
 	if cfg.QPS == 0 && cfg.RateLimiter == nil {

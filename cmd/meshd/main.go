@@ -18,10 +18,23 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+	clientfeatures "k8s.io/client-go/features"
 )
 
 func main() {
+	clientfeatures.ReplaceFeatureGates(withoutWatchList{clientfeatures.FeatureGates()})
 	os.Exit(execute(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// withoutWatchList turns off client-go's streaming list ("watch-list") for
+// every informer of the process. Its retry backoff, which grows to 30s while
+// the API server is away, is waited out without looking at the stop channel,
+// so an informer could outlive its controller's term, and the daemon its
+// shutdown bound, by that much. Plain list and watch stop at once.
+type withoutWatchList struct{ clientfeatures.Gates }
+
+func (g withoutWatchList) Enabled(f clientfeatures.Feature) bool {
+	return f != clientfeatures.WatchListClient && g.Gates.Enabled(f)
 }
 
 // execute runs the command line args and returns the exit status.

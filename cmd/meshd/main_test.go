@@ -6,8 +6,10 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/spf13/pflag"
+	clientfeatures "k8s.io/client-go/features"
 
 	"github.com/meshd-io/meshd/internal/testcluster"
 )
@@ -67,17 +69,47 @@ func TestUsageErrors(t *testing.T) {
 	}{
 		{[]string{"--controllers", "namespace,ingress"}, `unknown controllers "ingress"`},
 		{[]string{"run", "--controllers", ""}, "no controllers selected"},
-		{[]string{"run", "--log-format", "xml"}, `invalid --log-format "xml"`},
-		{[]string{"run", "--log-level", "loud"}, `invalid --log-level "loud"`},
-		{[]string{"run", "--ttl", "-1s"}, "--ttl must not be negative"},
+		{[]string{"run", "--log-format", "xml"}, `invalid setting: --log-format "xml"`},
+		{[]string{"run", "--log-level", "loud"}, `invalid setting: --log-level "loud"`},
+		{[]string{"run", "--ttl", "-1s"}, "--ttl -1s: must not be negative"},
+		{[]string{"run", "--ttl", "500ms"}, "--ttl 500ms: must be at least 1s"},
+		{[]string{"run", "--monitoring-address", "15014"}, `--monitoring-address "15014"`},
 		{[]string{"run", "extra"}, `unknown command "extra"`},
-		{[]string{"status", "-o", "yaml"}, `invalid -o "yaml"`},
+		{[]string{"status", "-o", "yaml"}, `invalid setting: -o "yaml"`},
+		{[]string{"status", "-n", "Bad_NS"}, `--namespace "Bad_NS"`},
 		{[]string{"env", "-o", "yaml"}, `invalid -o "yaml"`},
 		{[]string{"--no-such-flag"}, "unknown flag: --no-such-flag"},
 	} {
 		code, _, stderr := meshd(t, context.Background(), tc.args...)
 		if code != 1 || !strings.Contains(stderr, tc.want) {
 			t.Errorf("meshd %q: exit %d, stderr %q; want exit 1 and %q", tc.args, code, stderr, tc.want)
+		}
+	}
+}
+
+// Every bad setting is reported at once, in meshd's words, before any
+// client is built: a kubeconfig that does not exist is reported with the
+// rest instead of being loaded.
+func TestSettingsReportedTogetherBeforeConnecting(t *testing.T) {
+	t.Setenv("REVISION", "")
+	start := time.Now()
+	code, _, stderr := meshd(t, context.Background(), "run", "-n", "Bad_NS", "--revision", "Bad/Rev",
+		"--kubeconfig", "/nonexistent", "--controllers", "namespace,nope", "--log-format", "xml")
+	if took := time.Since(start); took > time.Second {
+		t.Errorf("took %v, want under 1s", took)
+	}
+	if code != 1 {
+		t.Fatalf("exit %d, want 1:\n%s", code, stderr)
+	}
+	for _, want := range []string{"meshd: 5 invalid settings:\n  - ", `--namespace "Bad_NS"`, `--revision "Bad/Rev"`,
+		`--kubeconfig "/nonexistent": no such file or directory`, `unknown controllers "nope"`, `--log-format "xml"`} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, stderr)
+		}
+	}
+	for _, unwanted := range []string{"error occurred", "\t*", "kubeconfig\" ", "no cluster to talk to"} {
+		if strings.Contains(stderr, unwanted) {
+			t.Errorf("stderr has %q:\n%s", unwanted, stderr)
 		}
 	}
 }
@@ -135,3 +167,18 @@ func TestEnvBindings(t *testing.T) {
 		t.Fatalf("REVISION not applied: %+v", o)
 	}
 }
+
+func TestWithoutWatchList(t *testing.T) {
+	all := withoutWatchList{allGates{}}
+	if all.Enabled(clientfeatures.WatchListClient) {
+		t.Error("WatchListClient still enabled")
+	}
+	if !all.Enabled(clientfeatures.InformerResourceVersion) {
+		t.Error("another feature was turned off")
+	}
+}
+
+// allGates enables every feature.
+type allGates struct{}
+
+func (allGates) Enabled(clientfeatures.Feature) bool { return true }

@@ -2,29 +2,71 @@ package main
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"encoding/json"
+	"encoding/pem"
 	"errors"
 	"io"
+	"math/big"
 	"net"
 	"net/http"
+	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/meshd-io/meshd/internal/controllers/revision"
+	"github.com/meshd-io/meshd/internal/controllers/status"
 	"github.com/meshd-io/meshd/internal/testcluster"
 	"github.com/meshd-io/meshd/pkg/election"
 	"github.com/meshd-io/meshd/pkg/resourcelock"
 )
+
+// The meshd binary, given bad flags and a bad environment variable, fails
+// within a second naming each of them; the variables are read once per
+// process, hence a process of its own.
+func TestProcessRejectsBadSettingsAtOnce(t *testing.T) {
+	bin := filepath.Join(t.TempDir(), "meshd")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	cmd := exec.Command(bin, "run", "-n", "Bad_NS", "--kubeconfig", "/nonexistent")
+	cmd.Env = append(os.Environ(), "LEADER_ELECTION_TTL=soon", "POD_NAMESPACE=", "REVISION=")
+	start := time.Now()
+	out, err := cmd.CombinedOutput()
+	took := time.Since(start)
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != 1 {
+		t.Fatalf("exit: %v, want status 1\n%s", err, out)
+	}
+	if took > time.Second {
+		t.Errorf("took %v, want under 1s", took)
+	}
+	for _, want := range []string{"meshd: 3 invalid settings:", `--namespace "Bad_NS"`, `--kubeconfig "/nonexistent"`,
+		`$LEADER_ELECTION_TTL="soon": not a valid duration`} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	t.Logf("failed after %v:\n%s", took, out)
+}
 
 // TestProcessSIGTERM runs the meshd binary, checks its endpoints while it
 // leads, and stops it with SIGTERM: it releases its locks and exits 0.
 func TestProcessSIGTERM(t *testing.T) {
 	c := testcluster.Get(t)
 	ns := c.NewNamespace(t)
+	createCASecret(t, c, ns) // a mesh's CA, for the namespace controller
 	dir := t.TempDir()
 	kubeconfig := filepath.Join(dir, "kubeconfig")
 	if err := c.WriteKubeconfig(kubeconfig); err != nil {
@@ -127,7 +169,7 @@ func TestProcessSIGTERM(t *testing.T) {
 	if rec, err := resourcelock.DecodeRecord([]byte(cm.Annotations[resourcelock.LeaderAnnotationKey])); err != nil || rec.HolderIdentity != "" {
 		t.Errorf("ConfigMap lock after SIGTERM: %+v, %v", rec, err)
 	}
-	for _, name := range []string{election.StatusController, election.GatewayDeploymentController + "-default"} {
+	for _, name := range []string{status.ElectionID, revision.ElectionID + "-default"} {
 		lease, err := c.Client.CoordinationV1().Leases(ns).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)
@@ -148,4 +190,27 @@ func freeAddress(t *testing.T) string {
 	}
 	defer ln.Close()
 	return ln.Addr().String()
+}
+
+// createCASecret creates the Secret cacerts in ns holding a fresh
+// self-signed root under root-cert.pem.
+func createCASecret(t *testing.T, c *testcluster.Cluster, ns string) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "test root"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), IsCA: true,
+		BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	root := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
+	_, err = c.Client.CoreV1().Secrets(ns).Create(context.Background(), &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: "cacerts"}, Data: map[string][]byte{"root-cert.pem": root}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
 }

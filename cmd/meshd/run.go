@@ -2,13 +2,11 @@ package main
 
 import (
 	"context"
-	"errors"
 	"os/signal"
 	"strings"
 	"syscall"
 	"time"
 
-	"github.com/hashicorp/go-multierror"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	"go.uber.org/zap"
@@ -30,6 +28,7 @@ type runOptions struct {
 	logLevel          string
 	logFormat         string
 	ledgerFile        string
+	selfSignedRoot    bool
 }
 
 func newRunCommand() *cobra.Command {
@@ -43,16 +42,22 @@ func newRunCommand() *cobra.Command {
 		Long: `Run the daemon. Each selected controller runs only while this instance leads
 its election:
 
-  namespace  root certificate into every namespace
+  namespace  the mesh's root certificate (Secret cacerts, root-cert.pem, else
+             Secret istio-ca-secret, ca-cert.pem) into istio-ca-root-cert
+             of every namespace; istiod's job, so istiod's election
              (ConfigMap lock istio-namespace-controller-election, prioritized)
   status     revisions and election leaders into meshd-status
-             (Lease istio-status-leader, prioritized)
+             (meshd's Lease meshd-status-leader, prioritized)
   revision   the namespaces of this revision into meshd-revision-<revision>
-             (Lease istio-gateway-deployment-<revision>, one leader per revision)
+             (meshd's Lease meshd-revision-<revision>, one leader per revision)
+
+Without a CA Secret the namespace controller publishes nothing and /readyz
+says why; --self-signed-root mints a root instead (never beside istiod).
 
 Endpoints on --monitoring-address: /healthz fails when a lock this instance
 leads has not been renewed for 1.5 x ttl (the lease plus ttl/2 tolerance),
-/readyz succeeds once the elections run and the default revision is known,
+/readyz succeeds once the elections run and the default revision is known
+and no controller is blocked (such as by a missing mesh root certificate),
 /metrics, and /debug/elections (JSON).
 
 On SIGTERM or SIGINT meshd stops its controllers and releases every lock it
@@ -61,11 +66,13 @@ longer. A second signal ends it at once.
 
 Other settings are environment variables; see "meshd env".`,
 		Args: cobra.NoArgs,
-		PreRunE: func(cmd *cobra.Command, _ []string) error {
-			return env.apply(cmd.Flags())
-		},
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return runDaemon(cmd.Context(), &o, cmd)
+			// Every setting is checked before anything talks to the cluster.
+			kinds, err := o.check(env.apply(cmd.Flags()))
+			if err != nil {
+				return err
+			}
+			return runDaemon(cmd.Context(), &o, kinds, cmd)
 		},
 	}
 	o.register(cmd.Flags(), &env)
@@ -75,7 +82,7 @@ Other settings are environment variables; see "meshd env".`,
 // register defines the flags of "meshd run" on fs.
 func (o *runOptions) register(fs *pflag.FlagSet, env *envBindings) {
 	o.kube.register(fs, env)
-	env.stringVarP(fs, &o.identity, "identity", "", "POD_NAME", "", "holder identity written into the locks; unknown-<hostname> when empty")
+	env.stringVarP(fs, &o.identity, "identity", "", "POD_NAME", "", "holder identity written into the locks; <hostname>_<random suffix>, unique to this process, when empty")
 	env.stringVarP(fs, &o.revision, "revision", "", "REVISION", election.DefaultRevision, "control-plane revision of this instance")
 	fs.BoolVar(&o.remote, "remote", false, "this instance serves a remote cluster (holder key ^<revision>)")
 	fs.StringVar(&o.monitoringAddress, "monitoring-address", monitoring.DefaultAddress, "address of the health, readiness, metrics and debug endpoints")
@@ -84,27 +91,25 @@ func (o *runOptions) register(fs *pflag.FlagSet, env *envBindings) {
 	fs.StringVar(&o.controllers, "controllers", kindList(daemon.AllKinds()), "comma-separated controllers to run")
 	fs.StringVar(&o.logLevel, "log-level", "info", "minimum log level: debug, info, warn or error")
 	fs.StringVar(&o.logFormat, "log-format", logFormatJSON, "log format: json or console")
+	fs.BoolVar(&o.selfSignedRoot, "self-signed-root", false, "when the mesh has no CA Secret (cacerts, istio-ca-secret), mint a self-signed root and publish it; for demos only, never beside a live istiod")
 	fs.StringVar(&o.ledgerFile, "ledger-file", "", "append every controller term (start and stop, monotonic clock) to this file, for overlap checks in tests")
 	_ = fs.MarkHidden("ledger-file")
 }
 
-func runDaemon(ctx context.Context, o *runOptions, cmd *cobra.Command) error {
-	kinds, err := daemon.ParseKinds(o.controllers)
-	if err != nil {
-		return err
-	}
-	if o.ttl < 0 {
-		return errors.New("--ttl must not be negative")
-	}
+// runDaemon runs the daemon with checked settings until a signal stops it.
+func runDaemon(ctx context.Context, o *runOptions, kinds []daemon.Kind, cmd *cobra.Command) error {
 	log, err := newLogger(o.logLevel, o.logFormat, cmd.ErrOrStderr())
 	if err != nil {
 		return err
 	}
 	defer func() { _ = log.Sync() }()
 	bridgeKlog(log)
-	warnInvalidEnvironment(log)
+	features.SetLogger(log)
 
-	clients, err := o.kube.clients(2)
+	// No request may outlast the shutdown bound, even to an API server
+	// that does not answer.
+	deadline := daemon.NewShutdownDeadline()
+	clients, err := o.kube.clients(2, deadline.WrapTransport)
 	if err != nil {
 		return err
 	}
@@ -119,6 +124,8 @@ func runDaemon(ctx context.Context, o *runOptions, cmd *cobra.Command) error {
 		Kinds:             kinds,
 		MonitoringAddress: o.monitoringAddress,
 		LedgerFile:        o.ledgerFile,
+		SelfSignedRoot:    o.selfSignedRoot,
+		ShutdownDeadline:  deadline,
 		Logger:            log,
 	})
 	if err != nil {
@@ -140,32 +147,6 @@ func runDaemon(ctx context.Context, o *runOptions, cmd *cobra.Command) error {
 	}
 	log.Info("meshd stopped")
 	return nil
-}
-
-// warnInvalidEnvironment logs one warning per invalid environment variable.
-// It reads every flag with the features package's own warnings silenced,
-// so that each problem is reported exactly once, here, whoever reads the
-// flag first; later reads go to log.
-func warnInvalidEnvironment(log *zap.Logger) {
-	features.SetLogger(zap.NewNop())
-	err := features.Validate()
-	features.SetLogger(log)
-	var merr *multierror.Error
-	if !errors.As(err, &merr) {
-		if err != nil {
-			log.Warn("invalid environment", zap.Error(err))
-		}
-		return
-	}
-	for _, e := range merr.Errors {
-		var ve *features.ValueError
-		if errors.As(e, &ve) {
-			log.Warn("invalid environment variable; using its default", zap.String("name", ve.Name),
-				zap.String("value", ve.Value), zap.String("default", ve.Default), zap.String("type", ve.Type), zap.Error(ve.Err))
-			continue
-		}
-		log.Warn("invalid environment variable", zap.Error(e))
-	}
 }
 
 func kindList(kinds []daemon.Kind) string {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -8,7 +9,10 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/duration"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/meshd-io/meshd/internal/lockstatus"
 )
@@ -43,10 +47,14 @@ RENEWED and EXPIRES IN come from the record's renew time and this machine's
 clock, so they are estimates: electors judge expiry on their own clocks.`,
 		Args: cobra.NoArgs,
 		PreRunE: func(cmd *cobra.Command, _ []string) error {
+			var c settingsCheck
+			c.add(env.apply(cmd.Flags()))
 			if o.output != outputTable && o.output != outputJSON {
-				return fmt.Errorf("invalid -o %q: want %s or %s", o.output, outputTable, outputJSON)
+				c.addf("-o %q: want %s or %s", o.output, outputTable, outputJSON)
 			}
-			return env.apply(cmd.Flags())
+			c.dnsLabel("--namespace", o.kube.namespace)
+			c.kubeconfig(o.kube.kubeconfig)
+			return c.err()
 		},
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			client, err := o.kube.client()
@@ -58,9 +66,17 @@ clock, so they are estimates: electors judge expiry on their own clocks.`,
 				return err
 			}
 			if o.output == outputJSON {
+				if len(locks) == 0 {
+					if err := namespaceExists(cmd.Context(), client, o.kube.namespace); err != nil {
+						return err
+					}
+				}
 				return writeLocksJSON(cmd.OutOrStdout(), locks)
 			}
 			if len(locks) == 0 {
+				if err := namespaceExists(cmd.Context(), client, o.kube.namespace); err != nil {
+					return err
+				}
 				fmt.Fprintf(cmd.ErrOrStderr(), "No election locks found in namespace %s.\n", o.kube.namespace)
 				return nil
 			}
@@ -78,6 +94,20 @@ clock, so they are estimates: electors judge expiry on their own clocks.`,
 	o.kube.register(cmd.Flags(), &env)
 	cmd.Flags().StringVarP(&o.output, "output", "o", outputTable, "output format: table or json")
 	return cmd
+}
+
+// namespaceExists returns an error when namespace ns does not exist. A
+// caller not allowed to read namespaces gets nil: the locks it could list
+// are all it can be told about.
+func namespaceExists(ctx context.Context, client kubernetes.Interface, ns string) error {
+	_, err := client.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return fmt.Errorf("namespace %q does not exist (set the mesh namespace with -n or $POD_NAMESPACE)", ns)
+	case err != nil && !apierrors.IsForbidden(err):
+		return fmt.Errorf("read namespace %q: %w", ns, err)
+	}
+	return nil
 }
 
 // writeLocksTable prints one row per lock, times relative to now.

@@ -34,6 +34,13 @@ func TestStatus(t *testing.T) {
 	if code != 0 || stdout != "" || !strings.Contains(stderr, "No election locks found in namespace "+ns) {
 		t.Fatalf("empty namespace: exit %d, stdout %q, stderr %q", code, stdout, stderr)
 	}
+	// A namespace that does not exist is an error, in both formats.
+	for _, format := range []string{"table", "json"} {
+		code, stdout, stderr = meshd(t, ctx, "status", "--kubeconfig", kubeconfig, "-n", "nosuchns", "-o", format)
+		if code != 1 || stdout != "" || !strings.Contains(stderr, `namespace "nosuchns" does not exist`) {
+			t.Fatalf("missing namespace, -o %s: exit %d, stdout %q, stderr %q", format, code, stdout, stderr)
+		}
+	}
 
 	for _, cm := range []*corev1.ConfigMap{
 		{ObjectMeta: metav1.ObjectMeta{Name: "istio-namespace-controller-election", Annotations: map[string]string{

@@ -8,6 +8,13 @@ import (
 	"github.com/spf13/cobra"
 )
 
+// Set by the build (make build, make image) with
+// -ldflags "-X main.version=... -X main.commit=...".
+var (
+	version string
+	commit  string
+)
+
 func newVersionCommand() *cobra.Command {
 	return &cobra.Command{
 		Use:   "version",
@@ -16,16 +23,15 @@ func newVersionCommand() *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			w := cmd.OutOrStdout()
 			info, ok := debug.ReadBuildInfo()
+			fmt.Fprintf(w, "meshd %s\n", buildVersion())
 			if !ok {
-				fmt.Fprintf(w, "meshd %s\n", buildVersion())
+				if commit != "" {
+					fmt.Fprintf(w, "  commit:   %s\n", commit)
+				}
 				return nil
 			}
-			fmt.Fprintf(w, "meshd %s\n", buildVersion())
 			fmt.Fprintf(w, "  module:   %s\n", info.Main.Path)
-			if rev, modified := vcsRevision(info); rev != "" {
-				if modified {
-					rev += " (modified)"
-				}
+			if rev := buildCommit(info); rev != "" {
 				fmt.Fprintf(w, "  commit:   %s\n", rev)
 			}
 			if t := buildSetting(info, "vcs.time"); t != "" {
@@ -38,9 +44,13 @@ func newVersionCommand() *cobra.Command {
 	}
 }
 
-// buildVersion is the module version meshd was built as: a release tag when
-// installed with "go install ...@version", "(devel)" for a local build.
+// buildVersion is the version stamped by the build, else the module version
+// meshd was built as: a release tag when installed with
+// "go install ...@version", "(devel)" for a plain local build.
 func buildVersion() string {
+	if version != "" {
+		return version
+	}
 	info, ok := debug.ReadBuildInfo()
 	if !ok || info.Main.Version == "" {
 		return "(devel)"
@@ -48,8 +58,17 @@ func buildVersion() string {
 	return info.Main.Version
 }
 
-func vcsRevision(info *debug.BuildInfo) (revision string, modified bool) {
-	return buildSetting(info, "vcs.revision"), buildSetting(info, "vcs.modified") == "true"
+// buildCommit is the commit stamped by the build, else the one the go
+// command recorded, marked when the tree had changes.
+func buildCommit(info *debug.BuildInfo) string {
+	if commit != "" {
+		return commit
+	}
+	rev := buildSetting(info, "vcs.revision")
+	if rev != "" && buildSetting(info, "vcs.modified") == "true" {
+		rev += " (modified)"
+	}
+	return rev
 }
 
 func buildSetting(info *debug.BuildInfo, key string) string {

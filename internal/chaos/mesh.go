@@ -43,10 +43,10 @@ type lockRef struct {
 func daemonLocks(revs []string) []lockRef {
 	locks := []lockRef{
 		{election.NamespaceController, election.ConfigMapLock},
-		{election.StatusController, election.LeaseLock},
+		{status.ElectionID, election.LeaseLock},
 	}
 	for _, rev := range revs {
-		locks = append(locks, lockRef{election.GatewayDeploymentController + "-" + rev, election.LeaseLock})
+		locks = append(locks, lockRef{revision.ElectionID + "-" + rev, election.LeaseLock})
 	}
 	return locks
 }

@@ -74,7 +74,7 @@ func TestSetUpSeedsAndCheckDataFindsLosses(t *testing.T) {
 		t.Fatal(err)
 	}
 	all := strings.Join(lost, "\n")
-	for _, want := range []string{"istio-status-leader: label", "app/istio-ca-root-cert: data key", "not the source certificate", "record left corrupt"} {
+	for _, want := range []string{"meshd-status-leader: label", "app/istio-ca-root-cert: data key", "not the source certificate", "record left corrupt"} {
 		if !strings.Contains(all, want) {
 			t.Errorf("checkData lacks %q:\n%s", want, all)
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/hashicorp/go-multierror"
 	"github.com/prometheus/client_golang/prometheus"
@@ -20,6 +21,16 @@ type Controller interface {
 	// Run starts informers, reconciles and writes until ctx is done. It
 	// returns after everything it started has stopped.
 	Run(ctx context.Context)
+}
+
+// Reporter is implemented by a controller that can tell why it does not do
+// its work although it runs, such as a namespace controller with no root
+// certificate to publish. The daemon shows the problem in /readyz and
+// /debug/elections.
+type Reporter interface {
+	// Problem returns why the running controller does not do its work, or
+	// nil when it does or does not run. It is safe for concurrent use.
+	Problem() error
 }
 
 // Gate makes the controllers run while e is led: each one's Run is
@@ -56,6 +67,14 @@ func Prepare(name string, client kubernetes.Interface, optionsErr error, reg pro
 		errs = multierror.Append(errs, optionsErr)
 	}
 	if err := errs.ErrorOrNil(); err != nil {
+		// Every problem on one line, in meshd's words.
+		errs.ErrorFormat = func(list []error) string {
+			msgs := make([]string, len(list))
+			for i, e := range list {
+				msgs[i] = e.Error()
+			}
+			return strings.Join(msgs, "; ")
+		}
 		return nil, fmt.Errorf("%s controller: %w", name, err)
 	}
 	metrics, err := NewMetrics(reg, name)

@@ -2,9 +2,12 @@ package controllers
 
 import (
 	"context"
+	"errors"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/hashicorp/go-multierror"
 
 	"github.com/meshd-io/meshd/pkg/election"
 )
@@ -40,5 +43,14 @@ func TestGateRunsControllersWhileLeading(t *testing.T) {
 	<-done
 	if a.runs.Load() != 1 || b.runs.Load() != 1 {
 		t.Fatalf("runs = %d, %d", a.runs.Load(), b.runs.Load())
+	}
+}
+
+func TestPrepareListsEveryProblemOnOneLine(t *testing.T) {
+	// Options report their problems as a multierror, as validate does.
+	optionsErr := multierror.Append(nil, errors.New("first"), errors.New("second"))
+	_, err := Prepare("demo", nil, optionsErr, nil)
+	if err == nil || err.Error() != "demo controller: nil Kubernetes client; first; second" {
+		t.Fatalf("err = %q", err)
 	}
 }

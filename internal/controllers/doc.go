@@ -3,14 +3,19 @@
 // the ConfigMap write they all use. The controllers themselves live in
 // subpackages:
 //
-//   - rootcert: the namespace controller (election
-//     istio-namespace-controller-election) copies the mesh root certificate
-//     into the ConfigMap istio-ca-root-cert of every namespace;
-//   - status: the status controller (election istio-status-leader) writes
-//     which revisions run and who leads every election into meshd-status;
-//   - revision: the per-revision controller (Lease
-//     istio-gateway-deployment-<rev>) lists the namespaces of one revision in
+//   - rootcert: the namespace controller (istiod's election
+//     istio-namespace-controller-election) copies the mesh's root
+//     certificate, read from the mesh CA's Secret as istiod reads it, into
+//     the ConfigMap istio-ca-root-cert of every namespace;
+//   - status: the status controller (meshd's election meshd-status-leader)
+//     writes which revisions run and who leads every election into
+//     meshd-status;
+//   - revision: the per-revision controller (meshd's Lease
+//     meshd-revision-<rev>) lists the namespaces of one revision in
 //     meshd-revision-<rev>.
+//
+// A controller takes istiod's election only when it does istiod's job for
+// that election with the same data; docs/controllers.md lists each one.
 //
 // # Lifecycle
 //

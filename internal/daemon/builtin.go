@@ -12,8 +12,8 @@ import (
 // BuiltinControllers is the default ControllerFactory, meshd's own
 // controllers:
 //
-//	namespace  rootcert: the mesh root certificate in every namespace
-//	           (skipping the namespaces istiod skips)
+//	namespace  rootcert: the mesh root certificate (from the mesh CA's
+//	           Secret) in every namespace, skipping those istiod skips
 //	status     status: running revisions and election leaders in meshd-status
 //	revision   revision: the namespaces of this revision in
 //	           meshd-revision-<revision>
@@ -26,6 +26,8 @@ func BuiltinControllers(kind Kind, env ControllerEnv) ([]Controller, error) {
 	case KindNamespace:
 		c, err = rootcert.New(env.Client, rootcert.Options{
 			MeshNamespace:      env.Namespace,
+			SelfSignedRoot:     env.SelfSignedRoot,
+			Recorder:           env.Recorder,
 			ExcludedNamespaces: rootcert.IstiodExcludedNamespaces,
 			Logger:             env.Logger,
 			Registerer:         env.Registerer,

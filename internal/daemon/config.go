@@ -1,14 +1,12 @@
 package daemon
 
 import (
-	"errors"
 	"fmt"
 	"net"
 	"slices"
 	"strings"
 	"time"
 
-	"github.com/hashicorp/go-multierror"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -18,6 +16,7 @@ import (
 	"github.com/meshd-io/meshd/internal/monitoring"
 	"github.com/meshd-io/meshd/pkg/election"
 	"github.com/meshd-io/meshd/pkg/features"
+	"github.com/meshd-io/meshd/pkg/resourcelock"
 	"github.com/meshd-io/meshd/pkg/revisions"
 )
 
@@ -26,14 +25,15 @@ import (
 type Kind string
 
 const (
-	// KindNamespace is the prioritized election NamespaceController (a
+	// KindNamespace is istiod's prioritized election NamespaceController (a
 	// ConfigMap lock shared with istiod), gating the root-certificate
-	// controller. Remote instances take part with a remote key.
+	// controller, which does istiod's job with istiod's data. Remote
+	// instances take part with a remote key.
 	KindNamespace Kind = "namespace"
-	// KindStatus is the prioritized election StatusController on a Lease,
-	// gating the status controller.
+	// KindStatus is meshd's own prioritized election status.ElectionID on a
+	// Lease, gating the status controller.
 	KindStatus Kind = "status"
-	// KindRevision is the per-revision election GatewayDeploymentController
+	// KindRevision is meshd's own per-revision election revision.ElectionID
 	// (Lease <id>-<revision>), gating the revision controller.
 	KindRevision Kind = "revision"
 )
@@ -95,6 +95,10 @@ type ControllerEnv struct {
 	Identity  string
 	Revision  string
 	Remote    bool
+	// SelfSignedRoot is Config.SelfSignedRoot.
+	SelfSignedRoot bool
+	// Recorder records Kubernetes Events while the daemon runs.
+	Recorder resourcelock.EventRecorder
 	// Logger is the daemon's logger, named after the kind.
 	Logger *zap.Logger
 	// Registerer is the daemon's metrics registry, served on /metrics.
@@ -124,7 +128,8 @@ type Config struct {
 
 	// Namespace holds the election locks; default "istio-system".
 	Namespace string
-	// Identity is the holder identity; default unknown-<hostname>.
+	// Identity is the holder identity; default election.DefaultIdentity(),
+	// <hostname>_<random suffix>, unique to this process.
 	Identity string
 	// Revision is this instance's control-plane revision; default "default".
 	Revision string
@@ -134,6 +139,12 @@ type Config struct {
 	// TTL is the lease duration of every election; default
 	// LEADER_ELECTION_TTL.
 	TTL time.Duration
+
+	// SelfSignedRoot lets the namespace controller mint a self-signed root
+	// when the mesh has no CA Secret (see package rootcert). Never set it
+	// beside a live istiod. Default false: without a CA Secret no root is
+	// published and /readyz says why.
+	SelfSignedRoot bool
 
 	// Kinds selects the elections (and so the controllers) to run; default
 	// AllKinds().
@@ -160,6 +171,13 @@ type Config struct {
 	// the locks. Default: TTL or MaxShutdownTimeout, whichever is smaller.
 	ShutdownTimeout time.Duration
 
+	// ShutdownDeadline, if set, is set by Run when shutdown begins, to a
+	// little before ShutdownTimeout ends; wrap the clients' transports with
+	// it so that no API request outlasts the shutdown (see
+	// ShutdownDeadline). Without it, a lock release to an API server that
+	// does not answer can outlast ShutdownTimeout.
+	ShutdownDeadline *ShutdownDeadline
+
 	// LedgerFile, if set, receives a line when each controller starts and
 	// stops (see internal/ledger), so that tests can prove that no two
 	// processes ran the same controller at once.
@@ -178,7 +196,7 @@ func (c Config) withDefaults() Config {
 		c.ElectionClient = c.Client
 	}
 	if c.Identity == "" {
-		c.Identity = defaultIdentity()
+		c.Identity = election.DefaultIdentity()
 	}
 	if c.Revision == "" {
 		c.Revision = election.DefaultRevision
@@ -211,43 +229,40 @@ func (c Config) withDefaults() Config {
 // elections validate the rest (revision, identity, timing) when New builds
 // them.
 func (c Config) validate() error {
-	var errs *multierror.Error
+	var problems []string
+	bad := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
 	if c.Client == nil {
-		errs = multierror.Append(errs, errors.New("Client is required"))
+		bad("Client is required")
 	}
 	if msgs := validation.IsDNS1123Label(c.Namespace); len(msgs) > 0 {
-		errs = multierror.Append(errs, fmt.Errorf("invalid Namespace %q: %s", c.Namespace, strings.Join(msgs, "; ")))
+		bad("invalid Namespace %q: %s", c.Namespace, strings.Join(msgs, "; "))
+	}
+	if msgs := validation.IsDNS1123Label(c.Revision); len(msgs) > 0 {
+		bad("invalid Revision %q: %s", c.Revision, strings.Join(msgs, "; "))
 	}
 	if c.TTL < time.Second {
-		errs = multierror.Append(errs, fmt.Errorf("TTL %v must be at least 1s", c.TTL))
+		bad("TTL %v must be at least 1s", c.TTL)
 	}
 	if len(c.Kinds) == 0 {
-		errs = multierror.Append(errs, errors.New("Kinds must not be empty"))
+		bad("Kinds must not be empty")
 	}
 	seen := map[Kind]bool{}
 	for _, k := range c.Kinds {
 		if !slices.Contains(AllKinds(), k) {
-			errs = multierror.Append(errs, fmt.Errorf("unknown kind %q", k))
+			bad("unknown kind %q", k)
 		} else if seen[k] {
-			errs = multierror.Append(errs, fmt.Errorf("kind %q given twice", k))
+			bad("kind %q given twice", k)
 		}
 		seen[k] = true
 	}
 	if c.HealthTolerance < 0 {
-		errs = multierror.Append(errs, fmt.Errorf("HealthTolerance %v must not be negative", c.HealthTolerance))
+		bad("HealthTolerance %v must not be negative", c.HealthTolerance)
 	}
 	if c.ShutdownTimeout < 0 {
-		errs = multierror.Append(errs, fmt.Errorf("ShutdownTimeout %v must not be negative", c.ShutdownTimeout))
+		bad("ShutdownTimeout %v must not be negative", c.ShutdownTimeout)
 	}
-	if errs == nil {
+	if len(problems) == 0 {
 		return nil
 	}
-	errs.ErrorFormat = func(list []error) string {
-		msgs := make([]string, len(list))
-		for i, err := range list {
-			msgs[i] = err.Error()
-		}
-		return strings.Join(msgs, "; ")
-	}
-	return fmt.Errorf("daemon: invalid config: %w", errs)
+	return fmt.Errorf("daemon: invalid config: %s", strings.Join(problems, "; "))
 }

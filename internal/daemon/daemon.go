@@ -12,10 +12,11 @@
 //  1. listens on the monitoring address (a port conflict fails Run at once);
 //  2. runs the election group (the event broadcaster, the default-revision
 //     watcher and every election) and serves the monitoring endpoints;
-//  3. when ctx is cancelled: reports not ready; stops the group, whose
-//     elections each stop their controllers, wait for them (at most half of
-//     ShutdownTimeout) and release their locks, after which the watcher and
-//     the event broadcaster stop; waits for all of that up to
+//  3. when ctx is cancelled: reports not ready; sets Config.ShutdownDeadline
+//     (if any), after which every API request is cancelled; stops the
+//     group, whose elections each stop their controllers, wait for them (at
+//     most half of ShutdownTimeout) and release their locks, after which the
+//     watcher and the event broadcaster stop; waits for all of that up to
 //     ShutdownTimeout; then stops serving the endpoints.
 //
 // Run returns nil after a clean shutdown, and an error wrapping
@@ -30,7 +31,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"os"
 	"strings"
 
 	"sync/atomic"
@@ -41,6 +41,8 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/meshd-io/meshd/internal/controllers"
+	"github.com/meshd-io/meshd/internal/controllers/revision"
+	"github.com/meshd-io/meshd/internal/controllers/status"
 	"github.com/meshd-io/meshd/internal/ledger"
 	"github.com/meshd-io/meshd/internal/monitoring"
 	"github.com/meshd-io/meshd/pkg/election"
@@ -58,11 +60,16 @@ var ErrShutdownTimeout = errors.New("shutdown timed out")
 // methods other than Run may be called at any time; Daemon implements
 // monitoring.Source.
 type Daemon struct {
-	cfg       Config
-	log       *zap.Logger
-	registry  *prometheus.Registry
-	group     *election.Group
-	elections []*election.LeaderElection // in Config.Kinds order
+	cfg      Config
+	log      *zap.Logger
+	registry *prometheus.Registry
+	// metricsReg registers into registry with the revision label.
+	metricsReg prometheus.Registerer
+	group      *election.Group
+	elections  []*election.LeaderElection // in Config.Kinds order
+	// reporters are, per election, the controllers that can say why they
+	// do not do their work (controllers.Reporter).
+	reporters [][]controllers.Reporter
 	monitor   *monitoring.Server
 	ledger    *ledger.File // nil unless Config.LedgerFile is set
 
@@ -95,6 +102,12 @@ func New(cfg Config) (*Daemon, error) {
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)
+	// Every series of meshd's own, of its elections and of its API
+	// requests carries the revision of this instance.
+	d.metricsReg = prometheus.WrapRegistererWith(prometheus.Labels{"revision": cfg.Revision}, d.registry)
+	if err := monitoring.RegisterClientMetrics(d.metricsReg); err != nil {
+		return nil, fmt.Errorf("daemon: API request metrics: %w", err)
+	}
 	var err error
 	if cfg.LedgerFile != "" {
 		if d.ledger, err = ledger.OpenFile(cfg.LedgerFile); err != nil {
@@ -108,7 +121,7 @@ func New(cfg Config) (*Daemon, error) {
 	opts := append(features.ElectionOptions(),
 		election.WithTTL(cfg.TTL),
 		election.WithLogger(d.log),
-		election.WithPrometheus(d.registry),
+		election.WithPrometheus(d.metricsReg),
 		election.WithEvents(cfg.Client),
 		// Shutting down always hands the locks over at once.
 		election.WithReleaseOnCancel(true),
@@ -118,11 +131,12 @@ func New(cfg Config) (*Daemon, error) {
 		return nil, fmt.Errorf("daemon: %w", err)
 	}
 	for _, kind := range cfg.Kinds {
-		le, err := d.newElection(kind)
+		le, reporters, err := d.newElection(kind)
 		if err != nil {
 			return nil, fmt.Errorf("daemon: %s: %w", kind, err)
 		}
 		d.elections = append(d.elections, le)
+		d.reporters = append(d.reporters, reporters)
 	}
 
 	d.monitor, err = monitoring.New(monitoring.Options{Source: d, Gatherer: d.registry, Logger: d.log})
@@ -133,38 +147,44 @@ func New(cfg Config) (*Daemon, error) {
 }
 
 // newElection builds the election of kind in the group and registers its
-// controllers on it.
-func (d *Daemon) newElection(kind Kind) (*election.LeaderElection, error) {
+// controllers on it. It returns the controllers that report problems.
+func (d *Daemon) newElection(kind Kind) (*election.LeaderElection, []controllers.Reporter, error) {
 	c := d.cfg
 	spec := election.Spec{Namespace: c.Namespace, Identity: c.Identity, Revision: c.Revision}
 	switch kind {
 	case KindNamespace:
 		spec.ElectionID, spec.Remote = election.NamespaceController, c.Remote
 	case KindStatus:
-		spec.ElectionID, spec.Lock = election.StatusController, election.LeaseLock
+		spec.ElectionID, spec.Lock = status.ElectionID, election.LeaseLock
 	case KindRevision:
-		spec.ElectionID, spec.PerRevision = election.GatewayDeploymentController, true
+		spec.ElectionID, spec.PerRevision = revision.ElectionID, true
 	default:
-		return nil, fmt.Errorf("unknown kind %q", kind)
+		return nil, nil, fmt.Errorf("unknown kind %q", kind)
 	}
 	le, err := d.group.New(spec)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	log := d.log.Named(string(kind))
 	ctls, err := c.Controllers(kind, ControllerEnv{
-		Client:     c.Client,
-		Namespace:  c.Namespace,
-		Identity:   c.Identity,
-		Revision:   c.Revision,
-		Remote:     c.Remote,
-		Logger:     log,
-		Registerer: d.registry,
+		Client:         c.Client,
+		Namespace:      c.Namespace,
+		Identity:       c.Identity,
+		Revision:       c.Revision,
+		Remote:         c.Remote,
+		SelfSignedRoot: c.SelfSignedRoot,
+		Recorder:       d.group.EventRecorder(),
+		Logger:         log,
+		Registerer:     d.metricsReg,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("building controllers: %w", err)
+		return nil, nil, fmt.Errorf("building controllers: %w", err)
 	}
+	var reporters []controllers.Reporter
 	for _, ctl := range ctls {
+		if rep, ok := ctl.(controllers.Reporter); ok {
+			reporters = append(reporters, rep)
+		}
 		runCtl := ctl.Run
 		if d.ledger != nil {
 			runCtl = d.ledger.Wrap(le.Status().Name, c.Identity, runCtl)
@@ -173,7 +193,7 @@ func (d *Daemon) newElection(kind Kind) (*election.LeaderElection, error) {
 		// goes to another instance, or back to this one after a back-off.
 		le.Add(controllers.RunFunc(ctl, runCtl))
 	}
-	return le, nil
+	return le, reporters, nil
 }
 
 // Run runs the daemon until ctx is cancelled, then shuts it down as the
@@ -221,6 +241,9 @@ func (d *Daemon) Run(ctx context.Context) error {
 		d.log.Error("monitoring server failed; shutting down", zap.Error(err))
 	}
 	d.state.Store(stateStopping)
+	if d.cfg.ShutdownDeadline != nil {
+		d.cfg.ShutdownDeadline.set(requestDeadline(time.Now(), d.cfg.ShutdownTimeout))
+	}
 	stopWork()
 
 	timer := time.NewTimer(d.cfg.ShutdownTimeout)
@@ -255,11 +278,19 @@ func Run(ctx context.Context, cfg Config) error {
 	return d.Run(ctx)
 }
 
-// Statuses returns the status of every election, in AllKinds order.
-func (d *Daemon) Statuses() []election.Status {
-	out := make([]election.Status, 0, len(d.elections))
-	for _, le := range d.elections {
-		out = append(out, le.Status())
+// Elections returns every election as /debug/elections shows it, with this
+// process's identity and what stops the work each one gates, in Config.Kinds
+// order.
+func (d *Daemon) Elections() []monitoring.Election {
+	out := make([]monitoring.Election, 0, len(d.elections))
+	for i, le := range d.elections {
+		e := monitoring.Election{Status: le.Status(), Identity: le.Identity()}
+		for _, rep := range d.reporters[i] {
+			if err := rep.Problem(); err != nil {
+				e.Problems = append(e.Problems, err.Error())
+			}
+		}
+		out = append(out, e)
 	}
 	return out
 }
@@ -289,7 +320,13 @@ func (d *Daemon) Ready() error {
 	if !d.group.Synced() {
 		return errors.New("the default revision watcher has not synced")
 	}
-	return nil
+	var errs []error
+	for _, reporters := range d.reporters {
+		for _, rep := range reporters {
+			errs = append(errs, rep.Problem())
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // Registry is the daemon's metrics registry, served on /metrics.
@@ -308,12 +345,4 @@ func (d *Daemon) stillRunning() string {
 		return strings.Join(names, ", ")
 	}
 	return "the default revision watcher or the event recorder"
-}
-
-func defaultIdentity() string {
-	host, err := os.Hostname()
-	if err != nil || host == "" {
-		host = "localhost"
-	}
-	return "unknown-" + host
 }

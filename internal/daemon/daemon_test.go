@@ -2,11 +2,20 @@ package daemon
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"encoding/json"
+	"encoding/pem"
 	"errors"
+	"fmt"
 	"io"
+	"math/big"
 	"net"
 	"net/http"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -15,10 +24,14 @@ import (
 	"go.uber.org/goleak"
 	"go.uber.org/zap/zaptest"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
 
+	"github.com/meshd-io/meshd/internal/controllers/revision"
+	"github.com/meshd-io/meshd/internal/controllers/status"
+	"github.com/meshd-io/meshd/internal/monitoring"
 	"github.com/meshd-io/meshd/internal/testcluster"
 	"github.com/meshd-io/meshd/pkg/election"
 	"github.com/meshd-io/meshd/pkg/resourcelock"
@@ -192,7 +205,7 @@ func waitReady(t *testing.T, d *testDaemon) {
 	})
 }
 
-var electionIDs = []string{election.NamespaceController, election.StatusController, election.GatewayDeploymentController}
+var electionIDs = []string{election.NamespaceController, status.ElectionID, revision.ElectionID}
 
 // leaders returns, per election ID, the identities that report leading.
 func leaders(t *testing.T, daemons ...*testDaemon) map[string][]string {
@@ -247,10 +260,10 @@ func TestTwoDaemonsHandOver(t *testing.T) {
 		nsStatus.HolderKey != "default" || nsStatus.Revision != "default" || nsStatus.Remote {
 		t.Fatalf("namespace election status: %+v", nsStatus)
 	}
-	if s := first.elections(t)[election.GatewayDeploymentController]; s.Lock != election.LeaseLock || s.Name != "istio-gateway-deployment-default" {
+	if s := first.elections(t)[revision.ElectionID]; s.Lock != election.LeaseLock || s.Name != "meshd-revision-default" {
 		t.Fatalf("revision election status: %+v", s)
 	}
-	if s := first.elections(t)[election.StatusController]; s.Lock != election.LeaseLock || s.HolderKey != "default" {
+	if s := first.elections(t)[status.ElectionID]; s.Lock != election.LeaseLock || s.HolderKey != "default" {
 		t.Fatalf("status election status: %+v", s)
 	}
 	eventually(t, 5*time.Second, "the leader's namespace controller to run", func() error {
@@ -273,10 +286,18 @@ func TestTwoDaemonsHandOver(t *testing.T) {
 		t.Fatalf("/metrics: %d %v", code, err)
 	}
 	for _, want := range []string{
-		`meshd_election_leader{name="istio-namespace-controller-election"} 1`,
+		`meshd_election_leader{name="istio-namespace-controller-election",revision="default"} 1`,
+		`leader_election_master_status{name="istio-namespace-controller-election",revision="default"} 1`,
 		// The per-revision election may be led by either daemon; the
 		// namespace election is led by this one.
-		`meshd_election_acquired_total{name="istio-namespace-controller-election"} 1`,
+		`meshd_election_acquired_total{name="istio-namespace-controller-election",revision="default"} 1`,
+		// Counters exist at 0 before anything happened.
+		`meshd_election_steals_total{name="meshd-status-leader",revision="default"} 0`,
+		`leader_election_slowpath_total{name="meshd-revision-default",revision="default"} `,
+		// API requests by verb and status code.
+		`rest_client_requests_total{code="200",host="`,
+		`rest_client_request_duration_seconds_bucket{host="`,
+		`verb="GET"`,
 		"go_goroutines",
 		"process_start_time_seconds",
 	} {
@@ -334,7 +355,7 @@ func TestTwoDaemonsHandOver(t *testing.T) {
 	if rec.HolderIdentity != "" {
 		t.Fatalf("ConfigMap lock still held after shutdown: %+v", rec)
 	}
-	for _, name := range []string{election.StatusController, "istio-gateway-deployment-default"} {
+	for _, name := range []string{status.ElectionID, "meshd-revision-default"} {
 		lease, err := c.Client.CoordinationV1().Leases(ns).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)
@@ -401,7 +422,7 @@ func TestShutdownTimeout(t *testing.T) {
 	select {
 	case err := <-d.done:
 		d.done = nil
-		if !errors.Is(err, ErrShutdownTimeout) || !strings.Contains(err.Error(), election.GatewayDeploymentController) {
+		if !errors.Is(err, ErrShutdownTimeout) || !strings.Contains(err.Error(), revision.ElectionID) {
 			t.Fatalf("Run: %v, want ErrShutdownTimeout naming the election", err)
 		}
 		if took := time.Since(start); took > 3*time.Second {
@@ -425,10 +446,11 @@ func TestHealthAndReadiness(t *testing.T) {
 	if err := d.Healthy(); err != nil {
 		t.Fatalf("Healthy before Run = %v", err)
 	}
-	if got := len(d.Statuses()); got != 3 {
-		t.Fatalf("%d statuses, want 3", got)
+	if got := len(d.Elections()); got != 3 {
+		t.Fatalf("%d elections, want 3", got)
 	}
-	for _, s := range d.Statuses() {
+	for _, e := range d.Elections() {
+		s := e.Status
 		if s.Leader || s.Namespace != "istio-system" {
 			t.Fatalf("status before Run: %+v", s)
 		}
@@ -509,15 +531,23 @@ func TestBuiltinControllers(t *testing.T) {
 	checkLeaks(t)
 	c := testcluster.Get(t)
 	ns := c.NewNamespace(t)
+	root := createCASecret(t, c.Client, ns, "cacerts", "root-cert.pem")
 	d := startDaemon(t, newClient(t, c), Config{Namespace: ns, Identity: "meshd-builtin", Revision: "canary",
 		TTL: 2 * time.Second, Controllers: BuiltinControllers})
 
 	ctx := context.Background()
-	for _, name := range []string{"meshd-status", "meshd-revision-canary", "meshd-root-cert"} {
+	for _, name := range []string{"meshd-status", "meshd-revision-canary", "istio-ca-root-cert"} {
 		eventually(t, 30*time.Second, "ConfigMap "+name, func() error {
 			_, err := c.Client.CoreV1().ConfigMaps(ns).Get(ctx, name, metav1.GetOptions{})
 			return err
 		})
+	}
+	published, err := c.Client.CoreV1().ConfigMaps(ns).Get(ctx, "istio-ca-root-cert", metav1.GetOptions{})
+	if err != nil || published.Data["root-cert.pem"] != root {
+		t.Fatalf("published root is not the cacerts Secret's root-cert.pem byte for byte (err %v)", err)
+	}
+	if _, err := c.Client.CoreV1().ConfigMaps(ns).Get(ctx, "meshd-root-cert", metav1.GetOptions{}); err == nil {
+		t.Error("a self-signed source was created although the setting is off")
 	}
 	eventually(t, 30*time.Second, "controller counters on /metrics", func() error {
 		_, metrics, err := d.get("/metrics")
@@ -525,11 +555,106 @@ func TestBuiltinControllers(t *testing.T) {
 			return err
 		}
 		for _, ctl := range []string{"namespace", "status", "revision"} {
-			if want := `meshd_controller_writes_total{controller="` + ctl + `"}`; !strings.Contains(metrics, want) {
+			if want := `meshd_controller_writes_total{controller="` + ctl + `",revision="canary"}`; !strings.Contains(metrics, want) {
 				return errors.New("no " + want)
 			}
 		}
 		return nil
 	})
+	d.stop(t)
+}
+
+// createCASecret creates Secret name in ns holding a fresh self-signed CA
+// certificate under key, and returns the PEM text.
+func createCASecret(t *testing.T, client kubernetes.Interface, ns, name, key string) string {
+	t.Helper()
+	priv, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: "test root"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), IsCA: true, BasicConstraintsValid: true,
+		KeyUsage: x509.KeyUsageCertSign}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &priv.PublicKey, priv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert := string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}))
+	_, err = client.CoreV1().Secrets(ns).Create(context.Background(), &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: name}, Data: map[string][]byte{key: []byte(cert)}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cert
+}
+
+// Without a CA Secret the namespace controller publishes nothing and the
+// daemon says why; an empty identity becomes a unique one.
+func TestNoMeshRootIsReported(t *testing.T) {
+	checkLeaks(t)
+	c := testcluster.Get(t)
+	ns := c.NewNamespace(t)
+	app := c.NewNamespace(t)
+	d := startDaemon(t, newClient(t, c), Config{Namespace: ns, TTL: 2 * time.Second,
+		Kinds: []Kind{KindNamespace}, Controllers: BuiltinControllers})
+	ctx := context.Background()
+
+	eventually(t, 30*time.Second, "/readyz to report the missing root", func() error {
+		code, body, err := d.get("/readyz")
+		if err != nil {
+			return err
+		}
+		if code != http.StatusServiceUnavailable || !strings.Contains(body, "no mesh root certificate") ||
+			!strings.Contains(body, ns+"/cacerts") || !strings.Contains(body, ns+"/istio-ca-secret") {
+			return fmt.Errorf("/readyz: %d %s", code, body)
+		}
+		return nil
+	})
+	_, body, err := d.get("/debug/elections")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var list []monitoring.Election
+	if err := json.Unmarshal([]byte(body), &list); err != nil || len(list) != 1 {
+		t.Fatalf("/debug/elections: %v\n%s", err, body)
+	}
+	got := list[0]
+	if !got.Leader || len(got.Problems) != 1 || !strings.Contains(got.Problems[0], "no mesh root certificate") {
+		t.Errorf("/debug/elections: %+v", got)
+	}
+	if !regexp.MustCompile(`^.+_[0-9a-f]{16}$`).MatchString(got.Identity) || got.Holder != got.Identity {
+		t.Errorf("identity %q, holder %q: want <hostname>_<suffix>, holding", got.Identity, got.Holder)
+	}
+	for _, n := range []string{ns, app} {
+		if _, err := c.Client.CoreV1().ConfigMaps(n).Get(ctx, "istio-ca-root-cert", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			t.Errorf("namespace %s: istio-ca-root-cert written without a CA Secret (err %v)", n, err)
+		}
+	}
+	eventually(t, 10*time.Second, "a NoMeshRoot Event", func() error {
+		events, err := c.Client.CoreV1().Events(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return err
+		}
+		for _, e := range events.Items {
+			if e.Reason == "NoMeshRoot" && e.Type == corev1.EventTypeWarning && e.InvolvedObject.Name == "cacerts" {
+				return nil
+			}
+		}
+		return fmt.Errorf("%d events, none NoMeshRoot", len(events.Items))
+	})
+
+	// istiod's own CA appears: it is published, and the daemon is ready.
+	root := createCASecret(t, c.Client, ns, "istio-ca-secret", "ca-cert.pem")
+	eventually(t, 30*time.Second, "the root in "+app, func() error {
+		cm, err := c.Client.CoreV1().ConfigMaps(app).Get(ctx, "istio-ca-root-cert", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if cm.Data["root-cert.pem"] != root {
+			return errors.New("another root")
+		}
+		return nil
+	})
+	waitReady(t, d)
 	d.stop(t)
 }

@@ -5,7 +5,8 @@
 //	/readyz           200 once the daemon is running; 503 with the reason
 //	                  before that and during shutdown (readiness)
 //	/metrics          Prometheus metrics of the daemon's registry
-//	/debug/elections  JSON array of election.Status, one per election
+//	/debug/elections  JSON array of Election, one per election: its status,
+//	                  this process's identity and what stops its work
 //
 // The endpoints read the daemon through the small Source interface, so they
 // can be tested without a cluster. Only GET (and HEAD) are served.
@@ -38,14 +39,24 @@ const shutdownGrace = 2 * time.Second
 // Source is what the endpoints report on. Implementations must be safe for
 // concurrent use; every method is called once per request.
 type Source interface {
-	// Statuses returns a snapshot of every election of the process.
-	Statuses() []election.Status
+	// Elections returns a snapshot of every election of the process.
+	Elections() []Election
 	// Healthy returns nil when the process is healthy, or an error saying
 	// why not (for example an election it leads but no longer renews).
 	Healthy() error
 	// Ready returns nil once the process does its work, or why it does not
 	// (yet).
 	Ready() error
+}
+
+// Election is one election as /debug/elections shows it: the election's
+// status (its fields at the top level of the JSON object), the identity this
+// process contends with, and why the work the election gates is not being
+// done, if something stops it (for example no mesh root certificate).
+type Election struct {
+	election.Status
+	Identity string   `json:"identity"`
+	Problems []string `json:"problems,omitempty"`
 }
 
 // Options configure a Server.
@@ -87,9 +98,9 @@ func New(opts Options) (*Server, error) {
 		ErrorHandling: promhttp.ContinueOnError,
 	}))
 	s.mux.HandleFunc("GET /debug/elections", func(w http.ResponseWriter, _ *http.Request) {
-		statuses := src.Statuses()
+		statuses := src.Elections()
 		if statuses == nil {
-			statuses = []election.Status{} // "[]", never "null"
+			statuses = []Election{} // "[]", never "null"
 		}
 		w.Header().Set("Content-Type", "application/json")
 		enc := json.NewEncoder(w)

@@ -24,12 +24,12 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // fakeSource is a Source whose answers the test sets.
 type fakeSource struct {
 	mu       sync.Mutex
-	statuses []election.Status
+	statuses []Election
 	healthy  error
 	ready    error
 }
 
-func (f *fakeSource) Statuses() []election.Status {
+func (f *fakeSource) Elections() []Election {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.statuses
@@ -130,15 +130,15 @@ func TestMetrics(t *testing.T) {
 
 func TestDebugElections(t *testing.T) {
 	changed := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-	src := &fakeSource{statuses: []election.Status{{
+	src := &fakeSource{statuses: []Election{{Status: election.Status{
 		ID: election.NamespaceController, Lock: election.ConfigMapLock, Namespace: "istio-system",
 		Name: election.NamespaceController, Leader: true, Holder: "meshd-a", HolderKey: "^canary",
 		Revision: "canary", Remote: true, Cycle: 2, Transitions: 5, LastTransitionTime: changed,
-	}, {
-		ID: election.GatewayDeploymentController, Lock: election.LeaseLock, Namespace: "istio-system",
-		Name: election.GatewayDeploymentController + "-canary", Holder: "meshd-b", HolderKey: "canary",
+	}, Identity: "meshd-a", Problems: []string{"no mesh root certificate"}}, {Status: election.Status{
+		ID: "meshd-revision", Lock: election.LeaseLock, Namespace: "istio-system",
+		Name: "meshd-revision-canary", Holder: "meshd-b", HolderKey: "canary",
 		Revision: "canary", Cycle: 1, LastError: "forbidden",
-	}}}
+	}, Identity: "host_0123456789abcdef"}}}
 	ts := newTestServer(t, src, prometheus.NewRegistry())
 
 	code, hdr, body := get(t, ts, "/debug/elections")
@@ -157,14 +157,22 @@ func TestDebugElections(t *testing.T) {
 		"id": "istio-namespace-controller-election", "lock": "ConfigMap", "namespace": "istio-system",
 		"name": "istio-namespace-controller-election", "leader": true, "holder": "meshd-a", "holderKey": "^canary",
 		"revision": "canary", "remote": true, "cycle": 2.0, "transitions": 5.0, "lastTransitionTime": "2026-01-02T03:04:05Z",
+		"identity": "meshd-a",
 	}
 	for k, v := range want {
 		if raw[0][k] != v {
 			t.Errorf("%s = %#v, want %#v", k, raw[0][k], v)
 		}
 	}
-	if raw[1]["lock"] != "Lease" || raw[1]["name"] != "istio-gateway-deployment-canary" || raw[1]["lastError"] != "forbidden" {
+	if p, _ := raw[0]["problems"].([]any); len(p) != 1 || p[0] != "no mesh root certificate" {
+		t.Errorf("problems = %#v", raw[0]["problems"])
+	}
+	if raw[1]["lock"] != "Lease" || raw[1]["name"] != "meshd-revision-canary" || raw[1]["lastError"] != "forbidden" ||
+		raw[1]["identity"] != "host_0123456789abcdef" {
 		t.Errorf("second election: %v", raw[1])
+	}
+	if _, ok := raw[1]["problems"]; ok {
+		t.Errorf("second election lists problems: %v", raw[1])
 	}
 
 	// No elections is an empty array, not null.

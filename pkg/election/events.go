@@ -62,3 +62,8 @@ func (s *eventSink) Eventf(object runtime.Object, eventType, reason, messageFmt 
 		r.Eventf(object, eventType, reason, messageFmt, args...)
 	}
 }
+
+// discardEvents drops every Event.
+type discardEvents struct{}
+
+func (discardEvents) Eventf(runtime.Object, string, string, string, ...any) {}

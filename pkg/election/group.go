@@ -9,6 +9,7 @@ import (
 
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/meshd-io/meshd/pkg/resourcelock"
 	"github.com/meshd-io/meshd/pkg/revisions"
 )
 
@@ -59,6 +60,16 @@ func NewGroup(client kubernetes.Interface, opts ...Option) (*Group, error) {
 	}
 	g.base = o
 	return g, nil
+}
+
+// EventRecorder records Events through the group's recorder (WithEvents)
+// while the group runs, for work that reports on other objects; without
+// WithEvents it drops them.
+func (g *Group) EventRecorder() resourcelock.EventRecorder {
+	if g.events == nil {
+		return discardEvents{}
+	}
+	return g.events
 }
 
 // New adds an election to the group: spec with the group's options and then

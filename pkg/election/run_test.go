@@ -210,5 +210,6 @@ func (nopMetrics) HandedOver(string)        {}
 func (nopMetrics) Request(string, string)   {}
 func (nopMetrics) StealCycle(string)        {}
 func (nopMetrics) RunFailed(string)         {}
+func (nopMetrics) SlowPath(string)          {}
 
 func (nopMetrics) SetPreemptionSuspended(string, bool) {}

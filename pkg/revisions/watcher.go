@@ -1,6 +1,7 @@
 package revisions
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"slices"
@@ -10,7 +11,8 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
-	admissioninformers "k8s.io/client-go/informers/admissionregistration/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 )
@@ -34,8 +36,18 @@ func NewDefaultWatcher(client kubernetes.Interface, opts Options) (DefaultWatche
 	}
 
 	selector := fields.OneTermEqualSelector("metadata.name", opts.WebhookName).String()
-	informer := admissioninformers.NewFilteredMutatingWebhookConfigurationInformer(client, 0, cache.Indexers{},
-		func(o *metav1.ListOptions) { o.FieldSelector = selector })
+	webhooks := client.AdmissionregistrationV1().MutatingWebhookConfigurations()
+	lw := listAndWatch{&cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			o.FieldSelector = selector
+			return webhooks.List(ctx, o)
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			o.FieldSelector = selector
+			return webhooks.Watch(ctx, o)
+		},
+	}}
+	informer := cache.NewSharedIndexInformer(lw, &admissionregistrationv1.MutatingWebhookConfiguration{}, 0, cache.Indexers{})
 
 	w := &informerWatcher{
 		name:     opts.WebhookName,
@@ -57,6 +69,15 @@ func NewDefaultWatcher(client kubernetes.Interface, opts Options) (DefaultWatche
 	w.registration = reg
 	return w, nil
 }
+
+// listAndWatch makes the informer list, then watch. client-go's streaming
+// alternative ("watch-list") waits out its retry backoff, up to 30s after a
+// long outage, without looking at the stop channel, so Run could outlive
+// stop by that much; with list and watch every wait ends with stop.
+type listAndWatch struct{ *cache.ListWatch }
+
+// IsWatchListSemanticsUnSupported tells the reflector not to stream.
+func (listAndWatch) IsWatchListSemanticsUnSupported() bool { return true }
 
 type informerWatcher struct {
 	name  string

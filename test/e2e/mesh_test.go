@@ -2,7 +2,14 @@ package e2e
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
 	"fmt"
+	"math/big"
 	"os"
 	"path/filepath"
 	"slices"
@@ -12,10 +19,14 @@ import (
 	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/meshd-io/meshd/internal/controllers/revision"
+	"github.com/meshd-io/meshd/internal/controllers/status"
 	"github.com/meshd-io/meshd/internal/lockstatus"
+	"github.com/meshd-io/meshd/internal/monitoring"
 	"github.com/meshd-io/meshd/pkg/election"
 	"github.com/meshd-io/meshd/test/e2e/meshdproc"
 )
@@ -23,11 +34,11 @@ import (
 // The locks of the three elections "meshd run" takes part in.
 const (
 	namespaceLock = election.NamespaceController // ConfigMap, prioritized, remote-aware
-	statusLock    = election.StatusController    // Lease, prioritized
+	statusLock    = status.ElectionID            // Lease, prioritized
 )
 
 // revisionLock is the Lease of rev's per-revision election.
-func revisionLock(rev string) string { return election.GatewayDeploymentController + "-" + rev }
+func revisionLock(rev string) string { return revision.ElectionID + "-" + rev }
 
 // pollEvery is how often waits look again.
 const pollEvery = 10 * time.Millisecond
@@ -36,6 +47,7 @@ const pollEvery = 10 * time.Millisecond
 type mesh struct {
 	t          *testing.T
 	ns         string
+	root       string // the root certificate in the namespace's cacerts
 	kubeconfig string
 	logDir     string
 
@@ -54,8 +66,35 @@ func newMesh(t *testing.T) *mesh {
 	if err := cluster.WriteKubeconfig(m.kubeconfig); err != nil {
 		t.Fatal(err)
 	}
+	// Like a real mesh, the namespace has a CA for the namespace
+	// controller to publish.
+	m.root = createCASecret(t, ns, "cacerts", "root-cert.pem")
 	t.Cleanup(m.cleanup)
 	return m
+}
+
+// createCASecret creates Secret name in ns holding a fresh self-signed CA
+// certificate under key, and returns the PEM text.
+func createCASecret(t *testing.T, ns, name, key string) string {
+	t.Helper()
+	priv, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: "e2e root"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour), IsCA: true,
+		BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &priv.PublicKey, priv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert := string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}))
+	_, err = cluster.Client.CoreV1().Secrets(ns).Create(context.Background(), &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: name}, Data: map[string][]byte{key: []byte(cert)}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cert
 }
 
 // option changes how one process is started.
@@ -66,6 +105,7 @@ func withRemote() option               { return func(o *meshdproc.Options) { o.R
 func withKubeconfig(path string) option {
 	return func(o *meshdproc.Options) { o.Kubeconfig = path }
 }
+func withoutIdentity() option { return func(o *meshdproc.Options) { o.NoIdentity = true } }
 func withControllers(list string) option {
 	return func(o *meshdproc.Options) { o.Controllers = list }
 }
@@ -171,7 +211,7 @@ func (m *mesh) look() (state, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	// Ask all at once, so that one look is close to one instant.
-	answers := make([][]election.Status, len(procs))
+	answers := make([][]monitoring.Election, len(procs))
 	var wg sync.WaitGroup
 	for i, p := range procs {
 		if !p.Running() {

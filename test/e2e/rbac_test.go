@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"slices"
 	"strings"
@@ -20,6 +21,7 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -32,8 +34,10 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 )
 
-// The manifests in deploy/ assume this mesh namespace and these names.
+// deploy/meshd.yaml, the chart rendered with its defaults, assumes this mesh
+// namespace and these names.
 const (
+	deployFile      = "meshd.yaml"
 	deployNamespace = "istio-system"
 	deployWebhook   = "istio-revision-tag-default"
 )
@@ -91,7 +95,7 @@ type rbacManifests struct {
 func loadRBAC(t *testing.T, ns string) rbacManifests {
 	t.Helper()
 	var m rbacManifests
-	for _, obj := range append(readManifests(t, "serviceaccount.yaml"), readManifests(t, "rbac.yaml")...) {
+	for _, obj := range readManifests(t, deployFile) {
 		switch o := obj.(type) {
 		case *corev1.ServiceAccount:
 			m.sa = o
@@ -103,8 +107,9 @@ func loadRBAC(t *testing.T, ns string) rbacManifests {
 			m.cr = o
 		case *rbacv1.ClusterRoleBinding:
 			m.crb = o
+		case *appsv1.Deployment, *policyv1.PodDisruptionBudget:
 		default:
-			t.Fatalf("unexpected %T in deploy/rbac.yaml", obj)
+			t.Fatalf("unexpected %T in deploy/%s", obj, deployFile)
 		}
 	}
 	if m.sa == nil || m.role == nil || m.rb == nil || m.cr == nil || m.crb == nil {
@@ -311,27 +316,40 @@ func TestDeployRBACIsEnoughForMeshd(t *testing.T) {
 }
 
 // The Deployment is valid for the API server (server-side dry run), runs as
-// the ServiceAccount of the RBAC, and uses only flags meshd has.
+// the ServiceAccount of the RBAC, uses only flags meshd has, and the
+// PodDisruptionBudget selects exactly its Pods.
 func TestDeployDeploymentManifest(t *testing.T) {
-	objs := readManifests(t, "deployment.yaml")
-	if len(objs) != 1 {
-		t.Fatalf("deploy/deployment.yaml has %d objects, want 1", len(objs))
+	var (
+		dep *appsv1.Deployment
+		pdb *policyv1.PodDisruptionBudget
+		sa  *corev1.ServiceAccount
+	)
+	for _, obj := range readManifests(t, deployFile) {
+		switch o := obj.(type) {
+		case *appsv1.Deployment:
+			dep = o
+		case *policyv1.PodDisruptionBudget:
+			pdb = o
+		case *corev1.ServiceAccount:
+			sa = o
+		}
 	}
-	dep, ok := objs[0].(*appsv1.Deployment)
-	if !ok {
-		t.Fatalf("deploy/deployment.yaml holds a %T, want a Deployment", objs[0])
+	if dep == nil || pdb == nil || sa == nil {
+		t.Fatalf("deploy/%s lacks a Deployment, PodDisruptionBudget or ServiceAccount", deployFile)
 	}
-	sa := readManifests(t, "serviceaccount.yaml")[0].(*corev1.ServiceAccount)
 	spec := dep.Spec.Template.Spec
 	if spec.ServiceAccountName != sa.Name || dep.Namespace != deployNamespace {
 		t.Errorf("Deployment %s/%s runs as %q, want %s/%s", dep.Namespace, dep.Name, spec.ServiceAccountName, deployNamespace, sa.Name)
+	}
+	if !reflect.DeepEqual(pdb.Spec.Selector, dep.Spec.Selector) {
+		t.Errorf("PodDisruptionBudget selects %v, the Deployment %v", pdb.Spec.Selector, dep.Spec.Selector)
 	}
 	if len(spec.Containers) != 1 {
 		t.Fatalf("want one container, got %d", len(spec.Containers))
 	}
 	c := spec.Containers[0]
-	if c.Image != "meshd:latest" {
-		t.Errorf("image %q, want the placeholder meshd:latest", c.Image)
+	if !strings.HasPrefix(c.Image, "meshd:") || len(c.Command) != 0 {
+		t.Errorf("image %q, command %q: want the meshd image and its entrypoint", c.Image, c.Command)
 	}
 	env := map[string]corev1.EnvVar{}
 	for _, e := range c.Env {
@@ -342,9 +360,6 @@ func TestDeployDeploymentManifest(t *testing.T) {
 			t.Errorf("env %s: %+v, want the downward API field %s", name, e, field)
 		}
 	}
-	if env["REVISION"].Value == "" {
-		t.Errorf("env REVISION is not set")
-	}
 	if len(c.Ports) != 1 || c.Ports[0].ContainerPort != 15014 {
 		t.Errorf("ports %+v, want 15014", c.Ports)
 	}
@@ -354,41 +369,33 @@ func TestDeployDeploymentManifest(t *testing.T) {
 		}
 	}
 
-	// Every flag the container passes exists in "meshd run".
-	args := append(slices.Clone(c.Command[1:]), c.Args...)
-	if len(args) == 0 || args[0] != "run" {
-		t.Fatalf("container runs meshd %v, want meshd run ...", args)
-	}
+	// The image's entrypoint is "meshd run": every argument is one of its
+	// flags.
 	help, err := runCommand(meshdBinary, "run", "--help")
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, a := range args[1:] {
+	if !slices.Contains(c.Args, "--revision=default") {
+		t.Errorf("args %q do not set the revision", c.Args)
+	}
+	for _, a := range c.Args {
 		flag, _, _ := strings.Cut(a, "=")
-		if !strings.Contains(help, " "+flag+" ") {
+		if !strings.HasPrefix(flag, "--") || !strings.Contains(help, " "+flag+" ") {
 			t.Errorf("meshd run has no flag %s", flag)
 		}
 	}
 
-	// The API server accepts the Deployment.
+	// The API server accepts the Deployment and the budget.
 	ns := cluster.NewNamespace(t)
-	dep.Namespace = ns
+	dep.Namespace, pdb.Namespace = ns, ns
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if _, err := cluster.Client.AppsV1().Deployments(ns).Create(ctx, dep, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}); err != nil {
+	dryRun := []string{metav1.DryRunAll}
+	if _, err := cluster.Client.AppsV1().Deployments(ns).Create(ctx, dep, metav1.CreateOptions{DryRun: dryRun}); err != nil {
 		t.Errorf("dry-run create of the Deployment: %v", err)
 	}
-
-	// kustomization.yaml lists every manifest.
-	b, err := os.ReadFile(filepath.Join(repoRoot, "deploy", "kustomization.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	files, _ := filepath.Glob(filepath.Join(repoRoot, "deploy", "*.yaml"))
-	for _, f := range files {
-		if name := filepath.Base(f); name != "kustomization.yaml" && !strings.Contains(string(b), "- "+name) {
-			t.Errorf("deploy/kustomization.yaml does not list %s", name)
-		}
+	if _, err := cluster.Client.PolicyV1().PodDisruptionBudgets(ns).Create(ctx, pdb, metav1.CreateOptions{DryRun: dryRun}); err != nil {
+		t.Errorf("dry-run create of the PodDisruptionBudget: %v", err)
 	}
 }
 

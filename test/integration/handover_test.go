@@ -98,6 +98,7 @@ func (m *countingMetrics) Request(_ string, verb string)       { m.inc("request:
 func (m *countingMetrics) StealCycle(string)                   { m.inc("stealCycle") }
 func (m *countingMetrics) SetPreemptionSuspended(string, bool) {}
 func (m *countingMetrics) RunFailed(string)                    { m.inc("runFailed") }
+func (m *countingMetrics) SlowPath(string)                     { m.inc("slowPath") }
 
 // fakeHolder keeps a lock renewed by hand, as a holder that never answers
 // handover requests would. With advertise it claims to be cooperative (a

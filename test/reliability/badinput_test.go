@@ -326,10 +326,10 @@ func TestMeshdRejectsBadConfiguration(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"--ttl", "500ms"}, "TTL 500ms must be at least 1s"},
-		{[]string{"--namespace", "Mesh_NS"}, `invalid Namespace "Mesh_NS"`},
-		{[]string{"--revision", "Canary!"}, `invalid revision "Canary!"`},
-		{[]string{"--identity", "", "--revision", strings.Repeat("r", 64)}, "invalid revision"},
+		{[]string{"--ttl", "500ms"}, "invalid setting: --ttl 500ms: must be at least 1s"},
+		{[]string{"--namespace", "Mesh_NS"}, `invalid setting: --namespace "Mesh_NS": not a DNS label`},
+		{[]string{"--revision", "Canary!"}, `invalid setting: --revision "Canary!": not a DNS label`},
+		{[]string{"--identity", "", "--revision", strings.Repeat("r", 64)}, `--revision "rrrr`},
 		{[]string{"--kubeconfig", filepath.Join(t.TempDir(), "missing")}, "missing"},
 	} {
 		args := append([]string{"run", "--kubeconfig", kubeconfig, "--monitoring-address", "127.0.0.1:0"}, tc.args...)

@@ -16,6 +16,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/meshd-io/meshd/internal/controllers/revision"
+	"github.com/meshd-io/meshd/internal/controllers/status"
+	"github.com/meshd-io/meshd/internal/monitoring"
 	"github.com/meshd-io/meshd/internal/testcluster"
 	"github.com/meshd-io/meshd/pkg/election"
 	"github.com/meshd-io/meshd/pkg/revisions"
@@ -26,8 +29,8 @@ import (
 const (
 	// The locks of the three elections every meshd process runs.
 	namespaceLock = election.NamespaceController // ConfigMap, prioritized, remote-aware
-	statusLock    = election.StatusController    // Lease, prioritized
-	revisionLock  = election.GatewayDeploymentController
+	statusLock    = status.ElectionID            // Lease, prioritized
+	revisionLock  = revision.ElectionID
 
 	// statusConfigMap is written by the status controller of whoever leads
 	// the status election.
@@ -56,7 +59,7 @@ type member struct {
 	mu        sync.Mutex
 	proc      *meshdproc.Process // nil until started
 	state     string             // shown in the table when the process is not running
-	elections []election.Status
+	elections []monitoring.Election
 	pollErr   error
 }
 
@@ -229,6 +232,8 @@ func (d *demo) start(names ...string) error {
 			Remote:     m.remote,
 			TTL:        d.opts.ttl,
 			LogDir:     filepath.Join(d.dir, "logs"),
+			// The demo's control plane has no mesh CA: mint a root.
+			SelfSignedRoot: true,
 		}
 		if p := m.process(); p == nil {
 			p, err := meshdproc.Start(opts)
@@ -289,7 +294,7 @@ func (d *demo) pollOnce(ctx context.Context) {
 		go func() {
 			defer wg.Done()
 			var (
-				st  []election.Status
+				st  []monitoring.Election
 				err error
 			)
 			if p.Running() {

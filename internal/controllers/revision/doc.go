@@ -1,7 +1,9 @@
 // Package revision is meshd's per-revision controller, run by the leader of
-// the per-revision election on the Lease istio-gateway-deployment-<rev>
+// meshd's own per-revision election on the Lease meshd-revision-<rev>
 // (ElectionID with election.NewPerRevisionLeaderElection): one leader per
-// revision, and each writes only its own revision's ConfigMap.
+// revision, and each writes only its own revision's ConfigMap. It never
+// takes istiod's istio-gateway-deployment-<rev>: holding that would stop
+// istiod's gateway controller of the revision.
 //
 // It writes the ConfigMap meshd-revision-<rev> (ConfigMapName) in the mesh
 // namespace with two data keys:

@@ -13,7 +13,10 @@ import (
 const (
 	// ElectionID is the per-revision election whose leader (one per
 	// revision) runs this controller; its Lease is ElectionID-<revision>.
-	ElectionID = election.GatewayDeploymentController
+	// It is meshd's own: the controller does not deploy gateways, so it
+	// never takes istiod's istio-gateway-deployment-<revision>, which would
+	// stop istiod's gateway controller of that revision.
+	ElectionID = "meshd-revision"
 	// Name is the controller's name in logs and metrics.
 	Name = "revision"
 

@@ -32,8 +32,11 @@ type Controller struct {
 
 	mu sync.Mutex
 	// distributed is the certificate this process last distributed, in any
-	// term. It is only used to re-create a deleted source.
+	// term. It is only used to re-create a deleted self-signed source.
 	distributed string
+	// problem is why the current term publishes no root, nil when it does
+	// or when no term runs.
+	problem error
 }
 
 var _ controllers.Controller = (*Controller)(nil)
@@ -75,21 +78,23 @@ var sourceKey = key{source: true}
 func (c *Controller) Run(ctx context.Context) {
 	c.log.Info("started")
 	defer c.log.Info("stopped")
+	// The problem is this term's: a follower has none.
+	defer c.clearProblem()
 	t := c.newTerm()
 	t.loop().Run(ctx)
 }
 
 // term is the state of one Run.
 type term struct {
-	c          *Controller
-	queue      workqueue.TypedRateLimitingInterface[key]
-	namespaces cache.SharedIndexInformer
-	targets    cache.SharedIndexInformer
-	sources    cache.SharedIndexInformer
-	nsLister   corelisters.NamespaceLister
-	tgtLister  corelisters.ConfigMapLister
-	srcLister  corelisters.ConfigMapLister
-	synced     []cache.InformerSynced
+	c         *Controller
+	queue     workqueue.TypedRateLimitingInterface[key]
+	informers []cache.SharedIndexInformer
+	nsLister  corelisters.NamespaceLister
+	tgtLister corelisters.ConfigMapLister
+	srcLister corelisters.ConfigMapLister // nil without SelfSignedRoot
+	// caSecrets caches each CA Secret by name, nothing else.
+	caSecrets map[string]cache.Store
+	synced    []cache.InformerSynced
 
 	mu sync.Mutex
 	// bundle is the certificate distributed in this term; empty until the
@@ -102,53 +107,56 @@ func (c *Controller) newTerm() *term {
 		sel := fields.OneTermEqualSelector("metadata.name", name).String()
 		return func(o *metav1.ListOptions) { o.FieldSelector = sel }
 	}
-	t := &term{
-		c:          c,
-		queue:      controllers.NewQueue[key](Name),
-		namespaces: coreinformers.NewNamespaceInformer(c.client, 0, cache.Indexers{}),
-		targets: coreinformers.NewFilteredConfigMapInformer(c.client, metav1.NamespaceAll, 0, cache.Indexers{},
-			byName(TargetConfigMap)),
-		sources: coreinformers.NewFilteredConfigMapInformer(c.client, c.opts.MeshNamespace, 0, cache.Indexers{},
-			byName(c.opts.SourceConfigMap)),
+	t := &term{c: c, queue: controllers.NewQueue[key](Name), caSecrets: map[string]cache.Store{}}
+	watch := func(inf cache.SharedIndexInformer, toKey func(obj any) (key, bool)) {
+		reg, _ := inf.AddEventHandler(controllers.Enqueue(t.queue, toKey))
+		// AddEventHandler fails only on a stopped informer; these are new.
+		t.informers = append(t.informers, inf)
+		t.synced = append(t.synced, reg.HasSynced)
 	}
-	t.nsLister = corelisters.NewNamespaceLister(t.namespaces.GetIndexer())
-	t.tgtLister = corelisters.NewConfigMapLister(t.targets.GetIndexer())
-	t.srcLister = corelisters.NewConfigMapLister(t.sources.GetIndexer())
+	source := func(any) (key, bool) { return sourceKey, true }
 
-	nsReg, _ := t.namespaces.AddEventHandler(controllers.Enqueue(t.queue, func(obj any) (key, bool) {
+	namespaces := coreinformers.NewNamespaceInformer(c.client, 0, cache.Indexers{})
+	t.nsLister = corelisters.NewNamespaceLister(namespaces.GetIndexer())
+	watch(namespaces, func(obj any) (key, bool) {
 		ns, ok := obj.(*corev1.Namespace)
 		if !ok || !c.wanted(ns) {
 			return key{}, false
 		}
 		return key{namespace: ns.Name}, true
-	}))
-	tgtReg, _ := t.targets.AddEventHandler(controllers.Enqueue(t.queue, func(obj any) (key, bool) {
+	})
+	targets := coreinformers.NewFilteredConfigMapInformer(c.client, metav1.NamespaceAll, 0, cache.Indexers{}, byName(TargetConfigMap))
+	t.tgtLister = corelisters.NewConfigMapLister(targets.GetIndexer())
+	watch(targets, func(obj any) (key, bool) {
 		cm, ok := obj.(*corev1.ConfigMap)
 		if !ok || cm.Name != TargetConfigMap {
 			return key{}, false
 		}
 		return key{namespace: cm.Namespace}, true
-	}))
-	srcReg, _ := t.sources.AddEventHandler(controllers.Enqueue(t.queue, func(obj any) (key, bool) {
-		cm, ok := obj.(*corev1.ConfigMap)
-		if !ok || cm.Namespace != c.opts.MeshNamespace || cm.Name != c.opts.SourceConfigMap {
-			return key{}, false
-		}
-		return sourceKey, true
-	}))
-	// AddEventHandler fails only on a stopped informer; these are new.
-	t.synced = []cache.InformerSynced{nsReg.HasSynced, tgtReg.HasSynced, srcReg.HasSynced}
+	})
+	// One informer per CA Secret, each limited to its name, so that a Role
+	// with resourceNames is enough to read them and no other Secret is seen.
+	for _, name := range []string{PluggedCASecret, IstiodCASecret} {
+		inf := coreinformers.NewFilteredSecretInformer(c.client, c.opts.MeshNamespace, 0, cache.Indexers{}, byName(name))
+		t.caSecrets[name] = inf.GetStore()
+		watch(inf, source)
+	}
+	if c.opts.SelfSignedRoot {
+		src := coreinformers.NewFilteredConfigMapInformer(c.client, c.opts.MeshNamespace, 0, cache.Indexers{}, byName(c.opts.SourceConfigMap))
+		t.srcLister = corelisters.NewConfigMapLister(src.GetIndexer())
+		watch(src, source)
+	}
 	return t
 }
 
 func (t *term) loop() controllers.Loop[key] {
 	return controllers.Loop[key]{
-		Informers: []cache.SharedIndexInformer{t.namespaces, t.targets, t.sources},
+		Informers: t.informers,
 		Synced:    t.synced,
 		Queue:     t.queue,
 		Workers:   t.c.opts.Workers,
 		Reconcile: t.reconcile,
-		// The source may not exist, so no event would bring it: queue it.
+		// The sources may not exist, so no event would bring them: queue.
 		OnSynced: func() { t.queue.Add(sourceKey) },
 		Metrics:  t.c.metrics,
 		Log:      t.c.log,
@@ -168,9 +176,9 @@ func (t *term) reconcile(ctx context.Context, k key) error {
 	return t.syncNamespace(ctx, k.namespace)
 }
 
-// syncSource reads the source, creating it when absent, and distributes
-// its certificate.
-func (t *term) syncSource(ctx context.Context) error {
+// syncSelfSigned reads the self-signed source ConfigMap, creating it when
+// absent, and distributes its certificate. Only with SelfSignedRoot.
+func (t *term) syncSelfSigned(ctx context.Context) error {
 	c := t.c
 	ns, name := c.opts.MeshNamespace, c.opts.SourceConfigMap
 	cm, err := t.srcLister.ConfigMaps(ns).Get(name)
@@ -210,7 +218,7 @@ func (t *term) syncSource(ctx context.Context) error {
 	}
 	c.metrics.Wrote()
 	c.log.Info("created the root certificate source", zap.String("configmap", ns+"/"+name), zap.Bool("generated", generated))
-	t.distribute(cert)
+	t.distribute(cert, "ConfigMap "+ns+"/"+name)
 	return nil
 }
 
@@ -221,13 +229,13 @@ func (t *term) useSource(cm *corev1.ConfigMap) error {
 		// Retried with backoff; an update of the source retries at once.
 		return fmt.Errorf("source ConfigMap %s/%s key %s: %w", cm.Namespace, cm.Name, t.c.opts.SourceKey, err)
 	}
-	t.distribute(cert)
+	t.distribute(cert, "ConfigMap "+cm.Namespace+"/"+cm.Name)
 	return nil
 }
 
-// distribute makes cert the certificate of this term and, if it changed,
-// queues every namespace.
-func (t *term) distribute(cert string) {
+// distribute makes cert, read from the source from, the certificate of this
+// term and, if it changed, queues every namespace.
+func (t *term) distribute(cert, from string) {
 	t.mu.Lock()
 	changed := t.bundle != cert
 	t.bundle = cert
@@ -237,7 +245,7 @@ func (t *term) distribute(cert string) {
 	}
 	t.c.setDistributed(cert)
 	nss, _ := t.nsLister.List(labels.Everything())
-	t.c.log.Info("distributing the root certificate", zap.Int("namespaces", len(nss)))
+	t.c.log.Info("distributing the root certificate", zap.String("from", from), zap.Int("namespaces", len(nss)))
 	for _, ns := range nss {
 		if t.c.wanted(ns) {
 			t.queue.Add(key{namespace: ns.Name})

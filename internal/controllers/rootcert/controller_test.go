@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/record"
 
 	ct "github.com/meshd-io/meshd/internal/controllers/controllertest"
 	"github.com/meshd-io/meshd/internal/testcluster"
@@ -32,13 +34,34 @@ func newCert(t *testing.T) string {
 	return cert
 }
 
+// createSource plugs cert in as the mesh's CA: the Secret cacerts.
 func createSource(t *testing.T, client kubernetes.Interface, ns, cert string) {
 	t.Helper()
-	_, err := client.CoreV1().ConfigMaps(ns).Create(ct.Context(t), &corev1.ConfigMap{
-		ObjectMeta: metav1.ObjectMeta{Name: DefaultSourceConfigMap},
-		Data:       map[string]string{DefaultSourceKey: cert},
+	createSecret(t, client, ns, PluggedCASecret, PluggedRootKey, cert)
+}
+
+// createSecret creates Secret name in ns with cert under key, and other
+// keys a CA Secret has.
+func createSecret(t *testing.T, client kubernetes.Interface, ns, name, key, cert string) {
+	t.Helper()
+	_, err := client.CoreV1().Secrets(ns).Create(ct.Context(t), &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Data:       map[string][]byte{key: []byte(cert), "ca-key.pem": []byte("not read")},
 	}, metav1.CreateOptions{})
 	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// updateSecret sets key of Secret name in ns to value.
+func updateSecret(t *testing.T, client kubernetes.Interface, ns, name, key, value string) {
+	t.Helper()
+	s, err := client.CoreV1().Secrets(ns).Get(ct.Context(t), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Data[key] = []byte(value)
+	if _, err := client.CoreV1().Secrets(ns).Update(ct.Context(t), s, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -165,33 +188,85 @@ func TestFollowsSourceChanges(t *testing.T) {
 	c := testcluster.Get(t)
 	ctx := ct.Context(t)
 	mesh := c.NewNamespace(t)
-	first, second := newCert(t), newCert(t)
+	first, second, istiod := newCert(t), newCert(t), newCert(t)
 	createSource(t, c.Client, mesh, first)
+	createSecret(t, c.Client, mesh, IstiodCASecret, IstiodCAKey, istiod)
 	leaks := ct.LeakCheck(t)
 	stop := ct.Run(t, newController(t, c.Client, Options{MeshNamespace: mesh}))
+	// The plugged-in CA wins over istiod's own.
 	ct.Eventually(t, wait, func() error { return checkEveryNamespace(ctx, c.Client, first) })
-
-	ct.UpdateConfigMap(t, c.Client, mesh, DefaultSourceConfigMap, func(cm *corev1.ConfigMap) {
-		cm.Data[DefaultSourceKey] = second
-	})
+	updateSecret(t, c.Client, mesh, PluggedCASecret, PluggedRootKey, second)
 	ct.Eventually(t, wait, func() error { return checkEveryNamespace(ctx, c.Client, second) })
-
-	// Deleting the source does not rotate the root: it comes back as it was.
-	if err := c.Client.CoreV1().ConfigMaps(mesh).Delete(ctx, DefaultSourceConfigMap, metav1.DeleteOptions{}); err != nil {
+	// Without cacerts, istiod's generated CA is the root.
+	if err := c.Client.CoreV1().Secrets(mesh).Delete(ctx, PluggedCASecret, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	ct.Eventually(t, wait, func() error { return checkEveryNamespace(ctx, c.Client, istiod) })
+	stop()
+	leaks()
+}
+
+// A cacerts Secret without root-cert.pem is skipped, as istiod skips it.
+func TestUsesIstiodCAWhenPluggedHasNoRoot(t *testing.T) {
+	c := testcluster.Get(t)
+	ctx := ct.Context(t)
+	mesh := c.NewNamespace(t)
+	ns := c.NewNamespace(t)
+	istiod := newCert(t)
+	createSecret(t, c.Client, mesh, PluggedCASecret, "ca-cert.pem", newCert(t))
+	createSecret(t, c.Client, mesh, IstiodCASecret, IstiodCAKey, istiod)
+	leaks := ct.LeakCheck(t)
+	stop := ct.Run(t, newController(t, c.Client, Options{MeshNamespace: mesh}))
+	ct.Eventually(t, wait, func() error { return checkTarget(ctx, c.Client, ns, istiod) })
+	stop()
+	leaks()
+}
+
+func TestPublishesNothingWithoutCA(t *testing.T) {
+	c := testcluster.Get(t)
+	ctx := ct.Context(t)
+	mesh := c.NewNamespace(t)
+	ns := c.NewNamespace(t)
+	leaks := ct.LeakCheck(t)
+	events := record.NewFakeRecorder(10)
+	ctrl := newController(t, c.Client, Options{MeshNamespace: mesh, Recorder: events})
+	stop := ct.Run(t, ctrl)
 	ct.Eventually(t, wait, func() error {
-		src, err := c.Client.CoreV1().ConfigMaps(mesh).Get(ctx, DefaultSourceConfigMap, metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		if src.Data[DefaultSourceKey] != second {
-			return errors.New("source re-created with another certificate")
+		if ctrl.Problem() == nil {
+			return errors.New("no problem reported")
 		}
 		return nil
 	})
-	if err := checkEveryNamespace(ctx, c.Client, second); err != nil {
-		t.Fatal(err)
+	for _, want := range []string{"no mesh root certificate", mesh + "/cacerts", "root-cert.pem", mesh + "/istio-ca-secret", "ca-cert.pem"} {
+		if !strings.Contains(ctrl.Problem().Error(), want) {
+			t.Errorf("problem %q does not mention %q", ctrl.Problem(), want)
+		}
+	}
+	select {
+	case ev := <-events.Events:
+		if !strings.HasPrefix(ev, "Warning "+ReasonNoMeshRoot+" ") {
+			t.Errorf("event = %q", ev)
+		}
+	case <-time.After(wait):
+		t.Error("no Event recorded")
+	}
+	ct.Consistently(t, 2*time.Second, func() error {
+		for _, n := range []string{mesh, ns} {
+			if _, err := c.Client.CoreV1().ConfigMaps(n).Get(ctx, TargetConfigMap, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+				return fmt.Errorf("namespace %s: %s written without a CA Secret (err %v)", n, TargetConfigMap, err)
+			}
+		}
+		if _, err := c.Client.CoreV1().ConfigMaps(mesh).Get(ctx, DefaultSourceConfigMap, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("a self-signed source was created (err %v)", err)
+		}
+		return nil
+	})
+	// The CA appearing later is picked up by the watch.
+	cert := newCert(t)
+	createSecret(t, c.Client, mesh, IstiodCASecret, IstiodCAKey, cert)
+	ct.Eventually(t, wait, func() error { return checkTarget(ctx, c.Client, ns, cert) })
+	if err := ctrl.Problem(); err != nil {
+		t.Errorf("problem after the CA appeared: %v", err)
 	}
 	stop()
 	leaks()
@@ -205,8 +280,9 @@ func TestGeneratesMissingSourceOnce(t *testing.T) {
 
 	// Two instances start at once with no source: one creates it and both
 	// distribute that one.
-	stopA := ct.Run(t, newController(t, c.Client, Options{MeshNamespace: mesh}))
-	stopB := ct.Run(t, newController(t, c.Client, Options{MeshNamespace: mesh}))
+	selfSigned := Options{MeshNamespace: mesh, SelfSignedRoot: true}
+	stopA := ct.Run(t, newController(t, c.Client, selfSigned))
+	stopB := ct.Run(t, newController(t, c.Client, selfSigned))
 	var generated *corev1.ConfigMap
 	ct.Eventually(t, wait, func() error {
 		src, err := c.Client.CoreV1().ConfigMaps(mesh).Get(ctx, DefaultSourceConfigMap, metav1.GetOptions{})
@@ -231,7 +307,8 @@ func TestGeneratesMissingSourceOnce(t *testing.T) {
 	stopB()
 
 	// A new instance reuses the stored source instead of generating again.
-	stop := ct.Run(t, newController(t, c.Client, Options{MeshNamespace: mesh}))
+	ctrl := newController(t, c.Client, selfSigned)
+	stop := ct.Run(t, ctrl)
 	fresh := c.NewNamespace(t)
 	ct.Eventually(t, wait, func() error { return checkTarget(ctx, c.Client, fresh, cert) })
 	src, err := c.Client.CoreV1().ConfigMaps(mesh).Get(ctx, DefaultSourceConfigMap, metav1.GetOptions{})
@@ -240,6 +317,27 @@ func TestGeneratesMissingSourceOnce(t *testing.T) {
 	}
 	if src.ResourceVersion != generated.ResourceVersion {
 		t.Errorf("source rewritten by a later instance: resourceVersion %s -> %s", generated.ResourceVersion, src.ResourceVersion)
+	}
+	// Deleting the source does not rotate the root: it comes back as it was.
+	if err := c.Client.CoreV1().ConfigMaps(mesh).Delete(ctx, DefaultSourceConfigMap, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	ct.Eventually(t, wait, func() error {
+		src, err := c.Client.CoreV1().ConfigMaps(mesh).Get(ctx, DefaultSourceConfigMap, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if src.Data[DefaultSourceKey] != cert {
+			return errors.New("source re-created with another certificate")
+		}
+		return nil
+	})
+	// A real CA Secret wins over the self-signed root even in this mode.
+	real := newCert(t)
+	createSource(t, c.Client, mesh, real)
+	ct.Eventually(t, wait, func() error { return checkTarget(ctx, c.Client, fresh, real) })
+	if ctrl.Problem() != nil {
+		t.Errorf("problem: %v", ctrl.Problem())
 	}
 	stop()
 	leaks()
@@ -251,9 +349,13 @@ func TestInvalidSourceIsNotDistributed(t *testing.T) {
 	mesh := c.NewNamespace(t)
 	ns := c.NewNamespace(t)
 	createSource(t, c.Client, mesh, "not a certificate")
+	// An invalid plugged-in root is not replaced by istiod's generated one:
+	// istiod would not use that one either.
+	createSecret(t, c.Client, mesh, IstiodCASecret, IstiodCAKey, newCert(t))
 	leaks := ct.LeakCheck(t)
 	reg := prometheus.NewRegistry()
-	stop := ct.Run(t, newController(t, c.Client, Options{MeshNamespace: mesh, Registerer: reg}))
+	ctrl := newController(t, c.Client, Options{MeshNamespace: mesh, Registerer: reg})
+	stop := ct.Run(t, ctrl)
 
 	ct.Eventually(t, wait, func() error {
 		if n := ct.Counter(t, reg, "meshd_controller_errors_total", "namespace"); n < 1 {
@@ -264,16 +366,13 @@ func TestInvalidSourceIsNotDistributed(t *testing.T) {
 	if _, err := c.Client.CoreV1().ConfigMaps(ns).Get(ctx, TargetConfigMap, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Fatalf("target written from an invalid source: err = %v", err)
 	}
-	src, err := c.Client.CoreV1().ConfigMaps(mesh).Get(ctx, DefaultSourceConfigMap, metav1.GetOptions{})
-	if err != nil || src.Data[DefaultSourceKey] != "not a certificate" {
-		t.Fatalf("invalid source was overwritten: %v %v", err, src.Data)
+	if err := ctrl.Problem(); err == nil || !strings.Contains(err.Error(), "cacerts key root-cert.pem") {
+		t.Errorf("problem = %v", err)
 	}
 
 	// Fixing the source is picked up at once, not after the backoff.
 	cert := newCert(t)
-	ct.UpdateConfigMap(t, c.Client, mesh, DefaultSourceConfigMap, func(cm *corev1.ConfigMap) {
-		cm.Data[DefaultSourceKey] = cert
-	})
+	updateSecret(t, c.Client, mesh, PluggedCASecret, PluggedRootKey, cert)
 	ct.Eventually(t, wait, func() error { return checkTarget(ctx, c.Client, ns, cert) })
 	stop()
 	leaks()

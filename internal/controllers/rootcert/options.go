@@ -9,6 +9,7 @@ import (
 
 	"github.com/meshd-io/meshd/internal/controllers"
 	"github.com/meshd-io/meshd/pkg/election"
+	"github.com/meshd-io/meshd/pkg/resourcelock"
 )
 
 const (
@@ -21,7 +22,19 @@ const (
 	TargetConfigMap = "istio-ca-root-cert"
 	// TargetKey is the data key of TargetConfigMap holding the certificate.
 	TargetKey = "root-cert.pem"
-	// DefaultSourceConfigMap is the default Options.SourceConfigMap.
+	// PluggedCASecret is the Secret in the mesh namespace holding a CA that
+	// an operator plugged in; istiod reads its root from PluggedRootKey.
+	PluggedCASecret = "cacerts"
+	// PluggedRootKey is the data key of PluggedCASecret with the root.
+	PluggedRootKey = "root-cert.pem"
+	// IstiodCASecret is the Secret in the mesh namespace where istiod keeps
+	// the CA it generated itself; its certificate, IstiodCAKey, is the root.
+	IstiodCASecret = "istio-ca-secret"
+	// IstiodCAKey is the data key of IstiodCASecret with the root.
+	IstiodCAKey = "ca-cert.pem"
+
+	// DefaultSourceConfigMap is the default Options.SourceConfigMap, used
+	// only with Options.SelfSignedRoot.
 	DefaultSourceConfigMap = "meshd-root-cert"
 	// DefaultSourceKey is the default Options.SourceKey.
 	DefaultSourceKey = "root-cert.pem"
@@ -40,11 +53,18 @@ var IstiodExcludedNamespaces = []string{"kube-system", "kube-public", "kube-node
 
 // Options configure New.
 type Options struct {
-	// MeshNamespace holds the source ConfigMap. Required.
+	// MeshNamespace holds the mesh CA's Secrets (and, with SelfSignedRoot,
+	// the source ConfigMap). Required.
 	MeshNamespace string
-	// SourceConfigMap names the ConfigMap in MeshNamespace the certificate
-	// is read from (and created in when absent). Default
-	// DefaultSourceConfigMap.
+	// SelfSignedRoot lets the controller mint a self-signed root when the
+	// mesh has no CA Secret, and keep it in SourceConfigMap. Never set it
+	// beside a live istiod: the minted root is not the one sidecars trust.
+	// It is for demos and meshes without istiod. Default false: with no CA
+	// Secret nothing is published.
+	SelfSignedRoot bool
+	// SourceConfigMap names the ConfigMap in MeshNamespace the self-signed
+	// root is kept in (created when absent). Only used with SelfSignedRoot.
+	// Default DefaultSourceConfigMap.
 	SourceConfigMap string
 	// SourceKey is the data key of SourceConfigMap holding the certificate.
 	// Default DefaultSourceKey.
@@ -53,6 +73,9 @@ type Options struct {
 	ExcludedNamespaces []string
 	// Workers is how many namespaces are written at once. Default 4.
 	Workers int
+	// Recorder, if set, receives a Warning Event when no root can be
+	// published, on the Secret PluggedCASecret of the mesh namespace.
+	Recorder resourcelock.EventRecorder
 	// Logger defaults to a no-op logger.
 	Logger *zap.Logger
 	// Registerer receives the controller's counters; nil means they are not

@@ -65,7 +65,7 @@ func TestWritesStatusOfHandMadeLocks(t *testing.T) {
 	now := time.Now()
 
 	leader := writeLock(t, c.Client, resourcelock.ConfigMapsResourceLock, mesh, "istio-leader", held("istiod-a", "canary", now))
-	writeLock(t, c.Client, resourcelock.LeasesResourceLock, mesh, "istio-gateway-deployment-blue", held("istiod-b", "", now))
+	writeLock(t, c.Client, resourcelock.LeasesResourceLock, mesh, "meshd-revision-blue", held("istiod-b", "", now))
 	writeLock(t, c.Client, resourcelock.LeasesResourceLock, mesh, "istio-status-leader", held("istiod-c", "^green", now.Add(-time.Hour)))
 	writeLock(t, c.Client, resourcelock.ConfigMapsResourceLock, mesh, "istio-analyze-leader", resourcelock.Record{LeaseDurationSeconds: 30})
 	// The status ConfigMap exists with someone else's keys, which must stay.
@@ -116,8 +116,8 @@ func TestWritesStatusOfHandMadeLocks(t *testing.T) {
 		if _, err := time.Parse(time.RFC3339, l.RenewTime); err != nil {
 			return fmt.Errorf("istio-leader renewTime = %q", l.RenewTime)
 		}
-		if l := leaders["istio-gateway-deployment-blue"]; l.Holder != "istiod-b" || l.Lock != "Lease" {
-			return fmt.Errorf("istio-gateway-deployment-blue = %+v", l)
+		if l := leaders["meshd-revision-blue"]; l.Holder != "istiod-b" || l.Lock != "Lease" {
+			return fmt.Errorf("meshd-revision-blue = %+v", l)
 		}
 		return nil
 	})
@@ -194,14 +194,14 @@ func TestTriggerRefreshesAtOnce(t *testing.T) {
 		return nil
 	})
 
-	writeLock(t, c.Client, resourcelock.LeasesResourceLock, mesh, "istio-gateway-deployment-canary", held("istiod-b", "canary", time.Now()))
+	writeLock(t, c.Client, resourcelock.LeasesResourceLock, mesh, "meshd-revision-canary", held("istiod-b", "canary", time.Now()))
 	ctrl.Trigger()
 	ct.Eventually(t, wait, func() error {
 		cm, leaders, err := readStatus(t, c.Client, mesh)
 		if err != nil {
 			return err
 		}
-		if cm.Data[KeyRevisions] != "canary\ndefault" || leaders["istio-gateway-deployment-canary"].Holder != "istiod-b" {
+		if cm.Data[KeyRevisions] != "canary\ndefault" || leaders["meshd-revision-canary"].Holder != "istiod-b" {
 			return fmt.Errorf("revisions %q, leaders %v", cm.Data[KeyRevisions], leaders)
 		}
 		return nil

@@ -1,5 +1,5 @@
-// Package status is meshd's status controller, run by the leader of istiod's
-// election istio-status-leader (ElectionID). It writes the ConfigMap
+// Package status is meshd's status controller, run by the leader of meshd's own
+// election meshd-status-leader (ElectionID). It writes the ConfigMap
 // meshd-status in the mesh namespace, a summary that tools read instead of
 // decoding every lock:
 //

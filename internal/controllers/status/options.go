@@ -10,12 +10,15 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/meshd-io/meshd/internal/controllers"
+	"github.com/meshd-io/meshd/internal/controllers/revision"
 	"github.com/meshd-io/meshd/pkg/election"
 )
 
 const (
-	// ElectionID is the election whose leader runs this controller.
-	ElectionID = election.StatusController
+	// ElectionID is the election whose leader runs this controller: a
+	// Lease of meshd's own. The controller does no job of istiod's, so it
+	// never takes istiod's election istio-status-leader.
+	ElectionID = "meshd-status-leader"
 	// Name is the controller's name in logs and metrics.
 	Name = "status"
 
@@ -35,7 +38,7 @@ const (
 )
 
 // DefaultPerRevisionElections is the default Options.PerRevisionElections.
-var DefaultPerRevisionElections = []string{election.GatewayDeploymentController}
+var DefaultPerRevisionElections = []string{revision.ElectionID}
 
 // Options configure New.
 type Options struct {

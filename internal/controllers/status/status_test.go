@@ -8,6 +8,7 @@ import (
 
 	"k8s.io/client-go/kubernetes/fake"
 
+	"github.com/meshd-io/meshd/internal/controllers/revision"
 	"github.com/meshd-io/meshd/internal/lockstatus"
 	"github.com/meshd-io/meshd/pkg/election"
 )
@@ -36,7 +37,7 @@ func TestNewDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	if c.Name() != "status" || c.opts.Revision != election.DefaultRevision || c.opts.Interval != DefaultInterval ||
-		len(c.opts.PerRevisionElections) != 1 || c.opts.PerRevisionElections[0] != election.GatewayDeploymentController {
+		len(c.opts.PerRevisionElections) != 1 || c.opts.PerRevisionElections[0] != revision.ElectionID {
 		t.Fatalf("defaults not applied: %+v", c.opts)
 	}
 	if c.heartbeat != 50*time.Second {
@@ -55,9 +56,9 @@ func TestCompute(t *testing.T) {
 	}
 	locks := []lockstatus.Lock{
 		lock("istio-leader", election.ConfigMapLock, "a", "canary", live),
-		lock("istio-leader", election.LeaseLock, "b", "^stable", live),            // same name, other kind
-		lock("istio-gateway-deployment-blue", election.LeaseLock, "c", "", live),  // per revision, no key
-		lock("istio-gateway-deployment-x", election.ConfigMapLock, "d", "", live), // not a Lease: no revision
+		lock("istio-leader", election.LeaseLock, "b", "^stable", live),  // same name, other kind
+		lock("meshd-revision-blue", election.LeaseLock, "c", "", live),  // per revision, no key
+		lock("meshd-revision-x", election.ConfigMapLock, "d", "", live), // not a Lease: no revision
 		lock("istio-status-leader", election.ConfigMapLock, "e", "old", now.Add(-time.Hour)),
 		lock("released", election.ConfigMapLock, "", "gone", live),
 		{Election: "broken", Kind: election.ConfigMapLock, Error: "bad"},
@@ -72,11 +73,11 @@ func TestCompute(t *testing.T) {
 		names = append(names, n)
 	}
 	want := map[string]Leader{
-		"istio-leader/ConfigMap":        {Holder: "a", HolderKey: "canary", Lock: election.ConfigMapLock},
-		"istio-leader/Lease":            {Holder: "b", HolderKey: "^stable", Lock: election.LeaseLock},
-		"istio-gateway-deployment-blue": {Holder: "c", Lock: election.LeaseLock},
-		"istio-gateway-deployment-x":    {Holder: "d", Lock: election.ConfigMapLock},
-		"istio-analyze-leader":          {Holder: "f", HolderKey: "default", Lock: election.LeaseLock},
+		"istio-leader/ConfigMap": {Holder: "a", HolderKey: "canary", Lock: election.ConfigMapLock},
+		"istio-leader/Lease":     {Holder: "b", HolderKey: "^stable", Lock: election.LeaseLock},
+		"meshd-revision-blue":    {Holder: "c", Lock: election.LeaseLock},
+		"meshd-revision-x":       {Holder: "d", Lock: election.ConfigMapLock},
+		"istio-analyze-leader":   {Holder: "f", HolderKey: "default", Lock: election.LeaseLock},
 	}
 	if len(s.leaders) != len(want) {
 		t.Fatalf("leaders = %v", names)

@@ -70,6 +70,7 @@ func (le *LeaderElector) renewFast(ctx context.Context) (outcome, error) {
 	if ctx.Err() != nil {
 		return failed, err
 	}
+	le.metrics.SlowPath(le.cfg.Name)
 	le.log.Debug("renew without read failed; reading the lock", zap.Error(err))
 	return readNeeded, nil
 }

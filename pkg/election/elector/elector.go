@@ -115,6 +115,11 @@ func New(cfg Config) (*LeaderElector, error) {
 	if le.metrics == nil {
 		le.metrics = noopMetrics{}
 	}
+	// A sink that can create an election's series at 0 does so now, so that
+	// rates and alerts see a zero rather than no data.
+	if m, ok := le.metrics.(interface{ Init(name string) }); ok {
+		m.Init(cfg.Name)
+	}
 	if cfg.Watch {
 		le.watch = newLockWatch(le, cfg.Lock.(resourcelock.Watchable))
 	}

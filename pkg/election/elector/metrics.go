@@ -31,6 +31,9 @@ type Metrics interface {
 	// RunFailed counts terms ended by the run callback returning or
 	// panicking while the term was on.
 	RunFailed(name string)
+	// SlowPath counts renewals whose write from the cached object failed,
+	// so that the leader read the lock before trying again.
+	SlowPath(name string)
 }
 
 type noopMetrics struct{}
@@ -46,3 +49,4 @@ func (noopMetrics) Request(string, string)              {}
 func (noopMetrics) StealCycle(string)                   {}
 func (noopMetrics) SetPreemptionSuspended(string, bool) {}
 func (noopMetrics) RunFailed(string)                    {}
+func (noopMetrics) SlowPath(string)                     {}

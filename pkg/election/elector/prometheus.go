@@ -3,9 +3,13 @@ package elector
 import "github.com/prometheus/client_golang/prometheus"
 
 // PrometheusMetrics exports elector metrics with the meshd_election_ prefix,
-// labelled by election name.
+// labelled by election name, and the two series of client-go's elector that
+// dashboards already graph: leader_election_master_status and
+// leader_election_slowpath_total, with the same names, label and meaning.
 type PrometheusMetrics struct {
 	leading      *prometheus.GaugeVec
+	master       *prometheus.GaugeVec
+	slowPath     *prometheus.CounterVec
 	acquired     *prometheus.CounterVec
 	steals       *prometheus.CounterVec
 	renewFailure *prometheus.CounterVec
@@ -52,6 +56,14 @@ func NewPrometheusMetrics(reg prometheus.Registerer) (*PrometheusMetrics, error)
 			Name: "meshd_election_handovers_total",
 			Help: "Terms of this process ended by handing the lock to a candidate that asked for it.",
 		}, labels),
+		master: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "leader_election_master_status",
+			Help: "As client-go's elector exports it: 1 while this process holds the lease called name, 0 while it is a backup.",
+		}, labels),
+		slowPath: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "leader_election_slowpath_total",
+			Help: "As client-go's elector exports it: renewals of the lease called name that could not write from the cached object and read it first.",
+		}, labels),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "meshd_election_api_requests_total",
 			Help: "API requests made by this process's elector, by verb.",
@@ -69,7 +81,7 @@ func NewPrometheusMetrics(reg prometheus.Registerer) (*PrometheusMetrics, error)
 			Help: "Terms of this process ended by its run functions returning or panicking.",
 		}, labels),
 	}
-	for _, c := range []prometheus.Collector{m.leading, m.acquired, m.steals, m.renewFailure, m.lost, m.requested, m.handedOver, m.requests,
+	for _, c := range []prometheus.Collector{m.leading, m.master, m.slowPath, m.acquired, m.steals, m.renewFailure, m.lost, m.requested, m.handedOver, m.requests,
 		m.cycles, m.suspended, m.runFailed} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
@@ -84,6 +96,20 @@ func (m *PrometheusMetrics) SetLeading(name string, leading bool) {
 		v = 1
 	}
 	m.leading.WithLabelValues(name).Set(v)
+	m.master.WithLabelValues(name).Set(v)
+}
+
+// Init makes every series of election name exist, at 0, before anything
+// happens, so that rates and alerts see a zero rather than no data.
+func (m *PrometheusMetrics) Init(name string) {
+	m.SetLeading(name, false)
+	m.SetPreemptionSuspended(name, false)
+	for _, c := range []*prometheus.CounterVec{m.slowPath, m.acquired, m.steals, m.renewFailure, m.lost, m.requested, m.handedOver, m.cycles, m.runFailed} {
+		c.WithLabelValues(name)
+	}
+	for _, verb := range []string{"get", "create", "update"} {
+		m.requests.WithLabelValues(name, verb)
+	}
 }
 
 func (m *PrometheusMetrics) Acquired(name string)          { m.acquired.WithLabelValues(name).Inc() }
@@ -93,6 +119,7 @@ func (m *PrometheusMetrics) Lost(name string)              { m.lost.WithLabelVal
 func (m *PrometheusMetrics) HandoverRequested(name string) { m.requested.WithLabelValues(name).Inc() }
 func (m *PrometheusMetrics) HandedOver(name string)        { m.handedOver.WithLabelValues(name).Inc() }
 func (m *PrometheusMetrics) Request(name, verb string)     { m.requests.WithLabelValues(name, verb).Inc() }
+func (m *PrometheusMetrics) SlowPath(name string)          { m.slowPath.WithLabelValues(name).Inc() }
 func (m *PrometheusMetrics) StealCycle(name string)        { m.cycles.WithLabelValues(name).Inc() }
 func (m *PrometheusMetrics) RunFailed(name string)         { m.runFailed.WithLabelValues(name).Inc() }
 func (m *PrometheusMetrics) SetPreemptionSuspended(name string, suspended bool) {

@@ -27,15 +27,15 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/meshd-io/meshd/pkg/election"
+	"github.com/meshd-io/meshd/internal/monitoring"
 )
 
 // Options describe one meshd instance.
 type Options struct {
 	// Binary is the meshd executable. Required.
 	Binary string
-	// Name is the holder identity (--identity) and names the log file.
-	// Required.
+	// Name is the holder identity (--identity, unless NoIdentity) and names
+	// the log file. Required.
 	Name string
 	// Kubeconfig is passed as --kubeconfig. Required.
 	Kubeconfig string
@@ -49,6 +49,11 @@ type Options struct {
 	TTL time.Duration
 	// Controllers is --controllers; empty leaves meshd's default (all).
 	Controllers string
+	// SelfSignedRoot adds --self-signed-root: the namespace controller mints
+	// a root when the mesh has no CA Secret. For demos and tests only.
+	SelfSignedRoot bool
+	// NoIdentity leaves --identity out, so that meshd picks its own.
+	NoIdentity bool
 	// LogDir receives the log file <Name>.log. Required.
 	LogDir string
 	// Env is added to the parent's environment.
@@ -156,8 +161,13 @@ func (p *Process) Restart() error {
 	args := []string{"run",
 		"--kubeconfig=" + p.opts.Kubeconfig,
 		"--namespace=" + p.opts.Namespace,
-		"--identity=" + p.opts.Name,
 		"--monitoring-address=" + addr,
+	}
+	if !p.opts.NoIdentity {
+		args = append(args, "--identity="+p.opts.Name)
+	}
+	if p.opts.SelfSignedRoot {
+		args = append(args, "--self-signed-root")
 	}
 	if p.opts.Revision != "" {
 		args = append(args, "--revision="+p.opts.Revision)
@@ -354,12 +364,12 @@ func (p *Process) Healthy(ctx context.Context) error {
 }
 
 // Elections returns what the instance reports on /debug/elections.
-func (p *Process) Elections(ctx context.Context) ([]election.Status, error) {
+func (p *Process) Elections(ctx context.Context) ([]monitoring.Election, error) {
 	body, err := p.get(ctx, "/debug/elections")
 	if err != nil {
 		return nil, err
 	}
-	var out []election.Status
+	var out []monitoring.Election
 	if err := json.Unmarshal(body, &out); err != nil {
 		return nil, fmt.Errorf("meshdproc: %s: decode /debug/elections: %w", p.opts.Name, err)
 	}

@@ -1,0 +1,125 @@
+package rootcert
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"go.uber.org/zap"
+	corev1 "k8s.io/api/core/v1"
+)
+
+// Reasons of the Warning Events the controller records.
+const (
+	// ReasonNoMeshRoot: neither CA Secret exists, nothing is published.
+	ReasonNoMeshRoot = "NoMeshRoot"
+	// ReasonInvalidMeshRoot: a CA Secret holds no valid certificate.
+	ReasonInvalidMeshRoot = "InvalidMeshRoot"
+)
+
+// errNoMeshRoot is wrapped by Problem when the mesh has no CA Secret.
+var errNoMeshRoot = errors.New("no mesh root certificate")
+
+// invalidRootError is a CA Secret whose root does not parse.
+type invalidRootError struct{ err error }
+
+func (e invalidRootError) Error() string { return e.err.Error() }
+func (e invalidRootError) Unwrap() error { return e.err }
+
+// syncSource finds the mesh's root, in the order istiod reads it, and
+// distributes it. With no CA Secret it publishes nothing (or, only with
+// SelfSignedRoot, falls back to the self-signed source) and records why.
+func (t *term) syncSource(ctx context.Context) error {
+	cert, from, err := t.meshRoot()
+	switch {
+	case err != nil:
+		t.c.setProblem(invalidRootError{err})
+		// Retried with backoff; an update of the Secret retries at once.
+		return err
+	case cert != "":
+		t.c.setProblem(nil)
+		t.distribute(cert, from)
+		return nil
+	case t.c.opts.SelfSignedRoot:
+		t.c.setProblem(nil)
+		return t.syncSelfSigned(ctx)
+	}
+	ns := t.c.opts.MeshNamespace
+	t.c.setProblem(fmt.Errorf("%w: neither Secret %s/%s (key %s) nor Secret %s/%s (key %s) exists; "+
+		"not publishing %s until one does (minting a self-signed root is a separate setting, off by default)",
+		errNoMeshRoot, ns, PluggedCASecret, PluggedRootKey, ns, IstiodCASecret, IstiodCAKey, TargetConfigMap))
+	// Not an error to retry: the Secret informers bring the next attempt.
+	return nil
+}
+
+// meshRoot returns the mesh's root certificate and where it came from:
+// Secret cacerts, key root-cert.pem (a CA plugged in by the operator), else
+// Secret istio-ca-secret, key ca-cert.pem (the CA istiod generated). A
+// Secret without its key is skipped, as istiod does. It returns "" when
+// neither has one, and an error when the first one found does not hold PEM
+// certificates.
+func (t *term) meshRoot() (cert, from string, err error) {
+	for _, src := range []struct{ secret, key string }{
+		{PluggedCASecret, PluggedRootKey},
+		{IstiodCASecret, IstiodCAKey},
+	} {
+		obj, ok, _ := t.caSecrets[src.secret].GetByKey(t.c.opts.MeshNamespace + "/" + src.secret)
+		if !ok {
+			continue
+		}
+		secret, isSecret := obj.(*corev1.Secret)
+		if !isSecret || len(secret.Data[src.key]) == 0 {
+			continue
+		}
+		cert = string(secret.Data[src.key])
+		from = fmt.Sprintf("Secret %s/%s key %s", t.c.opts.MeshNamespace, src.secret, src.key)
+		if err := checkCertificates(cert); err != nil {
+			return "", "", fmt.Errorf("%s: %w; not publishing it", from, err)
+		}
+		return cert, from, nil
+	}
+	return "", "", nil
+}
+
+// Problem says why the running term publishes no root certificate: no CA
+// Secret, or an invalid one. It is nil while the root is published, and when
+// no term runs (a follower has nothing to publish).
+func (c *Controller) Problem() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.problem == nil {
+		return nil
+	}
+	return fmt.Errorf("%s controller: %w", Name, c.problem)
+}
+
+// clearProblem forgets the problem of a term that ended.
+func (c *Controller) clearProblem() {
+	c.mu.Lock()
+	c.problem = nil
+	c.mu.Unlock()
+}
+
+// setProblem records the term's problem; a new one is logged and recorded
+// as a Warning Event, its end is logged.
+func (c *Controller) setProblem(err error) {
+	c.mu.Lock()
+	old := c.problem
+	c.problem = err
+	c.mu.Unlock()
+	switch {
+	case err == nil && old != nil:
+		c.log.Info("the mesh root certificate is available again")
+	case err != nil && (old == nil || old.Error() != err.Error()):
+		c.log.Warn("not publishing the mesh root certificate", zap.Error(err))
+		reason := ReasonNoMeshRoot
+		var invalid invalidRootError
+		if errors.As(err, &invalid) {
+			reason = ReasonInvalidMeshRoot
+		}
+		if c.opts.Recorder != nil {
+			ref := &corev1.ObjectReference{APIVersion: "v1", Kind: "Secret", Namespace: c.opts.MeshNamespace, Name: PluggedCASecret}
+			c.opts.Recorder.Eventf(ref, corev1.EventTypeWarning, reason, "%s", err.Error())
+		}
+	}
+}
