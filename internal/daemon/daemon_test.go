@@ -622,7 +622,7 @@ func TestNoMeshRootIsReported(t *testing.T) {
 	if !got.Leader || len(got.Problems) != 1 || !strings.Contains(got.Problems[0], "no mesh root certificate") {
 		t.Errorf("/debug/elections: %+v", got)
 	}
-	if !regexp.MustCompile(`^.+_[0-9a-f]{16}$`).MatchString(got.Identity) || got.Holder != got.Identity {
+	if !regexp.MustCompile(`^.+_[0-9a-f]{8}$`).MatchString(got.Identity) || got.Holder != got.Identity {
 		t.Errorf("identity %q, holder %q: want <hostname>_<suffix>, holding", got.Identity, got.Holder)
 	}
 	for _, n := range []string{ns, app} {

@@ -12,7 +12,7 @@ import (
 )
 
 // generatedIdentity is what meshd picks when given no identity.
-var generatedIdentity = regexp.MustCompile(`^.+_[0-9a-f]{16}$`)
+var generatedIdentity = regexp.MustCompile(`^.+_[0-9a-f]{8}$`)
 
 // Two "meshd run" on one host with no --identity and no POD_NAME pick
 // different identities, never both report leading the same election, and

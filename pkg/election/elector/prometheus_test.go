@@ -24,7 +24,8 @@ func TestPrometheusMetricsStartAtZeroAndCount(t *testing.T) {
 		"leader_election_master_status": 1, "leader_election_slowpath_total": 1, "meshd_election_leader": 1,
 		"meshd_election_acquired_total": 1, "meshd_election_steals_total": 1, "meshd_election_renew_failures_total": 1,
 		"meshd_election_lost_total": 1, "meshd_election_handover_requests_total": 1, "meshd_election_handovers_total": 1,
-		"meshd_election_api_requests_total": 3,
+		"meshd_election_api_requests_total": 3, "meshd_election_preemption_suspended": 1,
+		"meshd_election_run_failures_total": 1, "meshd_election_steal_cycles_total": 1,
 	}
 	families, err := reg.Gather()
 	if err != nil {
