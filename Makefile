@@ -32,9 +32,9 @@ SIM_FUZZ_SEEDS ?= 50000
 SIM_FUZZ_SEED ?= 10001
 SIM_TEST := $(GO) test -count=1 -timeout 2h -run 'TestSimulation$$' ./internal/testing/sim
 # Packages with fuzz targets.
-FUZZ_PKGS := ./pkg/... ./internal/chaos/...
+FUZZ_PKGS := ./pkg/... ./internal/tools/chaos/...
 # Packages whose tests need no API server.
-UNIT_PKGS := ./pkg/... ./internal/kubetest/... ./internal/testing/... ./internal/ledger/... ./internal/lockstatus/... ./internal/monitoring/... ./internal/faultproxy/...
+UNIT_PKGS := ./pkg/... ./internal/testing/kubetest/... ./internal/testing/sim/... ./internal/testing/faultproxy/... ./internal/ledger/... ./internal/lockstatus/... ./internal/monitoring/...
 
 include mk/kube.mk
 
@@ -105,10 +105,10 @@ demo: kube-bins build
 
 # Reports, not tests: about 20 minutes on 2 cores; run it on an idle machine.
 bench: kube-bins
-	$(GO) run ./internal/cmd/bench -out docs/benchmarks.md
+	$(GO) run ./internal/tools/cmd/bench -out docs/benchmarks.md
 
 chaos: kube-bins build
-	$(GO) run ./internal/cmd/chaos -meshd $(BIN)/meshd -duration $(CHAOS_DURATION) -seed $(CHAOS_SEED)
+	$(GO) run ./internal/tools/cmd/chaos -meshd $(BIN)/meshd -duration $(CHAOS_DURATION) -seed $(CHAOS_SEED)
 
 clean:
 	rm -rf $(BIN)

@@ -16,7 +16,7 @@ go build -o bin/meshd ./cmd/meshd
 
 # Built rather than "go run" so that its exit status (0, 1 on a failed step,
 # 130 on Ctrl-C) is what this script returns.
-go build -o .cache/demo/demo ./internal/cmd/demo
+go build -o .cache/demo/demo ./internal/tools/cmd/demo
 
 export KUBE_BIN_DIR="$root/.cache/kube/bin"
 exec .cache/demo/demo -meshd "$root/bin/meshd" "$@"

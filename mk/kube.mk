@@ -5,7 +5,7 @@
 #   make cluster-up    run a control plane in the background; prints export KUBECONFIG=...
 #   make cluster-down  stop it and remove its state
 #
-# KUBE_BIN_DIR is exported so that tests using internal/testcluster find the
+# KUBE_BIN_DIR is exported so that tests using internal/testing/testcluster find the
 # binaries when run through make.
 
 KUBE_BIN_DIR := $(CURDIR)/.cache/kube/bin

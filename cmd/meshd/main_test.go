@@ -11,7 +11,7 @@ import (
 	"github.com/spf13/pflag"
 	clientfeatures "k8s.io/client-go/features"
 
-	"github.com/meshd-io/meshd/internal/testcluster"
+	"github.com/meshd-io/meshd/internal/testing/testcluster"
 )
 
 func TestMain(m *testing.M) { testcluster.Main(m) }

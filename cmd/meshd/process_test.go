@@ -27,7 +27,7 @@ import (
 
 	"github.com/meshd-io/meshd/internal/controllers/revision"
 	"github.com/meshd-io/meshd/internal/controllers/status"
-	"github.com/meshd-io/meshd/internal/testcluster"
+	"github.com/meshd-io/meshd/internal/testing/testcluster"
 	"github.com/meshd-io/meshd/pkg/election"
 	"github.com/meshd-io/meshd/pkg/resourcelock"
 )

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/meshd-io/meshd/test/e2e/meshdproc"
+	"github.com/meshd-io/meshd/internal/testing/meshdproc"
 )
 
 // generatedIdentity is what meshd picks when given no identity.

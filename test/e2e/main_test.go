@@ -1,5 +1,5 @@
 // Package e2e runs the meshd binary as separate processes against a real
-// kube-apiserver and etcd on 127.0.0.1 (internal/testcluster): crashes,
+// kube-apiserver and etcd on 127.0.0.1 (internal/testing/testcluster): crashes,
 // graceful stops, restarts, default-revision changes, locks written by
 // istiod, the meshd status command, and the RBAC in deploy/.
 //
@@ -22,7 +22,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/meshd-io/meshd/internal/testcluster"
+	"github.com/meshd-io/meshd/internal/testing/testcluster"
 )
 
 var (

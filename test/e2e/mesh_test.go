@@ -27,8 +27,8 @@ import (
 	"github.com/meshd-io/meshd/internal/controllers/status"
 	"github.com/meshd-io/meshd/internal/lockstatus"
 	"github.com/meshd-io/meshd/internal/monitoring"
+	"github.com/meshd-io/meshd/internal/testing/meshdproc"
 	"github.com/meshd-io/meshd/pkg/election"
-	"github.com/meshd-io/meshd/test/e2e/meshdproc"
 )
 
 // The locks of the three elections "meshd run" takes part in.

@@ -10,7 +10,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/meshd-io/meshd/test/e2e/meshdproc"
+	"github.com/meshd-io/meshd/internal/testing/meshdproc"
 )
 
 // In a mesh without a CA Secret, meshd leads the namespace election but

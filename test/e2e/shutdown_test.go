@@ -10,7 +10,7 @@ import (
 
 	"k8s.io/client-go/rest"
 
-	"github.com/meshd-io/meshd/internal/faultproxy"
+	"github.com/meshd-io/meshd/internal/testing/faultproxy"
 )
 
 // With the API server stopped (its port refuses connections and every open

@@ -13,7 +13,7 @@ import (
 	clientgorl "k8s.io/client-go/tools/leaderelection/resourcelock"
 
 	"github.com/meshd-io/meshd/internal/ledger"
-	"github.com/meshd-io/meshd/internal/testcluster"
+	"github.com/meshd-io/meshd/internal/testing/testcluster"
 	"github.com/meshd-io/meshd/pkg/election/elector"
 	"github.com/meshd-io/meshd/pkg/resourcelock"
 )

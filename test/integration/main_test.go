@@ -1,5 +1,5 @@
 // Package integration runs meshd's elections against a real kube-apiserver
-// and etcd on 127.0.0.1 (see internal/testcluster). Every test gets its own
+// and etcd on 127.0.0.1 (see internal/testing/testcluster). Every test gets its own
 // namespace; timings use a 2s ttl (renew deadline 1s, retry period 500ms).
 package integration
 
@@ -16,7 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/meshd-io/meshd/internal/testcluster"
+	"github.com/meshd-io/meshd/internal/testing/testcluster"
 	"github.com/meshd-io/meshd/pkg/election"
 	"github.com/meshd-io/meshd/pkg/resourcelock"
 	"github.com/meshd-io/meshd/pkg/revisions"

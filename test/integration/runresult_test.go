@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/meshd-io/meshd/internal/ledger"
-	"github.com/meshd-io/meshd/internal/testcluster"
+	"github.com/meshd-io/meshd/internal/testing/testcluster"
 	"github.com/meshd-io/meshd/pkg/election"
 )
 

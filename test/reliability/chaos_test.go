@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/meshd-io/meshd/internal/chaos"
+	"github.com/meshd-io/meshd/internal/tools/chaos"
 )
 
 // chaosSeed fixes the short run's sequence. The long run is "make chaos".

@@ -1,6 +1,6 @@
 // Package reliability tests meshd under faults and bad input against a real
 // kube-apiserver and etcd on 127.0.0.1: a short, fixed-seed chaos run
-// (internal/chaos, whose long form is "make chaos"), and the inputs a lock,
+// (internal/tools/chaos, whose long form is "make chaos"), and the inputs a lock,
 // a cluster or a configuration can get wrong. The tests restart the API
 // server and so do not run in parallel.
 package reliability
@@ -18,7 +18,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/meshd-io/meshd/internal/testcluster"
+	"github.com/meshd-io/meshd/internal/testing/testcluster"
 )
 
 // cluster is the control plane every test of the package shares.

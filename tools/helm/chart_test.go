@@ -36,8 +36,8 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
-	"github.com/meshd-io/meshd/internal/testcluster"
-	"github.com/meshd-io/meshd/test/e2e/meshdproc"
+	"github.com/meshd-io/meshd/internal/testing/meshdproc"
+	"github.com/meshd-io/meshd/internal/testing/testcluster"
 	"github.com/meshd-io/meshd/tools/helm/render"
 )
 

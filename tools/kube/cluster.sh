@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Starts or stops the local development control plane (internal/cmd/localcluster)
+# Starts or stops the local development control plane (internal/tools/cmd/localcluster)
 # in the background. Used by "make cluster-up" and "make cluster-down".
 #
 # Usage: tools/kube/cluster.sh up|down
@@ -49,8 +49,8 @@ up() {
 			rm -rf "$dir"
 		fi
 		mkdir -p "$dir"
-		echo "building internal/cmd/localcluster"
-		(cd "$root" && go build -o "$dir/localcluster" ./internal/cmd/localcluster)
+		echo "building internal/tools/cmd/localcluster"
+		(cd "$root" && go build -o "$dir/localcluster" ./internal/tools/cmd/localcluster)
 		echo "starting the control plane in the background"
 		nohup "$dir/localcluster" -dir "$dir" >"$logfile" 2>&1 </dev/null &
 		echo $! >"$pidfile"

@@ -14,8 +14,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/client-go/kubernetes/fake"
 
-	ct "github.com/meshd-io/meshd/internal/controllers/controllertest"
-	"github.com/meshd-io/meshd/internal/testcluster"
+	ct "github.com/meshd-io/meshd/internal/testing/controllertest"
+	"github.com/meshd-io/meshd/internal/testing/testcluster"
 	"github.com/meshd-io/meshd/pkg/election"
 )
 

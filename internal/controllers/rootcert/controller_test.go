@@ -15,8 +15,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/record"
 
-	ct "github.com/meshd-io/meshd/internal/controllers/controllertest"
-	"github.com/meshd-io/meshd/internal/testcluster"
+	ct "github.com/meshd-io/meshd/internal/testing/controllertest"
+	"github.com/meshd-io/meshd/internal/testing/testcluster"
 )
 
 func TestMain(m *testing.M) { testcluster.Main(m) }

@@ -14,8 +14,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/meshd-io/meshd/internal/controllers"
-	ct "github.com/meshd-io/meshd/internal/controllers/controllertest"
-	"github.com/meshd-io/meshd/internal/testcluster"
+	ct "github.com/meshd-io/meshd/internal/testing/controllertest"
+	"github.com/meshd-io/meshd/internal/testing/testcluster"
 	"github.com/meshd-io/meshd/pkg/election"
 	"github.com/meshd-io/meshd/pkg/resourcelock"
 )

@@ -14,7 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes/fake"
 
-	"github.com/meshd-io/meshd/internal/kubetest"
+	"github.com/meshd-io/meshd/internal/testing/kubetest"
 )
 
 // Resources the in-memory API serves to actors.

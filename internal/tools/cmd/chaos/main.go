@@ -1,8 +1,8 @@
 // Command chaos runs meshd under injected faults against a local
 // kube-apiserver and etcd (started from .cache/kube/bin, see make kube-bins)
-// and checks safety, liveness, thrash and data loss; see internal/chaos.
+// and checks safety, liveness, thrash and data loss; see internal/tools/chaos.
 //
-//	go run ./internal/cmd/chaos -duration 3m -seed 42
+//	go run ./internal/tools/cmd/chaos -duration 3m -seed 42
 //
 // It prints the seed first: the same seed injects the same sequence of
 // faults. It exits 0 when every check passed, 1 when one failed and 2 when
@@ -22,8 +22,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/meshd-io/meshd/internal/chaos"
-	"github.com/meshd-io/meshd/internal/testcluster"
+	"github.com/meshd-io/meshd/internal/testing/testcluster"
+	"github.com/meshd-io/meshd/internal/tools/chaos"
 )
 
 func main() {

@@ -1,6 +1,6 @@
 // Package meshdproc runs the meshd binary as child processes ("meshd run")
 // and talks to them over their monitoring endpoints. The end-to-end tests and
-// the demo (internal/cmd/demo) use it to start, kill, stop and restart
+// the demo (internal/tools/cmd/demo) use it to start, kill, stop and restart
 // instances and to ask each one which elections it leads.
 //
 // Every process listens for monitoring on its own free port on 127.0.0.1

@@ -15,7 +15,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/meshd-io/meshd/internal/faultproxy"
+	"github.com/meshd-io/meshd/internal/testing/faultproxy"
 	"github.com/meshd-io/meshd/pkg/election"
 )
 

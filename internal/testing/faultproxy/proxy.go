@@ -4,7 +4,7 @@
 //
 // It forwards bytes without looking at them, so it sits transparently in
 // front of a TLS server whose certificate names the loopback address (such
-// as the kube-apiserver of internal/testcluster): point a client at Addr
+// as the kube-apiserver of internal/testing/testcluster): point a client at Addr
 // instead of the server.
 //
 // The faults model the network, not the server:

@@ -1,6 +1,6 @@
 // Command demo shows meshd's prioritized, multi-revision leader election on a
 // throwaway local control plane. It needs nothing but the repository: it
-// starts etcd and kube-apiserver on 127.0.0.1 (internal/testcluster), runs
+// starts etcd and kube-apiserver on 127.0.0.1 (internal/testing/testcluster), runs
 // four meshd processes (revisions stable and canary, one stable instance
 // serving a remote cluster), and walks through:
 //
@@ -22,7 +22,7 @@
 //
 // Run it with "make demo", or hack/demo.sh, or
 //
-//	go build -o bin/meshd ./cmd/meshd && go run ./internal/cmd/demo
+//	go build -o bin/meshd ./cmd/meshd && go run ./internal/tools/cmd/demo
 package main
 
 import (
@@ -35,7 +35,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/meshd-io/meshd/internal/testcluster"
+	"github.com/meshd-io/meshd/internal/testing/testcluster"
 )
 
 func main() {

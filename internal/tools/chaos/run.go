@@ -18,8 +18,8 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/meshd-io/meshd/internal/faultproxy"
-	"github.com/meshd-io/meshd/internal/testcluster"
+	"github.com/meshd-io/meshd/internal/testing/faultproxy"
+	"github.com/meshd-io/meshd/internal/testing/testcluster"
 	"github.com/meshd-io/meshd/pkg/election/elector"
 	"github.com/meshd-io/meshd/pkg/resourcelock"
 	"github.com/meshd-io/meshd/pkg/revisions"

@@ -9,8 +9,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/meshd-io/meshd/internal/testing/meshdproc"
 	"github.com/meshd-io/meshd/pkg/election"
-	"github.com/meshd-io/meshd/test/e2e/meshdproc"
 )
 
 // Every step must meet its expectation within a bound; these are generous

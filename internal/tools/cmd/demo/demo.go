@@ -19,10 +19,10 @@ import (
 	"github.com/meshd-io/meshd/internal/controllers/revision"
 	"github.com/meshd-io/meshd/internal/controllers/status"
 	"github.com/meshd-io/meshd/internal/monitoring"
-	"github.com/meshd-io/meshd/internal/testcluster"
+	"github.com/meshd-io/meshd/internal/testing/meshdproc"
+	"github.com/meshd-io/meshd/internal/testing/testcluster"
 	"github.com/meshd-io/meshd/pkg/election"
 	"github.com/meshd-io/meshd/pkg/revisions"
-	"github.com/meshd-io/meshd/test/e2e/meshdproc"
 )
 
 // Names the story uses.

@@ -1,7 +1,7 @@
 // Package chaos runs meshd under faults and checks that it keeps its
 // promises. A run starts several "meshd run" processes of two revisions
-// against a real kube-apiserver (internal/testcluster), each reaching it
-// through its own fault proxy (internal/faultproxy) and writing a ledger of
+// against a real kube-apiserver (internal/testing/testcluster), each reaching it
+// through its own fault proxy (internal/testing/faultproxy) and writing a ledger of
 // its controller terms. It injects a seeded, reproducible sequence of faults
 // (see Kind), one at a time, waiting after each until every election has a
 // leader again. Then it stops the processes and checks:
@@ -18,6 +18,6 @@
 //     there, and every istio-ca-root-cert holds the current certificate;
 //   - no crash: no meshd exited unless it was told to.
 //
-// internal/cmd/chaos is the command line; test/reliability runs a short,
+// internal/tools/cmd/chaos is the command line; test/reliability runs a short,
 // fixed-seed variant in the tests.
 package chaos

@@ -1,7 +1,7 @@
 // Package bench measures meshd's elections against client-go's elector and
 // against meshd's own polling mode (istiod's behaviour), on a real
 // kube-apiserver and etcd on 127.0.0.1. It produces reports, not test
-// verdicts; internal/cmd/bench runs it ("make bench") and writes
+// verdicts; internal/tools/cmd/bench runs it ("make bench") and writes
 // docs/benchmarks.md.
 //
 // Files by concern: impl*.go adapt the three implementations to Candidate;

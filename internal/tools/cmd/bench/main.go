@@ -4,8 +4,8 @@
 // -out (docs/benchmarks.md via "make bench") and stdout. Progress goes to
 // stderr.
 //
-//	go run ./internal/cmd/bench -out docs/benchmarks.md
-//	go run ./internal/cmd/bench -quick             # a short development run
+//	go run ./internal/tools/cmd/bench -out docs/benchmarks.md
+//	go run ./internal/tools/cmd/bench -quick             # a short development run
 //
 // The etcd and kube-apiserver binaries come from "make kube-bins"; set
 // KUBE_BIN_DIR=$PWD/.cache/kube/bin when not running through make. With
@@ -27,7 +27,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/meshd-io/meshd/internal/bench"
+	"github.com/meshd-io/meshd/internal/tools/bench"
 )
 
 type options struct {
@@ -306,7 +306,7 @@ func setDefault[T any](name string, p *T, v T) {
 // command reconstructs how the benchmark was started.
 func command() string {
 	args := os.Args[1:]
-	cmd := "go run ./internal/cmd/bench"
+	cmd := "go run ./internal/tools/cmd/bench"
 	if len(args) > 0 {
 		cmd += " " + strings.Join(args, " ")
 	}

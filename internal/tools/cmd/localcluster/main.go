@@ -1,4 +1,4 @@
-// Command localcluster runs the test control plane of internal/testcluster
+// Command localcluster runs the test control plane of internal/testing/testcluster
 // (etcd and kube-apiserver on 127.0.0.1) for local development until it
 // receives SIGTERM or SIGINT. It is started by "make cluster-up".
 //
@@ -26,7 +26,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/meshd-io/meshd/internal/testcluster"
+	"github.com/meshd-io/meshd/internal/testing/testcluster"
 )
 
 func main() {
