@@ -56,44 +56,45 @@ clock, so they are estimates: electors judge expiry on their own clocks.`,
 			c.kubeconfig(o.kube.kubeconfig)
 			return c.err()
 		},
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			client, err := o.kube.client()
-			if err != nil {
-				return err
-			}
-			locks, err := lockstatus.List(cmd.Context(), client, o.kube.namespace)
-			if err != nil {
-				return err
-			}
-			if o.output == outputJSON {
-				if len(locks) == 0 {
-					if err := namespaceExists(cmd.Context(), client, o.kube.namespace); err != nil {
-						return err
-					}
-				}
-				return writeLocksJSON(cmd.OutOrStdout(), locks)
-			}
-			if len(locks) == 0 {
-				if err := namespaceExists(cmd.Context(), client, o.kube.namespace); err != nil {
-					return err
-				}
-				fmt.Fprintf(cmd.ErrOrStderr(), "No election locks found in namespace %s.\n", o.kube.namespace)
-				return nil
-			}
-			if err := writeLocksTable(cmd.OutOrStdout(), locks, clock()); err != nil {
-				return err
-			}
-			for _, l := range locks {
-				if l.Error != "" {
-					fmt.Fprintf(cmd.ErrOrStderr(), "warning: %s %s/%s: %s\n", l.Kind, l.Namespace, l.Election, l.Error)
-				}
-			}
-			return nil
-		},
+		RunE: func(cmd *cobra.Command, _ []string) error { return runStatus(cmd, o) },
 	}
 	o.kube.register(cmd.Flags(), &env)
 	cmd.Flags().StringVarP(&o.output, "output", "o", outputTable, "output format: table or json")
 	return cmd
+}
+
+// runStatus lists the locks of the namespace and writes them as o asks. An
+// empty list is an error when the namespace does not exist.
+func runStatus(cmd *cobra.Command, o statusOptions) error {
+	client, err := o.kube.client()
+	if err != nil {
+		return err
+	}
+	locks, err := lockstatus.List(cmd.Context(), client, o.kube.namespace)
+	if err != nil {
+		return err
+	}
+	if len(locks) == 0 {
+		if err := namespaceExists(cmd.Context(), client, o.kube.namespace); err != nil {
+			return err
+		}
+	}
+	if o.output == outputJSON {
+		return writeLocksJSON(cmd.OutOrStdout(), locks)
+	}
+	if len(locks) == 0 {
+		fmt.Fprintf(cmd.ErrOrStderr(), "No election locks found in namespace %s.\n", o.kube.namespace)
+		return nil
+	}
+	if err := writeLocksTable(cmd.OutOrStdout(), locks, clock()); err != nil {
+		return err
+	}
+	for _, l := range locks {
+		if l.Error != "" {
+			fmt.Fprintf(cmd.ErrOrStderr(), "warning: %s %s/%s: %s\n", l.Kind, l.Namespace, l.Election, l.Error)
+		}
+	}
+	return nil
 }
 
 // namespaceExists returns an error when namespace ns does not exist. A

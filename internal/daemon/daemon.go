@@ -207,12 +207,9 @@ func (d *Daemon) Run(ctx context.Context) error {
 		defer d.ledger.Close()
 	}
 
-	ln := d.cfg.MonitoringListener
-	if ln == nil {
-		var err error
-		if ln, err = net.Listen("tcp", d.cfg.MonitoringAddress); err != nil {
-			return fmt.Errorf("daemon: monitoring: %w", err)
-		}
+	ln, err := d.listen()
+	if err != nil {
+		return err
 	}
 
 	// The endpoints outlive the elections, so /debug/elections and /readyz
@@ -246,17 +243,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	}
 	stopWork()
 
-	timer := time.NewTimer(d.cfg.ShutdownTimeout)
-	defer timer.Stop()
-	select {
-	case err := <-stopped:
-		if err != nil {
-			errs = append(errs, fmt.Errorf("daemon: %w", err))
-		}
-		d.log.Info("all elections stopped")
-	case <-timer.C:
-		err := fmt.Errorf("daemon: %w after %v; still running: %s", ErrShutdownTimeout, d.cfg.ShutdownTimeout, d.stillRunning())
-		d.log.Error("shutdown did not finish in time", zap.Error(err))
+	if err := d.awaitStopped(stopped); err != nil {
 		errs = append(errs, err)
 	}
 
@@ -267,6 +254,38 @@ func (d *Daemon) Run(ctx context.Context) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// listen returns the monitoring listener: Config.MonitoringListener, or a new
+// one on Config.MonitoringAddress.
+func (d *Daemon) listen() (net.Listener, error) {
+	if d.cfg.MonitoringListener != nil {
+		return d.cfg.MonitoringListener, nil
+	}
+	ln, err := net.Listen("tcp", d.cfg.MonitoringAddress)
+	if err != nil {
+		return nil, fmt.Errorf("daemon: monitoring: %w", err)
+	}
+	return ln, nil
+}
+
+// awaitStopped waits up to ShutdownTimeout for the group to stop, and says
+// what is still running when it does not.
+func (d *Daemon) awaitStopped(stopped <-chan error) error {
+	timer := time.NewTimer(d.cfg.ShutdownTimeout)
+	defer timer.Stop()
+	select {
+	case err := <-stopped:
+		d.log.Info("all elections stopped")
+		if err != nil {
+			return fmt.Errorf("daemon: %w", err)
+		}
+		return nil
+	case <-timer.C:
+		err := fmt.Errorf("daemon: %w after %v; still running: %s", ErrShutdownTimeout, d.cfg.ShutdownTimeout, d.stillRunning())
+		d.log.Error("shutdown did not finish in time", zap.Error(err))
+		return err
+	}
 }
 
 // Run builds a Daemon from cfg and runs it until ctx is cancelled.

@@ -26,63 +26,42 @@ var _ Metrics = (*PrometheusMetrics)(nil)
 
 // NewPrometheusMetrics creates the metrics and registers them with reg.
 func NewPrometheusMetrics(reg prometheus.Registerer) (*PrometheusMetrics, error) {
-	labels := []string{"name"}
-	m := &PrometheusMetrics{
-		leading: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "meshd_election_leader",
-			Help: "1 while this process leads the election, else 0.",
-		}, labels),
-		acquired: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "meshd_election_acquired_total",
-			Help: "Terms of leadership started by this process.",
-		}, labels),
-		steals: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "meshd_election_steals_total",
-			Help: "Unexpired locks taken by this process because it outranked the holder's key.",
-		}, labels),
-		renewFailure: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "meshd_election_renew_failures_total",
-			Help: "Renew attempts of this process that failed.",
-		}, labels),
-		lost: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "meshd_election_lost_total",
-			Help: "Terms of this process that ended without a release (taken over or renew deadline passed).",
-		}, labels),
-		requested: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "meshd_election_handover_requests_total",
-			Help: "Requests written by this process asking a holder to hand the lock over.",
-		}, labels),
-		handedOver: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "meshd_election_handovers_total",
-			Help: "Terms of this process ended by handing the lock to a candidate that asked for it.",
-		}, labels),
-		master: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "leader_election_master_status",
-			Help: "As client-go's elector exports it: 1 while this process holds the lease called name, 0 while it is a backup.",
-		}, labels),
-		slowPath: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "leader_election_slowpath_total",
-			Help: "As client-go's elector exports it: renewals of the lease called name that could not write from the cached object and read it first.",
-		}, labels),
-		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "meshd_election_api_requests_total",
-			Help: "API requests made by this process's elector, by verb.",
-		}, []string{"name", "verb"}),
-		cycles: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "meshd_election_steal_cycles_total",
-			Help: "Steal cycles detected by this process: it outranked the holder and the holder outranked it.",
-		}, labels),
-		suspended: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "meshd_election_preemption_suspended",
-			Help: "1 while this process has suspended preemption after a steal cycle (the candidates disagree), else 0.",
-		}, labels),
-		runFailed: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "meshd_election_run_failures_total",
-			Help: "Terms of this process ended by its run functions returning or panicking.",
-		}, labels),
+	var collectors []prometheus.Collector
+	gauge := func(name, help string) *prometheus.GaugeVec {
+		g := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: name, Help: help}, []string{"name"})
+		collectors = append(collectors, g)
+		return g
 	}
-	for _, c := range []prometheus.Collector{m.leading, m.master, m.slowPath, m.acquired, m.steals, m.renewFailure, m.lost, m.requested, m.handedOver, m.requests,
-		m.cycles, m.suspended, m.runFailed} {
+	counter := func(name, help string, labels ...string) *prometheus.CounterVec {
+		c := prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, append([]string{"name"}, labels...))
+		collectors = append(collectors, c)
+		return c
+	}
+	m := &PrometheusMetrics{
+		leading: gauge("meshd_election_leader", "1 while this process leads the election, else 0."),
+		master: gauge("leader_election_master_status",
+			"As client-go's elector exports it: 1 while this process holds the lease called name, 0 while it is a backup."),
+		slowPath: counter("leader_election_slowpath_total",
+			"As client-go's elector exports it: renewals of the lease called name that could not write from the cached object and read it first."),
+		acquired: counter("meshd_election_acquired_total", "Terms of leadership started by this process."),
+		steals: counter("meshd_election_steals_total",
+			"Unexpired locks taken by this process because it outranked the holder's key."),
+		renewFailure: counter("meshd_election_renew_failures_total", "Renew attempts of this process that failed."),
+		lost: counter("meshd_election_lost_total",
+			"Terms of this process that ended without a release (taken over or renew deadline passed)."),
+		requested: counter("meshd_election_handover_requests_total",
+			"Requests written by this process asking a holder to hand the lock over."),
+		handedOver: counter("meshd_election_handovers_total",
+			"Terms of this process ended by handing the lock to a candidate that asked for it."),
+		requests: counter("meshd_election_api_requests_total", "API requests made by this process's elector, by verb.", "verb"),
+		cycles: counter("meshd_election_steal_cycles_total",
+			"Steal cycles detected by this process: it outranked the holder and the holder outranked it."),
+		suspended: gauge("meshd_election_preemption_suspended",
+			"1 while this process has suspended preemption after a steal cycle (the candidates disagree), else 0."),
+		runFailed: counter("meshd_election_run_failures_total",
+			"Terms of this process ended by its run functions returning or panicking."),
+	}
+	for _, c := range collectors {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
