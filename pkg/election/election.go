@@ -32,7 +32,7 @@ type LeaderElection struct {
 	backoff     backoff
 
 	watcher      revisions.DefaultWatcher
-	ownedWatcher bool       // run by this election, not by a Group or the caller
+	ownedWatcher bool       // started by this election, not by a Group or the caller
 	events       *eventSink // started by this election; nil in a Group
 	elector      *elector.LeaderElector
 
@@ -73,7 +73,7 @@ func New(client kubernetes.Interface, spec Spec, opts ...Option) (*LeaderElectio
 		}
 	}
 	l, err := build(client, spec, &o, func(wo revisions.Options) (revisions.DefaultWatcher, bool, error) {
-		w, err := revisions.NewDefaultWatcher(client, wo)
+		w, err := revisions.SharedDefaultWatcher(client, wo)
 		return w, true, err
 	})
 	if err != nil {

@@ -14,7 +14,9 @@ import (
 )
 
 // Group runs the elections of one process together. Its elections share one
-// default-revision watcher per webhook (usually one in all), one metrics
+// default-revision watcher per webhook (usually one in all; the watch itself
+// is shared with every other election of the process on the same client,
+// see revisions.SharedDefaultWatcher), one metrics
 // registration (WithPrometheus) and one event recorder (WithEvents), and
 // Run returns once every one of them has stopped.
 //
@@ -111,7 +113,7 @@ func (g *Group) watcher(wo revisions.Options) (revisions.DefaultWatcher, bool, e
 	if w, ok := g.watchers[key]; ok {
 		return w, false, nil
 	}
-	w, err := revisions.NewDefaultWatcher(g.client, wo)
+	w, err := revisions.SharedDefaultWatcher(g.client, wo)
 	if err != nil {
 		return nil, false, err
 	}
@@ -146,13 +148,9 @@ func (g *Group) Run(ctx context.Context) error {
 	g.mu.Unlock()
 
 	defer g.events.start()()
-	watchStop := make(chan struct{})
-	var watching sync.WaitGroup
 	for _, w := range watchers {
-		watching.Go(func() { w.Run(watchStop) })
+		defer startWatcher(w)()
 	}
-	defer watching.Wait()
-	defer close(watchStop)
 
 	errs := make([]error, len(elections))
 	var running sync.WaitGroup

@@ -209,8 +209,11 @@ func WithRunBackoff(initial, max time.Duration) Option {
 }
 
 // WithDefaultWatcher makes prioritized elections read the default revision
-// from w, which the caller runs. Without it, a standalone election runs its
-// own watcher and a Group one per webhook.
+// from w, which the caller runs. Without it, every prioritized election of
+// the process that reads the same webhook and label through the same client
+// shares one watch of it (revisions.SharedDefaultWatcher), started with the
+// first such election (or Group) and stopped with the last; the caller need
+// not build or run a watcher to share one.
 func WithDefaultWatcher(w revisions.DefaultWatcher) Option {
 	return func(o *options) { o.watcher = w }
 }

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/meshd-io/meshd/pkg/revisions"
 )
 
 // RunFunc is work gated by an election. It starts when a term begins, with
@@ -96,7 +98,7 @@ func (l *LeaderElection) RunContext(ctx context.Context) error {
 	if !l.enabled {
 		l.log.Info("leader election disabled; run functions start at once")
 	}
-	defer l.startOwned(ctx)()
+	defer l.startOwned()()
 
 	inARow := 0 // terms ended by a failure, one after the other
 	for ctx.Err() == nil {
@@ -117,18 +119,34 @@ func (l *LeaderElection) RunContext(ctx context.Context) error {
 	return nil
 }
 
-// startOwned starts what a standalone election runs besides its elector: the
-// default-revision watcher and the event recorder. The function it returns
-// waits for them, once ctx is done, and stops them.
-func (l *LeaderElection) startOwned(ctx context.Context) func() {
+// startOwned starts what a standalone election runs besides its elector:
+// its view of the process's shared default-revision watcher and the event
+// recorder. The function it returns stops them and waits for them.
+func (l *LeaderElection) startOwned() func() {
 	stopEvents := l.events.start()
-	var wg sync.WaitGroup
+	stopWatcher := func() {}
 	if l.ownedWatcher {
-		wg.Go(func() { l.watcher.Run(ctx.Done()) })
+		stopWatcher = startWatcher(l.watcher)
 	}
 	return func() {
-		wg.Wait()
+		stopWatcher()
 		stopEvents()
+	}
+}
+
+// startWatcher runs w until the returned function is called; that function
+// returns once w has stopped. A watcher that can start by itself
+// (revisions.Starter, as the shared watchers are) costs no goroutine here.
+func startWatcher(w revisions.DefaultWatcher) (stop func()) {
+	if s, ok := w.(revisions.Starter); ok {
+		return s.Start()
+	}
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() { w.Run(done) })
+	return func() {
+		close(done)
+		wg.Wait()
 	}
 }
 

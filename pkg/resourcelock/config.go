@@ -56,14 +56,14 @@ func New(kind, namespace, name string, client kubernetes.Interface, cfg Config) 
 		if err != nil {
 			return nil, err
 		}
-		l.noWatchList = noWatchList
+		l.noWatchList, l.hubKey = noWatchList, client
 		return l, nil
 	case LeasesResourceLock:
 		l, err := NewLeaseLock(client.CoordinationV1(), namespace, name, cfg)
 		if err != nil {
 			return nil, err
 		}
-		l.noWatchList = noWatchList
+		l.noWatchList, l.hubKey = noWatchList, client
 		return l, nil
 	case ConfigMapsLeasesResourceLock, LeasesConfigMapsResourceLock:
 		first, second := ConfigMapsResourceLock, LeasesResourceLock

@@ -45,6 +45,9 @@ var configMapKind = kindAdapter[*corev1.ConfigMap]{
 		}
 		cm.Annotations[LeaderAnnotationKey] = string(EncodeRecord(r))
 	},
+	resource: corev1.SchemeGroupVersion.WithResource("configmaps"),
+	// The record is an annotation: a watch of the metadata sees it all.
+	fromMetadata: func(m metav1.ObjectMeta) *corev1.ConfigMap { return &corev1.ConfigMap{ObjectMeta: m} },
 }
 
 // NewConfigMapLock returns a lock on the ConfigMap namespace/name. It does not
@@ -55,6 +58,6 @@ func NewConfigMapLock(client corev1client.ConfigMapsGetter, namespace, name stri
 	}
 	return &ConfigMapLock{objectLock[*corev1.ConfigMap, *corev1.ConfigMapList]{
 		client: client.ConfigMaps(namespace), namespace: namespace, name: name, cfg: cfg, kind: configMapKind,
-		clientNoWatchList: watchlist.DoesClientNotSupportWatchListSemantics(client),
+		clientNoWatchList: watchlist.DoesClientNotSupportWatchListSemantics(client), hubKey: client,
 	}}, nil
 }

@@ -34,6 +34,7 @@ var leaseKind = kindAdapter[*coordinationv1.Lease]{
 		return rec, EncodeRecord(*rec), nil
 	},
 	writeRecord: func(lease *coordinationv1.Lease, r Record) { ApplyRecordToLease(r, lease) },
+	resource:    coordinationv1.SchemeGroupVersion.WithResource("leases"),
 }
 
 // NewLeaseLock returns a lock on the Lease namespace/name. It does not talk to
@@ -44,7 +45,7 @@ func NewLeaseLock(client coordinationv1client.LeasesGetter, namespace, name stri
 	}
 	return &LeaseLock{objectLock[*coordinationv1.Lease, *coordinationv1.LeaseList]{
 		client: client.Leases(namespace), namespace: namespace, name: name, cfg: cfg, kind: leaseKind,
-		clientNoWatchList: watchlist.DoesClientNotSupportWatchListSemantics(client),
+		clientNoWatchList: watchlist.DoesClientNotSupportWatchListSemantics(client), hubKey: client,
 	}}, nil
 }
 

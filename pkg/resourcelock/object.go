@@ -40,6 +40,12 @@ type kindAdapter[T kubeObject] struct {
 	readRecord func(T) (*Record, []byte, error)
 	// writeRecord stores r into an object (a copy the lock owns).
 	writeRecord func(T, Record)
+	// resource is the API resource of the kind, as in URLs ("leases").
+	resource schema.GroupVersionResource
+	// fromMetadata, set for a kind whose record lives in the object's
+	// metadata, builds an object from metadata alone: the shared watch of
+	// such a kind then follows the metadata only (see SharedWatch).
+	fromMetadata func(metav1.ObjectMeta) T
 }
 
 // objectLock is a lock kept in one Kubernetes object, shared by all kinds:
@@ -56,17 +62,22 @@ type objectLock[T kubeObject, L runtime.Object] struct {
 	noWatchList bool
 	// clientNoWatchList is the typed client's own answer.
 	clientNoWatchList bool
+	// hubKey is the client the process's shared watch of this kind and
+	// namespace is keyed by, and goes through: the clientset given to New,
+	// or else the typed client given to the kind's constructor.
+	hubKey any
 
-	obj   T
-	valid bool // obj holds an object version
+	obj     T
+	valid   bool // obj holds an object version
+	partial bool // obj was built from metadata only: writes read it first
 }
 
 // set remembers obj as the version last seen; forget drops it.
-func (l *objectLock[T, L]) set(obj T) { l.obj, l.valid = obj, true }
+func (l *objectLock[T, L]) set(obj T) { l.obj, l.valid, l.partial = obj, true, false }
 
 func (l *objectLock[T, L]) forget() {
 	var zero T
-	l.obj, l.valid = zero, false
+	l.obj, l.valid, l.partial = zero, false, false
 }
 
 // Get reads the object and decodes its record.
@@ -103,10 +114,11 @@ func (l *objectLock[T, L]) Create(ctx context.Context, r Record) error {
 // Update writes the record over the last seen version, keeping its labels,
 // other annotations and data.
 func (l *objectLock[T, L]) Update(ctx context.Context, r Record) error {
-	if !l.valid {
-		return ErrNotInitialized
+	base, err := l.writable(ctx)
+	if err != nil {
+		return err
 	}
-	obj := l.kind.copyObject(l.obj)
+	obj := l.kind.copyObject(base)
 	l.kind.writeRecord(obj, r)
 	l.advertise(obj, r)
 	return l.write(ctx, obj)
@@ -138,10 +150,11 @@ func (l *objectLock[T, L]) Handover() Handover {
 
 // RequestHandover implements HandoverLock.
 func (l *objectLock[T, L]) RequestHandover(ctx context.Context, h Handover) error {
-	if !l.valid {
-		return ErrNotInitialized
+	base, err := l.writable(ctx)
+	if err != nil {
+		return err
 	}
-	obj := l.kind.copyObject(l.obj)
+	obj := l.kind.copyObject(base)
 	meta := metav1.ObjectMeta{Annotations: obj.GetAnnotations()}
 	writeHandover(&meta, h)
 	obj.SetAnnotations(meta.Annotations)
@@ -178,6 +191,9 @@ func (l *objectLock[T, L]) Observe(obj any, deleted bool) (*Record, []byte, erro
 	if deleted {
 		l.forget()
 		return &Record{}, nil, nil
+	}
+	if m, ok := o.(*metav1.PartialObjectMetadata); ok && l.kind.fromMetadata != nil {
+		return l.observeMetadata(m)
 	}
 	cur, ok := o.(T)
 	if !ok {

@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/meshd-io/meshd/pkg/resourcelock"
 )
@@ -38,7 +39,7 @@ func (le *LeaderElector) attempt(ctx context.Context, renewing bool) (outcome, e
 	fromCache := !renewing && le.watch != nil && le.watch.healthy()
 	for {
 		out, err := le.readAndDecide(ctx, renewing, fromCache)
-		if fromCache && apierrors.IsConflict(err) {
+		if fromCache && (apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err)) {
 			// The watch had not delivered the latest version yet.
 			fromCache = false
 			continue
@@ -104,8 +105,12 @@ func (le *LeaderElector) readAndDecide(ctx context.Context, renewing, fromCache 
 	)
 	if fromCache {
 		rec, raw, err = le.watch.lock.Peek()
-	}
-	if !fromCache || errors.Is(err, resourcelock.ErrNotInitialized) {
+		if errors.Is(err, resourcelock.ErrNotInitialized) {
+			// The watch has listed and holds no object: there is none. A
+			// create that races another one fails, and the attempt reads.
+			err = apierrors.NewNotFound(schema.GroupResource{}, le.cfg.Lock.Describe())
+		}
+	} else {
 		rec, raw, err = le.get(ctx)
 	}
 	switch {

@@ -73,6 +73,7 @@ type LeaderElector struct {
 	startAt    time.Time              // the fence: the callback starts no earlier
 	stopping   bool                   // the callback is stopping: renew, answer nothing
 	handTo     *resourcelock.Handover // the request accepted by the last renew
+	paced      bool                   // the first attempt has been paced; see pace.go
 
 	mu              sync.Mutex
 	leading         bool
@@ -145,7 +146,7 @@ func New(cfg Config) (*LeaderElector, error) {
 // must not be called concurrently with itself.
 func (le *LeaderElector) Run(ctx context.Context) {
 	if le.watch != nil {
-		stop := le.watch.start(ctx)
+		stop := le.watch.start()
 		defer stop()
 	}
 	le.startAt = time.Time{}
@@ -234,7 +235,10 @@ func (le *LeaderElector) Check(tolerance time.Duration) error {
 // acquire tries until the lock is taken (true) or ctx ends (false).
 func (le *LeaderElector) acquire(ctx context.Context) bool {
 	le.log.Debug("contending for leadership")
-	tryNow := true
+	if le.tryFirst(ctx) {
+		return true
+	}
+	tryNow := false
 	for {
 		if tryNow && le.tryAcquire(ctx) {
 			return true

@@ -1,25 +1,19 @@
 package elector
 
 import (
-	"context"
 	"errors"
 	"sync"
 	"sync/atomic"
 
 	"go.uber.org/zap"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/util/watchlist"
 
 	"github.com/meshd-io/meshd/pkg/resourcelock"
 )
 
-// lockWatch follows the lock object with an informer restricted to it. The
-// informer's goroutines only hand over the newest object; the election loop
-// takes it (ingest) when it is ready, so the lock is only ever touched by
-// the loop.
+// lockWatch follows the lock object through the process's shared watch of
+// its kind and namespace (resourcelock.WatchHub). The hub only hands over the
+// newest object; the election loop takes it (ingest) when it is ready, so the
+// lock is only ever touched by the loop.
 type lockWatch struct {
 	le   *LeaderElector
 	lock resourcelock.Watchable
@@ -35,10 +29,13 @@ type lockWatch struct {
 	// ok is true from the first successful list or event until the watch
 	// reports an error, and again from the next event.
 	ok atomic.Bool
+	// listed is closed the first time the watch reports itself healthy.
+	listed     chan struct{}
+	listedOnce sync.Once
 }
 
 func newLockWatch(le *LeaderElector, lock resourcelock.Watchable) *lockWatch {
-	return &lockWatch{le: le, lock: lock, events: make(chan struct{}, 1)}
+	return &lockWatch{le: le, lock: lock, events: make(chan struct{}, 1), listed: make(chan struct{})}
 }
 
 // watchEvents is the channel the election loop selects on; nil (never ready)
@@ -53,68 +50,34 @@ func (le *LeaderElector) watchEvents() <-chan struct{} {
 // healthy reports whether the watch can be trusted to report every change.
 func (w *lockWatch) healthy() bool { return w.ok.Load() }
 
-// start runs the informer until the returned function is called; that
-// function waits for the informer to stop.
-func (w *lockWatch) start(ctx context.Context) (stop func()) {
-	ctx, cancel := context.WithCancel(ctx)
-	lw := w.lock.ListWatch()
-	inner := cache.ToListerWatcherWithContext(lw)
-	counted := &countingListWatch{
-		ListWatch: cache.ListWatch{
-			ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
-				w.le.metrics.Request(w.le.cfg.Name, "list")
-				return inner.ListWithContext(ctx, opts)
-			},
-			WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
-				w.le.metrics.Request(w.le.cfg.Name, "watch")
-				return inner.WatchWithContext(ctx, opts)
-			},
-		},
-		noWatchList: watchlist.DoesClientNotSupportWatchListSemantics(lw),
-	}
-	inf := cache.NewSharedIndexInformer(counted, w.lock.ExampleObject(), 0, cache.Indexers{})
-	_ = inf.SetWatchErrorHandlerWithContext(func(_ context.Context, _ *cache.Reflector, err error) {
-		if w.ok.Swap(false) {
-			w.le.log.Info("watch of the lock broke; polling until it is back", zap.Error(err))
-		}
+// start follows the lock through the process's shared watch hub until the
+// returned function is called; that function returns once the hub will not
+// call this watch again (and, if this was the last elector on that watch,
+// once the watch has stopped).
+func (w *lockWatch) start() (stop func()) {
+	unsubscribe := resourcelock.SharedWatchHub().Subscribe(w.lock, resourcelock.Subscriber{
+		OnObject: w.deliver,
+		OnHealth: w.setHealth,
 	})
-	_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(obj any) { w.deliver(obj, false) },
-		UpdateFunc: func(_, obj any) { w.deliver(obj, false) },
-		DeleteFunc: func(obj any) { w.deliver(obj, true) },
-	})
-	var wg sync.WaitGroup
-	wg.Add(2)
-	go func() {
-		defer wg.Done()
-		inf.RunWithContext(ctx)
-	}()
-	go func() {
-		defer wg.Done()
-		// An absent object produces no event: a completed list still means
-		// the watch is up.
-		if cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
-			w.ok.Store(true)
-		}
-	}()
 	return func() {
-		cancel()
-		wg.Wait()
+		unsubscribe()
 		w.ok.Store(false)
 	}
 }
 
-// countingListWatch keeps the lock's answer to whether its client can
-// stream lists.
-type countingListWatch struct {
-	cache.ListWatch
-	noWatchList bool
+// setHealth is called by the hub when the shared watch lists or breaks.
+func (w *lockWatch) setHealth(ok bool) {
+	if ok {
+		w.ok.Store(true)
+		w.listedOnce.Do(func() { close(w.listed) })
+		return
+	}
+	if w.ok.Swap(false) {
+		w.le.log.Info("watch of the lock broke; polling until it is back")
+	}
 }
 
-// IsWatchListSemanticsUnSupported is consulted by client-go's reflector.
-func (lw *countingListWatch) IsWatchListSemanticsUnSupported() bool { return lw.noWatchList }
-
-// deliver is called by the informer with the newest object (or a deletion).
+// deliver is called by the hub with the newest object (or a deletion).
 func (w *lockWatch) deliver(obj any, deleted bool) {
 	w.mu.Lock()
 	w.pending, w.deleted, w.fresh = obj, deleted, true
@@ -156,6 +119,12 @@ func (w *lockWatch) ingest() bool {
 		return false
 	case err == nil:
 		le.observe(rec, raw, now)
+		if rec.HolderIdentity != "" && rec.HolderIdentity != le.cfg.Lock.Identity() && !le.worthTrying() {
+			// A live holder this candidate may not take from: the next
+			// attempt would find the lock held, so an earlier failure no
+			// longer describes the present.
+			le.setLastError(nil)
+		}
 	case raw != nil:
 		le.observeCorrupt(raw, err, now)
 	default:

@@ -1,0 +1,103 @@
+package elector
+
+import (
+	"context"
+	"time"
+
+	"golang.org/x/time/rate"
+)
+
+// The first attempts of all the electors of a process pass through one token
+// bucket and a bounded number of slots, so that a process starting thousands
+// of elections at once sends their first requests to the API server at a
+// bounded rate instead of in one burst, and slows down by itself when the
+// API server answers slowly (at most firstAttemptsInFlight wait for an
+// answer at any time). Only attempts that may send a request wait: a
+// follower whose watch shows a live holder decides from the watch's cache,
+// and one that learns of such a holder while it waits gives its turn back.
+const (
+	firstAttemptQPS       = 250
+	firstAttemptBurst     = 50
+	firstAttemptsInFlight = 32
+	// firstSyncWait bounds how long a starting elector waits for the shared
+	// watch's first list before its first attempt.
+	firstSyncWait = time.Second
+)
+
+var (
+	firstAttempts     = rate.NewLimiter(firstAttemptQPS, firstAttemptBurst)
+	firstAttemptSlots = make(chan struct{}, firstAttemptsInFlight)
+)
+
+// tryFirst makes the first attempt of a Run: the elector's very first one
+// is paced (see paceFirstAttempt). It reports whether the lock was taken.
+func (le *LeaderElector) tryFirst(ctx context.Context) bool {
+	release := le.paceFirstAttempt(ctx)
+	defer release()
+	if ctx.Err() != nil {
+		return false
+	}
+	return le.tryAcquire(ctx)
+}
+
+// paceFirstAttempt runs once per elector, before its first attempt. With a
+// watch it waits (at most firstSyncWait) for the shared watch's first list,
+// so that the attempt decides from it; then it waits for a token and a slot,
+// unless the watch shows the lock held by someone this candidate may not
+// take it from. The returned function gives the slot back, if one was taken.
+func (le *LeaderElector) paceFirstAttempt(ctx context.Context) (release func()) {
+	release = func() {}
+	if le.paced {
+		return release
+	}
+	le.paced = true
+	if le.watch != nil {
+		le.awaitListed(ctx)
+	}
+	turn := firstAttempts.Reserve()
+	wait := time.NewTimer(turn.Delay())
+	defer wait.Stop()
+	if !le.awaitTurn(ctx, wait.C, nil) {
+		turn.Cancel()
+		return release
+	}
+	if le.awaitTurn(ctx, nil, firstAttemptSlots) {
+		release = func() { <-firstAttemptSlots }
+	}
+	return release
+}
+
+// awaitListed waits until the watch has listed, ctx ends or firstSyncWait
+// has passed, and takes in what the watch delivered.
+func (le *LeaderElector) awaitListed(ctx context.Context) {
+	deadline := time.NewTimer(firstSyncWait)
+	defer deadline.Stop()
+	select {
+	case <-ctx.Done():
+	case <-deadline.C:
+	case <-le.watch.listed:
+	}
+	le.watch.ingest()
+}
+
+// awaitTurn waits until ready fires or a slot is taken (true), taking in
+// what the watch delivers meanwhile; it gives up (false) when ctx ends or
+// the watch shows the lock held by someone this candidate may not take it
+// from. A nil ready or slots is not waited for.
+func (le *LeaderElector) awaitTurn(ctx context.Context, ready <-chan time.Time, slots chan<- struct{}) bool {
+	for {
+		if le.watch != nil && le.watch.healthy() && !le.worthTrying() {
+			return false
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-ready:
+			return true
+		case slots <- struct{}{}:
+			return true
+		case <-le.watchEvents():
+			le.watch.ingest()
+		}
+	}
+}

@@ -1,0 +1,236 @@
+package elector
+
+import (
+	"context"
+	"fmt"
+	"math/rand"
+	"sync"
+	"testing"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/meshd-io/meshd/internal/kubetest"
+	"github.com/meshd-io/meshd/pkg/resourcelock"
+)
+
+// leaseVerbs counts the clientset's Lease requests by verb.
+func leaseVerbs(c *fake.Clientset) map[string]int {
+	out := map[string]int{}
+	for _, a := range c.Actions() {
+		if a.GetResource().Resource == "leases" {
+			out[a.GetVerb()]++
+		}
+	}
+	return out
+}
+
+func heldLease(name, holder string) *coordinationv1.Lease {
+	l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}}
+	resourcelock.ApplyRecordToLease(resourcelock.Record{
+		HolderIdentity: holder, LeaseDurationSeconds: 30, AcquireTime: metav1.NewTime(t0), RenewTime: metav1.NewTime(t0),
+	}, l)
+	return l
+}
+
+// runWatching runs a watching elector on the Lease name until the test ends.
+func runWatching(t *testing.T, client *fake.Clientset, clk *clocktesting.FakeClock, name, identity string) *LeaderElector {
+	t.Helper()
+	lock, err := resourcelock.New(resourcelock.LeasesResourceLock, ns, name, client, resourcelock.Config{Identity: identity})
+	if err != nil {
+		t.Fatal(err)
+	}
+	le, err := New(Config{
+		Name: name, Lock: lock,
+		LeaseDuration: 4 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: time.Second,
+		Callbacks:       Callbacks{OnStartedLeading: func(ctx context.Context) error { <-ctx.Done(); return nil }},
+		ReleaseOnCancel: true, Watch: true, Clock: clk,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for ctx.Err() == nil {
+			le.Run(ctx)
+		}
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+	return le
+}
+
+func TestElectorsOfOneProcessShareOneWatch(t *testing.T) {
+	const n = 40
+	tests := []struct {
+		name      string
+		held      bool // every Lease exists, held by another process
+		wantVerbs map[string]int
+	}{
+		// Followers decide from the shared cache: no request of their own.
+		{"followers", true, map[string]int{"list": 1, "watch": 1}},
+		// Candidates of free locks create them, once each.
+		{"free locks", false, map[string]int{"list": 1, "watch": 1, "create": n}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var objs []runtime.Object
+			for i := range n {
+				if tc.held {
+					objs = append(objs, heldLease(fmt.Sprintf("lock-%d", i), "other"))
+				}
+			}
+			client := kubetest.NewClientset(objs...)
+			clk := clocktesting.NewFakeClock(t0)
+			electors := make([]*LeaderElector, n)
+			for i := range electors {
+				electors[i] = runWatching(t, client, clk, fmt.Sprintf("lock-%d", i), "me")
+			}
+			want := "me"
+			if tc.held {
+				want = "other"
+			}
+			for i, le := range electors {
+				waitFor(t, fmt.Sprintf("elector %d to know its leader", i), func() bool { return le.GetLeader() == want })
+			}
+			if got := leaseVerbs(client); fmt.Sprint(got) != fmt.Sprint(tc.wantVerbs) {
+				t.Fatalf("%d electors sent %v, want %v", n, got, tc.wantVerbs)
+			}
+			if got := resourcelock.SharedWatchHub().Watches(); got != 1 {
+				t.Fatalf("the process hub runs %d watches, want 1", got)
+			}
+		})
+	}
+	if got := resourcelock.SharedWatchHub().Watches(); got != 0 {
+		t.Fatalf("the process hub still runs %d watches after every elector stopped", got)
+	}
+}
+
+func TestLastErrorIsClearedOnceTheLeaderIsKnown(t *testing.T) {
+	client := kubetest.NewClientset()
+	// The create times out while another process creates the lock.
+	client.PrependReactor("create", "leases", func(k8stesting.Action) (bool, runtime.Object, error) {
+		if err := client.Tracker().Add(heldLease("lock", "winner")); err != nil {
+			return true, nil, err
+		}
+		return true, nil, apierrors.NewTimeoutError("the create was not answered in time", 1)
+	})
+	le := runWatching(t, client, clocktesting.NewFakeClock(t0), "lock", "me")
+	waitFor(t, "the winner to be known", func() bool { return le.GetLeader() == "winner" })
+	waitFor(t, "LastError to be cleared", func() bool { return le.LastError() == nil })
+	if le.IsLeader() {
+		t.Fatal("the loser leads")
+	}
+	if got := leaseVerbs(client); got["create"] != 1 || got["get"] != 0 {
+		t.Fatalf("requests %v: the leader should be learnt from the watch, with no further request", got)
+	}
+}
+
+func TestElectorsJoinAndLeaveTheSharedWatchAtAnyTime(t *testing.T) {
+	client := kubetest.NewClientset()
+	clk := clocktesting.NewFakeClock(t0)
+	var wg sync.WaitGroup
+	for i := range 12 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rng := rand.New(rand.NewSource(int64(i)))
+			for range 5 {
+				lock, err := resourcelock.New(resourcelock.LeasesResourceLock, ns, fmt.Sprintf("lock-%d", i%4), client,
+					resourcelock.Config{Identity: fmt.Sprintf("id-%d", i)})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				le, err := New(Config{
+					Name: "lock", Lock: lock,
+					LeaseDuration: 4 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: time.Second,
+					Callbacks:       Callbacks{OnStartedLeading: func(ctx context.Context) error { <-ctx.Done(); return nil }},
+					ReleaseOnCancel: true, Watch: true, Clock: clk,
+				})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				ctx, cancel := context.WithTimeout(context.Background(), time.Duration(rng.Intn(30))*time.Millisecond)
+				le.Run(ctx)
+				cancel()
+			}
+		}()
+	}
+	wg.Wait()
+	if got := resourcelock.SharedWatchHub().Watches(); got != 0 {
+		t.Fatalf("the process hub still runs %d watches after every elector returned", got)
+	}
+	// goleak (TestMain) checks that no goroutine of the hub outlives the test.
+}
+
+func TestFirstAttemptsOfAProcessArePaced(t *testing.T) {
+	const n = 2 * firstAttemptBurst
+	client := kubetest.NewClientset()
+	var mu sync.Mutex
+	var creates []time.Time
+	client.PrependReactor("create", "leases", func(k8stesting.Action) (bool, runtime.Object, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		creates = append(creates, time.Now())
+		return false, nil, nil
+	})
+	clk := clocktesting.NewFakeClock(t0)
+	electors := make([]*LeaderElector, n)
+	for i := range electors {
+		electors[i] = runWatching(t, client, clk, fmt.Sprintf("lock-%d", i), "me")
+	}
+	for i, le := range electors {
+		waitFor(t, fmt.Sprintf("elector %d to lead", i), le.IsLeader)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(creates) != n {
+		t.Fatalf("%d creates for %d free locks", len(creates), n)
+	}
+	// At most a burst of first attempts goes out at once; the rest follow
+	// at the pace of the limiter.
+	minSpan := time.Duration(n-firstAttemptBurst) * time.Second / firstAttemptQPS
+	if span := creates[n-1].Sub(creates[0]); span < minSpan*9/10 {
+		t.Fatalf("%d first attempts went out within %v, want them spread over at least %v", n, span, minSpan)
+	}
+}
+
+func TestFirstAttemptsInFlightAreBounded(t *testing.T) {
+	const n = 3 * firstAttemptsInFlight
+	client := kubetest.NewClientset()
+	var mu sync.Mutex
+	inFlight, most := 0, 0
+	client.PrependReactor("create", "leases", func(k8stesting.Action) (bool, runtime.Object, error) {
+		mu.Lock()
+		inFlight++
+		most = max(most, inFlight)
+		mu.Unlock()
+		time.Sleep(20 * time.Millisecond) // a slow API server
+		mu.Lock()
+		inFlight--
+		mu.Unlock()
+		return false, nil, nil
+	})
+	clk := clocktesting.NewFakeClock(t0)
+	electors := make([]*LeaderElector, n)
+	for i := range electors {
+		electors[i] = runWatching(t, client, clk, fmt.Sprintf("lock-%d", i), "me")
+	}
+	for i, le := range electors {
+		waitFor(t, fmt.Sprintf("elector %d to lead", i), le.IsLeader)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if most > firstAttemptsInFlight {
+		t.Fatalf("%d first attempts were in flight at once, want at most %d", most, firstAttemptsInFlight)
+	}
+}

@@ -1,0 +1,338 @@
+package resourcelock
+
+import (
+	"context"
+	"reflect"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/tools/cache"
+)
+
+// WatchKey names one shared watch: every lock of the same kind in the same
+// namespace, reached through the same client.
+type WatchKey struct {
+	// Client is the client the watch goes through; it must be comparable
+	// (clientsets are pointers).
+	Client any
+	// Namespace is the namespace watched.
+	Namespace string
+	// Resource is the kind of object watched, as its API resource name.
+	Resource string
+}
+
+// SharedWatch is how a lock is followed through a WatchHub.
+type SharedWatch struct {
+	// Key identifies the watch shared with other locks.
+	Key WatchKey
+	// Name is the lock object's name within the watch.
+	Name string
+	// ListWatch builds the list-watch of every object of the key. It is
+	// called once per shared watch, by its first subscriber.
+	ListWatch func() cache.ListerWatcher
+	// Example is an empty object of the type ListWatch delivers.
+	Example runtime.Object
+}
+
+// SharedWatchable is a Watchable whose object can be followed through a
+// watch shared with the other locks of the same client, namespace and kind.
+// The objects the shared watch delivers to Observe may be of another type
+// than Get reads (for example metadata only); Observe accepts them.
+type SharedWatchable interface {
+	Watchable
+	SharedWatch() SharedWatch
+}
+
+// Subscriber receives what a WatchHub sees of one lock object. Both
+// functions are called from the hub's delivery goroutine, one call at a
+// time, and must not block.
+type Subscriber struct {
+	// OnObject receives the newest version of the object, or its deletion
+	// (obj may then be a cache.DeletedFinalStateUnknown).
+	OnObject func(obj any, deleted bool)
+	// OnHealth receives true once the watch has listed (or delivered an
+	// event) and false when it breaks, until it is back.
+	OnHealth func(ok bool)
+}
+
+// WatchHub runs one informer per WatchKey for all the locks that subscribe
+// to it, and wakes each subscriber only for its own object. The informer is
+// started by the first subscriber and stopped by the last, so a process
+// following 1000 Leases in one namespace opens one watch instead of 1000.
+//
+// A WatchHub is safe for concurrent use. The zero value is not usable: call
+// NewWatchHub or use SharedWatchHub.
+type WatchHub struct {
+	mu      sync.Mutex
+	entries map[WatchKey]*hubEntry
+}
+
+var processHub = NewWatchHub()
+
+// SharedWatchHub is the process-wide hub that electors use.
+func SharedWatchHub() *WatchHub { return processHub }
+
+// NewWatchHub returns an empty hub.
+func NewWatchHub() *WatchHub { return &WatchHub{entries: map[WatchKey]*hubEntry{}} }
+
+// Watches is the number of informers the hub runs now.
+func (h *WatchHub) Watches() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.entries)
+}
+
+// Subscribe follows lock's object until the returned function is called.
+// That function returns once the subscriber will not be called again and, if
+// it was the last subscriber of its watch, once the watch's goroutines have
+// stopped. A lock that is not a SharedWatchable (or whose client cannot be a
+// map key) gets a watch of its own, restricted to its object.
+//
+// A subscriber joining a watch that has already listed is called at once
+// with the object as cached (if it exists) and with the watch's health.
+func (h *WatchHub) Subscribe(lock Watchable, s Subscriber) (unsubscribe func()) {
+	sw := sharedWatchOf(lock)
+	h.mu.Lock()
+	e, ok := h.entries[sw.Key]
+	if !ok {
+		e = startHubEntry(sw)
+		h.entries[sw.Key] = e
+	}
+	e.refs++
+	h.mu.Unlock()
+
+	sub := &hubSub{name: sw.Name, Subscriber: s}
+	e.add(sub)
+	var once sync.Once
+	return func() { once.Do(func() { h.leave(e, sub) }) }
+}
+
+// leave removes sub, and stops e when it was its last subscriber.
+func (h *WatchHub) leave(e *hubEntry, sub *hubSub) {
+	e.remove(sub)
+	h.mu.Lock()
+	e.refs--
+	last := e.refs == 0
+	if last {
+		delete(h.entries, e.key)
+	}
+	h.mu.Unlock()
+	if last {
+		e.stop()
+	}
+}
+
+// privateWatch is the client of a WatchKey that no other lock shares: every
+// new one is a distinct pointer.
+type privateWatch struct{ _ byte }
+
+// sharedWatchOf returns how lock is followed: its shared watch when it has
+// one, otherwise a watch of its own.
+func sharedWatchOf(lock Watchable) SharedWatch {
+	if s, ok := lock.(SharedWatchable); ok {
+		sw := s.SharedWatch()
+		if sw.Key.Client != nil && reflect.TypeOf(sw.Key.Client).Comparable() && sw.ListWatch != nil && sw.Example != nil {
+			return sw
+		}
+	}
+	return SharedWatch{
+		Key:       WatchKey{Client: new(privateWatch)},
+		ListWatch: lock.ListWatch,
+		Example:   lock.ExampleObject(),
+	}
+}
+
+// hubSub is one subscription; an empty name receives every object.
+type hubSub struct {
+	name string
+	Subscriber
+}
+
+// hubEntry is one shared informer and its subscribers.
+type hubEntry struct {
+	key      WatchKey
+	refs     int // guarded by WatchHub.mu
+	informer cache.SharedIndexInformer
+	cancel   context.CancelFunc
+	wg       sync.WaitGroup
+
+	// mu serialises deliveries with joins and leaves, so that a subscriber
+	// never sees an older version after a newer one and is never called
+	// after it left.
+	mu     sync.Mutex
+	byName map[string][]*hubSub
+	ok     bool
+	// synced is set once the first list has been delivered; events before
+	// it do not make the watch healthy.
+	synced bool
+}
+
+func startHubEntry(sw SharedWatch) *hubEntry {
+	e := &hubEntry{key: sw.Key, byName: map[string][]*hubSub{}}
+	e.informer = cache.NewSharedIndexInformer(sw.ListWatch(), sw.Example, 0, cache.Indexers{})
+	_ = e.informer.SetWatchErrorHandlerWithContext(func(context.Context, *cache.Reflector, error) { e.setHealth(false) })
+	reg, _ := e.informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { e.deliver(obj, false) },
+		UpdateFunc: func(_, obj any) { e.deliver(obj, false) },
+		DeleteFunc: func(obj any) { e.deliver(obj, true) },
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	e.cancel = cancel
+	e.wg.Add(2)
+	go func() {
+		defer e.wg.Done()
+		e.informer.RunWithContext(ctx)
+	}()
+	go func() {
+		defer e.wg.Done()
+		// The handler's registration has synced once the whole first list
+		// has been delivered to it: then, and not at the first object, the
+		// cache tells every subscriber whether its object exists. Electors
+		// wait for it before their first attempt, so it is checked often.
+		if reg != nil && waitSynced(ctx, reg.HasSynced) {
+			e.setHealth(true)
+		}
+	}()
+	return e
+}
+
+// syncPoll is how often a new shared watch checks whether it has listed.
+const syncPoll = 5 * time.Millisecond
+
+// waitSynced polls synced until it is true (true) or ctx ends (false).
+func waitSynced(ctx context.Context, synced func() bool) bool {
+	tick := time.NewTicker(syncPoll)
+	defer tick.Stop()
+	for !synced() {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-tick.C:
+		}
+	}
+	return true
+}
+
+// stop ends the informer and waits for its goroutines.
+func (e *hubEntry) stop() {
+	e.cancel()
+	e.wg.Wait()
+}
+
+// add registers sub and tells it what the watch already knows: the cached
+// object, even while the first list is being delivered (the handler may
+// have passed it before sub joined), and the health once listed. The cache
+// is never behind what the handler has delivered, and a version delivered
+// again later is one the lock already holds or an older one it ignores.
+func (e *hubEntry) add(sub *hubSub) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.byName[sub.name] = append(e.byName[sub.name], sub)
+	if sub.name != "" {
+		key := sub.name
+		if e.key.Namespace != "" {
+			key = e.key.Namespace + "/" + sub.name
+		}
+		if obj, exists, err := e.informer.GetStore().GetByKey(key); err == nil && exists {
+			sub.object(obj, false)
+		}
+	}
+	if e.ok {
+		sub.health(true)
+	}
+}
+
+func (e *hubEntry) remove(sub *hubSub) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	subs := e.byName[sub.name]
+	for i, s := range subs {
+		if s == sub {
+			subs = append(subs[:i:i], subs[i+1:]...)
+			break
+		}
+	}
+	if len(subs) == 0 {
+		delete(e.byName, sub.name)
+	} else {
+		e.byName[sub.name] = subs
+	}
+}
+
+// deliver wakes the subscribers of obj's name, and those of every name. An
+// event also means the watch works.
+func (e *hubEntry) deliver(obj any, deleted bool) {
+	name := objectName(obj)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.markHealthy()
+	for _, sub := range e.byName[name] {
+		sub.object(obj, deleted)
+	}
+	if name != "" {
+		for _, sub := range e.byName[""] {
+			sub.object(obj, deleted)
+		}
+	}
+}
+
+func (e *hubEntry) setHealth(ok bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if ok {
+		e.synced = true
+		e.markHealthy()
+		return
+	}
+	if !e.ok {
+		return
+	}
+	e.ok = false
+	e.each(func(s *hubSub) { s.health(false) })
+}
+
+// markHealthy records a working watch; e.mu is held.
+func (e *hubEntry) markHealthy() {
+	if e.ok || !e.synced {
+		return
+	}
+	e.ok = true
+	e.each(func(s *hubSub) { s.health(true) })
+}
+
+func (e *hubEntry) each(f func(*hubSub)) {
+	for _, subs := range e.byName {
+		for _, s := range subs {
+			f(s)
+		}
+	}
+}
+
+func (s *hubSub) object(obj any, deleted bool) {
+	if s.OnObject != nil {
+		s.OnObject(obj, deleted)
+	}
+}
+
+func (s *hubSub) health(ok bool) {
+	if s.OnHealth != nil {
+		s.OnHealth(ok)
+	}
+}
+
+// objectName is the name of a delivered object or tombstone; "" when it has
+// none.
+func objectName(obj any) string {
+	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		if tomb.Obj == nil {
+			_, name, _ := cache.SplitMetaNamespaceKey(tomb.Key)
+			return name
+		}
+		obj = tomb.Obj
+	}
+	if o, ok := obj.(interface{ GetName() string }); ok {
+		return o.GetName()
+	}
+	return ""
+}

@@ -1,0 +1,354 @@
+package resourcelock
+
+import (
+	"context"
+	"fmt"
+	"math/rand"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/rest"
+	k8stesting "k8s.io/client-go/testing"
+)
+
+// countVerbs counts the clientset's actions on resource by verb.
+func countVerbs(c *fake.Clientset, resource string) map[string]int {
+	out := map[string]int{}
+	for _, a := range c.Actions() {
+		if a.GetResource().Resource == resource {
+			out[a.GetVerb()]++
+		}
+	}
+	return out
+}
+
+// recorder collects what a subscriber receives.
+type recorder struct {
+	mu      sync.Mutex
+	names   []string
+	healthy bool
+}
+
+func (r *recorder) subscriber() Subscriber {
+	return Subscriber{
+		OnObject: func(obj any, _ bool) {
+			r.mu.Lock()
+			defer r.mu.Unlock()
+			r.names = append(r.names, objectName(obj))
+		},
+		OnHealth: func(ok bool) {
+			r.mu.Lock()
+			defer r.mu.Unlock()
+			r.healthy = ok
+		},
+	}
+}
+
+func (r *recorder) snapshot() ([]string, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]string(nil), r.names...), r.healthy
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func newLeaseLocks(t *testing.T, client *fake.Clientset, ns string, n int) []*LeaseLock {
+	t.Helper()
+	locks := make([]*LeaseLock, n)
+	for i := range locks {
+		l, err := New(LeasesResourceLock, ns, fmt.Sprintf("lock-%d", i), client, Config{Identity: "me"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		locks[i] = l.(*LeaseLock)
+	}
+	return locks
+}
+
+func TestHubOpensOneWatchPerNamespaceAndWakesOnlyTheOwner(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	client := fake.NewClientset()
+	hub := NewWatchHub()
+	locks := newLeaseLocks(t, client, "ns", 20)
+	other := newLeaseLocks(t, client, "other", 1)[0]
+	recs := make([]*recorder, len(locks)+1)
+	var unsubs []func()
+	for i, l := range append(locks, other) {
+		recs[i] = &recorder{}
+		unsubs = append(unsubs, hub.Subscribe(l, recs[i].subscriber()))
+	}
+	if got := hub.Watches(); got != 2 {
+		t.Fatalf("hub runs %d watches for 2 namespaces", got)
+	}
+	for _, r := range recs {
+		waitFor(t, "the watch to list", func() bool { _, ok := r.snapshot(); return ok })
+	}
+	ctx := context.Background()
+	for _, name := range []string{"lock-3", "lock-7", "unrelated"} {
+		lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ns"}}
+		if _, err := client.CoordinationV1().Leases("ns").Create(ctx, lease, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, "lock-3 and lock-7 to be delivered", func() bool {
+		a, _ := recs[3].snapshot()
+		b, _ := recs[7].snapshot()
+		return len(a) == 1 && len(b) == 1
+	})
+	for i, r := range recs {
+		names, _ := r.snapshot()
+		want := 0
+		if i == 3 || i == 7 {
+			want = 1
+		}
+		if len(names) != want {
+			t.Errorf("subscriber %d got %v, want %d object(s) of its own", i, names, want)
+		}
+	}
+	if got := countVerbs(client, "leases"); got["list"] != 2 || got["watch"] != 2 {
+		t.Fatalf("21 locks in 2 namespaces sent %v, want one list and one watch per namespace", got)
+	}
+	for _, u := range unsubs {
+		u()
+	}
+	if got := hub.Watches(); got != 0 {
+		t.Fatalf("%d watches still run after every subscriber left", got)
+	}
+}
+
+func TestHubGivesALateSubscriberTheCachedObject(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "lock-1", Namespace: "ns", ResourceVersion: "7"}}
+	client := fake.NewClientset(lease)
+	hub := NewWatchHub()
+	locks := newLeaseLocks(t, client, "ns", 2)
+	first := &recorder{}
+	defer hub.Subscribe(locks[0], first.subscriber())()
+	waitFor(t, "the watch to list", func() bool { _, ok := first.snapshot(); return ok })
+
+	late := &recorder{}
+	defer hub.Subscribe(locks[1], late.subscriber())()
+	names, ok := late.snapshot()
+	if !ok || len(names) != 1 || names[0] != "lock-1" {
+		t.Fatalf("a subscriber joining a listed watch got %v (healthy %v), want lock-1 at once", names, ok)
+	}
+	if got := countVerbs(client, "leases"); got["list"] != 1 {
+		t.Fatalf("the late subscriber listed again: %v", got)
+	}
+}
+
+func TestHubTellsEverySubscriberWhenTheWatchBreaks(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	client := fake.NewClientset()
+	first := watch.NewFake()
+	var served sync.Mutex
+	calls := 0
+	client.PrependWatchReactor("leases", func(k8stesting.Action) (bool, watch.Interface, error) {
+		served.Lock()
+		defer served.Unlock()
+		calls++
+		if calls == 1 {
+			return true, first, nil
+		}
+		return true, nil, apierrors.NewServiceUnavailable("down")
+	})
+	hub := NewWatchHub()
+	locks := newLeaseLocks(t, client, "ns", 3)
+	recs := []*recorder{{}, {}, {}}
+	for i, l := range locks {
+		defer hub.Subscribe(l, recs[i].subscriber())()
+	}
+	for _, r := range recs {
+		waitFor(t, "the watch to list", func() bool { _, ok := r.snapshot(); return ok })
+	}
+	first.Stop() // the connection drops; every later watch fails
+	for i, r := range recs {
+		waitFor(t, fmt.Sprintf("subscriber %d to see the watch broken", i), func() bool { _, ok := r.snapshot(); return !ok })
+	}
+}
+
+func TestHubJoinsAndLeavesAtAnyTimeWithoutLeaks(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	client := fake.NewClientset()
+	hub := NewWatchHub()
+	locks := newLeaseLocks(t, client, "ns", 8)
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	for i, l := range locks {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rng := rand.New(rand.NewSource(int64(i)))
+			for range 20 {
+				var calls sync.Mutex
+				left := false
+				unsub := hub.Subscribe(l, Subscriber{
+					OnObject: func(any, bool) {
+						calls.Lock()
+						defer calls.Unlock()
+						if left {
+							t.Error("a subscriber was called after it left")
+						}
+					},
+				})
+				time.Sleep(time.Duration(rng.Intn(3)) * time.Millisecond)
+				unsub()
+				calls.Lock()
+				left = true
+				calls.Unlock()
+			}
+		}()
+	}
+	for i := range 30 {
+		lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("lock-%d", i%8), Namespace: "ns"}}
+		if i < 8 {
+			_, _ = client.CoordinationV1().Leases("ns").Create(ctx, lease, metav1.CreateOptions{})
+		} else {
+			_, _ = client.CoordinationV1().Leases("ns").Update(ctx, lease, metav1.UpdateOptions{})
+		}
+		time.Sleep(time.Millisecond)
+	}
+	wg.Wait()
+	if got := hub.Watches(); got != 0 {
+		t.Fatalf("%d watches still run after every subscriber left", got)
+	}
+}
+
+func TestConfigMapWriteAfterMetadataObservationKeepsDataAndConflictsOnChange(t *testing.T) {
+	cm := &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: "lock", Namespace: "ns", ResourceVersion: "5",
+			Annotations: map[string]string{LeaderAnnotationKey: `{"holderIdentity":"other","leaseDurationSeconds":30}`, "keep": "me"}},
+		Data: map[string]string{"config": "precious"},
+	}
+	meta := func(rv string) *metav1.PartialObjectMetadata {
+		m := &metav1.PartialObjectMetadata{ObjectMeta: *cm.ObjectMeta.DeepCopy()}
+		m.ResourceVersion = rv
+		return m
+	}
+	tests := []struct {
+		name       string
+		observedRV string
+		wantVerbs  []string
+		wantErr    func(error) bool
+	}{
+		{"same version: read, then write", "5", []string{"get", "update"}, func(err error) bool { return err == nil }},
+		{"changed since observed: conflict, no write", "4", []string{"get"}, apierrors.IsConflict},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			client := fake.NewClientset(cm.DeepCopy())
+			l, err := NewConfigMapLock(client.CoreV1(), "ns", "lock", Config{Identity: "me"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			rec, _, err := l.Observe(meta(tc.observedRV), false)
+			if err != nil || rec.HolderIdentity != "other" {
+				t.Fatalf("Observe(metadata) = %+v, %v", rec, err)
+			}
+			if l.ResourceVersion() != tc.observedRV {
+				t.Fatalf("ResourceVersion = %q after observing %q", l.ResourceVersion(), tc.observedRV)
+			}
+			client.ClearActions()
+			err = l.Update(context.Background(), Record{HolderIdentity: "me", LeaseDurationSeconds: 30})
+			if !tc.wantErr(err) {
+				t.Fatalf("Update: unexpected error %v", err)
+			}
+			var verbs []string
+			for _, a := range client.Actions() {
+				verbs = append(verbs, a.GetVerb())
+			}
+			if fmt.Sprint(verbs) != fmt.Sprint(tc.wantVerbs) {
+				t.Fatalf("verbs = %v, want %v", verbs, tc.wantVerbs)
+			}
+			got, err := client.CoreV1().ConfigMaps("ns").Get(context.Background(), "lock", metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.Data["config"] != "precious" || got.Annotations["keep"] != "me" {
+				t.Fatalf("the write lost data or annotations: %+v", got)
+			}
+		})
+	}
+}
+
+func TestSharedWatchFollowsConfigMapMetadataOnlyOnARealServer(t *testing.T) {
+	real, err := kubernetes.NewForConfig(&rest.Config{Host: "https://127.0.0.1:6443"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fakeClient := fake.NewClientset()
+	cfg := Config{Identity: "me"}
+	build := func(kind string, client kubernetes.Interface) SharedWatchable {
+		l, err := New(kind, "ns", "lock", client, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l.(SharedWatchable)
+	}
+	typedCM, err := NewConfigMapLock(real.CoreV1(), "ns", "lock", cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name         string
+		lock         SharedWatchable
+		wantClient   any
+		wantResource string
+		wantExample  any
+	}{
+		{"ConfigMap, real server", build(ConfigMapsResourceLock, real), real, "configmaps (metadata)", &metav1.PartialObjectMetadata{}},
+		{"ConfigMap on the typed client, real server", typedCM, real.CoreV1(), "configmaps (metadata)", &metav1.PartialObjectMetadata{}},
+		{"ConfigMap, fake clientset", build(ConfigMapsResourceLock, fakeClient), fakeClient, "configmaps", &corev1.ConfigMap{}},
+		{"Lease, real server", build(LeasesResourceLock, real), real, "leases", &coordinationv1.Lease{}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			sw := tc.lock.SharedWatch()
+			want := WatchKey{Client: tc.wantClient, Namespace: "ns", Resource: tc.wantResource}
+			if sw.Key != want || sw.Name != "lock" {
+				t.Fatalf("key %+v name %q, want %+v and lock", sw.Key, sw.Name, want)
+			}
+			if fmt.Sprintf("%T", sw.Example) != fmt.Sprintf("%T", tc.wantExample) {
+				t.Fatalf("example %T, want %T", sw.Example, tc.wantExample)
+			}
+		})
+	}
+}
+
+func TestLeaseWritesAfterAWatchedVersionSendOnlyTheUpdate(t *testing.T) {
+	client := fake.NewClientset(&coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "lock-0", Namespace: "ns"}})
+	l := newLeaseLocks(t, client, "ns", 1)[0]
+	// What the shared watch delivers: the whole Lease.
+	seen, err := client.CoordinationV1().Leases("ns").Get(context.Background(), "lock-0", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := l.Observe(seen, false); err != nil {
+		t.Fatal(err)
+	}
+	client.ClearActions()
+	if err := l.Update(context.Background(), Record{HolderIdentity: "me", LeaseDurationSeconds: 30}); err != nil {
+		t.Fatal(err)
+	}
+	if got := countVerbs(client, "leases"); fmt.Sprint(got) != "map[update:1]" {
+		t.Fatalf("a write after a whole-object observation sent %v, want one update", got)
+	}
+}

@@ -1,0 +1,249 @@
+package revisions
+
+import (
+	"errors"
+	"fmt"
+	"reflect"
+	"slices"
+	"sync"
+
+	"go.uber.org/zap"
+	"k8s.io/client-go/kubernetes"
+)
+
+// SharedDefaultWatcher returns a DefaultWatcher that shares one watch of the
+// webhook with every other watcher of the process built by this function for
+// the same client, webhook name and revision label. The shared watch starts
+// when the first of them runs and stops (its goroutines awaited) when the
+// last one's Run returns; a later Run starts a fresh one. Options are
+// validated as by NewDefaultWatcher; the logger of the first running watcher
+// is the shared watch's.
+//
+// Each returned watcher keeps its own handlers, called only while its Run is
+// running; GetDefault and HasSynced report the shared watch while Run is
+// running, and "" and false otherwise. A client whose type cannot be a map
+// key gets a watcher of its own.
+func SharedDefaultWatcher(client kubernetes.Interface, opts Options) (DefaultWatcher, error) {
+	if client == nil {
+		return nil, errors.New("revisions: nil Kubernetes client")
+	}
+	opts = opts.withDefaults()
+	if err := opts.validate(); err != nil {
+		return nil, fmt.Errorf("revisions: %w", err)
+	}
+	if !reflect.TypeOf(client).Comparable() {
+		return NewDefaultWatcher(client, opts)
+	}
+	key := sharedKey{client: client, webhook: opts.WebhookName, label: opts.RevisionLabel}
+	return &sharedWatcher{registry: processWatchers, key: key, opts: opts}, nil
+}
+
+// SharedDefaultWatchers is the number of shared default-revision watches the
+// process runs now.
+func SharedDefaultWatchers() int { return processWatchers.count() }
+
+type sharedKey struct {
+	client         kubernetes.Interface
+	webhook, label string
+}
+
+// watcherRegistry holds the running shared watches.
+type watcherRegistry struct {
+	mu      sync.Mutex
+	entries map[sharedKey]*sharedEntry
+}
+
+var processWatchers = &watcherRegistry{entries: map[sharedKey]*sharedEntry{}}
+
+func (r *watcherRegistry) count() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.entries)
+}
+
+// join returns the running entry of key, starting one if there is none.
+func (r *watcherRegistry) join(key sharedKey, opts Options, w *sharedWatcher) (*sharedEntry, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	e, ok := r.entries[key]
+	if !ok {
+		var err error
+		if e, err = startSharedEntry(key, opts); err != nil {
+			return nil, err
+		}
+		r.entries[key] = e
+	}
+	e.refs++
+	e.add(w)
+	return e, nil
+}
+
+// leave removes w from e and stops e when w was the last one in it.
+func (r *watcherRegistry) leave(e *sharedEntry, w *sharedWatcher) {
+	e.remove(w)
+	r.mu.Lock()
+	e.refs--
+	last := e.refs == 0
+	if last {
+		delete(r.entries, e.key)
+	}
+	r.mu.Unlock()
+	if last {
+		close(e.stop)
+		<-e.done
+	}
+}
+
+// sharedEntry is one running watch and the watchers reading it.
+type sharedEntry struct {
+	key   sharedKey
+	inner DefaultWatcher
+	refs  int // guarded by watcherRegistry.mu
+	stop  chan struct{}
+	done  chan struct{}
+
+	mu       sync.Mutex
+	watchers []*sharedWatcher
+}
+
+func startSharedEntry(key sharedKey, opts Options) (*sharedEntry, error) {
+	inner, err := NewDefaultWatcher(key.client, opts)
+	if err != nil {
+		return nil, err
+	}
+	e := &sharedEntry{key: key, inner: inner, stop: make(chan struct{}), done: make(chan struct{})}
+	inner.AddHandler(e.changed)
+	go func() {
+		defer close(e.done)
+		inner.Run(e.stop)
+	}()
+	return e, nil
+}
+
+func (e *sharedEntry) add(w *sharedWatcher) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.watchers = append(e.watchers, w)
+}
+
+func (e *sharedEntry) remove(w *sharedWatcher) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.watchers = slices.DeleteFunc(e.watchers, func(x *sharedWatcher) bool { return x == w })
+}
+
+// changed fans a change out to the handlers of every watcher in e. It runs
+// on the inner watcher's delivery goroutine, one change at a time, holding
+// e.mu so that a watcher leaving waits for a call in progress and is never
+// called after its Run returned.
+func (e *sharedEntry) changed(revision string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, w := range e.watchers {
+		for _, h := range w.handlerList() {
+			h(revision)
+		}
+	}
+}
+
+// sharedWatcher is one user's view of a shared watch.
+type sharedWatcher struct {
+	registry *watcherRegistry
+	key      sharedKey
+	opts     Options
+
+	mu       sync.Mutex
+	started  bool
+	entry    *sharedEntry // set while Run runs
+	handlers []DefaultHandlerFunc
+}
+
+// Starter is implemented by a DefaultWatcher that can follow the default
+// revision without a goroutine of the caller's: Start begins and returns at
+// once; the returned function stops and returns once everything Start began
+// has stopped. Start, like Run, is called once; a later call (or Run) does
+// nothing but log.
+type Starter interface {
+	Start() (stop func())
+}
+
+var _ Starter = (*sharedWatcher)(nil)
+
+// Run joins the shared watch until stop is closed. It returns after leaving
+// it, and after the shared watch has stopped if this was its last user.
+func (w *sharedWatcher) Run(stop <-chan struct{}) {
+	leave := w.Start()
+	<-stop
+	leave()
+}
+
+// Start joins the shared watch; the returned function leaves it, stopping
+// the shared watch (and waiting for it) if this was its last user.
+func (w *sharedWatcher) Start() (stop func()) {
+	w.mu.Lock()
+	started := w.started
+	w.started = true
+	w.mu.Unlock()
+	if started {
+		w.opts.Logger.Warn("default revision watcher already started; this start does nothing")
+		return func() {}
+	}
+	e, err := w.registry.join(w.key, w.opts, w)
+	if err != nil {
+		// Options were validated when w was built, so the watcher can be
+		// built too; if not, a watcher that cannot watch knows no default.
+		w.opts.Logger.Error("cannot watch the default revision", zap.Error(err))
+		return func() {}
+	}
+	w.mu.Lock()
+	w.entry = e
+	w.mu.Unlock()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			w.mu.Lock()
+			w.entry = nil
+			w.mu.Unlock()
+			w.registry.leave(e, w)
+		})
+	}
+}
+
+func (w *sharedWatcher) running() DefaultWatcher {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.entry == nil {
+		return nil
+	}
+	return w.entry.inner
+}
+
+// HasSynced implements DefaultWatcher.
+func (w *sharedWatcher) HasSynced() bool {
+	inner := w.running()
+	return inner != nil && inner.HasSynced()
+}
+
+// GetDefault implements DefaultWatcher.
+func (w *sharedWatcher) GetDefault() string {
+	if inner := w.running(); inner != nil {
+		return inner.GetDefault()
+	}
+	return ""
+}
+
+// AddHandler implements DefaultWatcher.
+func (w *sharedWatcher) AddHandler(h DefaultHandlerFunc) {
+	if h == nil {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.handlers = append(w.handlers, h)
+}
+
+func (w *sharedWatcher) handlerList() []DefaultHandlerFunc {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return slices.Clone(w.handlers)
+}
