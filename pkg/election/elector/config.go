@@ -101,8 +101,10 @@ type Config struct {
 	// expires by its own observation (also after the lock object was
 	// deleted), and when Trigger is called. A
 	// leader ends its term as soon as an event shows another holder. While
-	// the watch is broken the elector polls every RetryPeriod. The lock must
-	// implement resourcelock.Watchable.
+	// the watch is broken the elector polls every RetryPeriod. The watch is
+	// the process's shared one of the lock's client, namespace and kind
+	// (resourcelock.SharedWatchHub), which needs list and watch on that kind
+	// in the namespace. The lock must implement resourcelock.Watchable.
 	Watch bool
 
 	// HandoverGrace, when positive, turns on cooperative preemption (see

@@ -27,7 +27,10 @@
 // With Config.Watch the elector follows the lock object with a watch instead
 // of polling it: followers make no requests while the holder renews, try at
 // once when the lock is released, and wake exactly when the lease expires; a
-// leader ends its term as soon as an event names another holder.
+// leader ends its term as soon as an event names another holder. The watch
+// is shared by all the electors of the process on the same client,
+// namespace and lock kind (resourcelock.SharedWatchHub), and the first
+// attempts of all electors of the process are paced by one token bucket.
 //
 // Only a change of the record itself (holder, key, lease, times,
 // transitions) restarts the lease: a label, a foreign annotation or a

@@ -20,7 +20,8 @@ type Metrics interface {
 	// candidate that asked for it.
 	HandedOver(name string)
 	// Request counts API requests this elector made, by verb (get, create,
-	// update, list, watch).
+	// update). The list and watch that follow the lock are shared by every
+	// elector of the process (resourcelock.WatchHub) and not counted here.
 	Request(name, verb string)
 	// StealCycle counts steal cycles detected by this candidate: it
 	// outranked the holder and the holder's key outranked it.
