@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -60,8 +61,14 @@ type ReplicaReport struct {
 	Leading int `json:"leading,omitempty"`
 	// NewTerms counts terms (run function starts) that began during the
 	// window: zero when the elections are in a steady state.
-	NewTerms int    `json:"newTerms,omitempty"`
-	Error    string `json:"error,omitempty"`
+	NewTerms int `json:"newTerms,omitempty"`
+	// Goroutines is the number of goroutines the elections added to the
+	// process, counted once settled.
+	Goroutines int `json:"goroutines,omitempty"`
+	// ServerErrors counts 5xx responses and requests without a response
+	// from the replica's start to stop.
+	ServerErrors int    `json:"serverErrors,omitempty"`
+	Error        string `json:"error,omitempty"`
 }
 
 // RunReplica runs the replica side of the scale benchmark; see the protocol
@@ -133,11 +140,18 @@ func runReplica(ctx context.Context, o ReplicaOptions, in io.Reader, enc *json.E
 		terms.Add(1)
 		<-ctx.Done()
 	}
+	// meshd's elections are prioritized, as NewLeaseLeaderElection makes
+	// them by default: each also follows the default revision.
+	revision := ""
+	if o.Impl != ClientGo {
+		revision = "default"
+	}
+	baseGoroutines := runtime.NumGoroutine()
 	cands := make([]Candidate, o.Elections)
 	for i := range cands {
 		cands[i], err = NewCandidate(Spec{
 			Impl: o.Impl, Client: client, Namespace: o.Namespace, Lock: fmt.Sprintf("e%04d", i),
-			Identity: o.Identity, TTL: o.TTL, Logger: logger, Work: work,
+			Identity: o.Identity, TTL: o.TTL, Logger: logger, Work: work, Revision: revision,
 		})
 		if err != nil {
 			return err
@@ -165,7 +179,8 @@ func runReplica(ctx context.Context, o ReplicaOptions, in io.Reader, enc *json.E
 	if err != nil {
 		return err
 	}
-	if err := enc.Encode(ReplicaReport{Event: EventSettled, Settle: settle}); err != nil {
+	goroutines := runtime.NumGoroutine() - baseGoroutines
+	if err := enc.Encode(ReplicaReport{Event: EventSettled, Settle: settle, Goroutines: goroutines}); err != nil {
 		return err
 	}
 
@@ -186,7 +201,7 @@ func runReplica(ctx context.Context, o ReplicaOptions, in io.Reader, enc *json.E
 	return enc.Encode(ReplicaReport{
 		Event: EventResult, Window: w1.Sub(w0), Requests: c1.Sub(c0), CPU: u1.CPU - u0.CPU,
 		PeakRSSKiB: u1.PeakRSSKiB, RSSKiB: u1.RSSKiB, Leading: leading,
-		NewTerms: int(t1terms - t0terms),
+		NewTerms: int(t1terms - t0terms), ServerErrors: counter.ServerErrors(),
 	})
 }
 

@@ -21,6 +21,8 @@ var scaleMetrics = []metric{
 	{"CPU per replica process, mean over replicas", "% of a core", ScaleResult.CPUPercent, "%.2f"},
 	{"peak RSS of the largest replica process", "MiB", ScaleResult.PeakRSSMiB, "%.1f"},
 	{"settle: time until every replica knows every election's leader", "ms", ScaleResult.Settle, "%.0f"},
+	{"goroutines added per election, largest replica", "goroutines", ScaleResult.GoroutinesPerElection, "%.1f"},
+	{"API server errors (5xx or no response) over the whole run, all replicas", "requests", ScaleResult.ServerErrors, "%.0f"},
 }
 
 func (r *Results) writeScale(w io.Writer) {
@@ -44,6 +46,11 @@ func (r *Results) writeScale(w io.Writer) {
 	fmt.Fprintf(w, "leave each replica) and CPU (getrusage, user + system) are measured over %v, a whole number of\n", r.ScaleWindow)
 	fmt.Fprintf(w, "retry periods, so every leader renews the same number of times whatever its phase. The CPU column is\n")
 	fmt.Fprintf(w, "the mean over the replicas; RSS is the largest peak (VmHWM) of any replica.\n\n")
+	fmt.Fprintf(w, "meshd's elections are prioritized, as NewLeaseLeaderElection builds them by default, so each also\n")
+	fmt.Fprintf(w, "follows the default revision (through the process's shared watcher). Goroutines per election are\n")
+	fmt.Fprintf(w, "those the elections added to a replica once settled (including the benchmark's own goroutine per\n")
+	fmt.Fprintf(w, "election and the work of each leader); API server errors are 5xx responses and requests left\n")
+	fmt.Fprintf(w, "unanswered, from a replica's start to its stop.\n\n")
 	r.writeSweep(w, "elections", fmt.Sprintf("at %d replicas", sw.AtReplicas), sw.ByElections, func(c Cell) int { return c.Elections })
 	r.writeSweep(w, "replicas", fmt.Sprintf("at %d elections", sw.AtElections), sw.ByReplicas, func(c Cell) int { return c.Replicas })
 	r.writeGrowth(w, sw)

@@ -140,6 +140,26 @@ func (r ScaleResult) NewTerms() int {
 	return n
 }
 
+// GoroutinesPerElection is the largest number of goroutines a replica's
+// elections added, divided by the number of elections.
+func (r ScaleResult) GoroutinesPerElection() float64 {
+	m := 0
+	for _, p := range r.Replicas {
+		m = max(m, p.Goroutines)
+	}
+	return r.orNaN(float64(m) / float64(max(r.Cell.Elections, 1)))
+}
+
+// ServerErrors counts 5xx responses and requests without a response, over
+// the whole run of every replica (start included).
+func (r ScaleResult) ServerErrors() float64 {
+	n := 0
+	for _, p := range r.Replicas {
+		n += p.ServerErrors
+	}
+	return r.orNaN(float64(n))
+}
+
 // Leaders counts the elections led at the end of the window (should equal
 // the number of elections).
 func (r ScaleResult) Leaders() int {
@@ -204,7 +224,7 @@ func runScale(ctx context.Context, sc ScaleConfig, impl Impl, cell Cell, ns stri
 		if err != nil {
 			return nil, fmt.Errorf("replica %d: %w", i, err)
 		}
-		reports[i].Settle = r.Settle
+		reports[i].Settle, reports[i].Goroutines = r.Settle, r.Goroutines
 	}
 	if err := sleep(ctx, sc.Pause); err != nil {
 		return nil, err
@@ -223,7 +243,7 @@ func runScale(ctx context.Context, sc ScaleConfig, impl Impl, cell Cell, ns stri
 		if err != nil {
 			return nil, fmt.Errorf("replica %d: %w", i, err)
 		}
-		r.Settle = reports[i].Settle
+		r.Settle, r.Goroutines = reports[i].Settle, reports[i].Goroutines
 		reports[i] = r
 	}
 	return reports, nil
@@ -356,15 +376,16 @@ func RunSweeps(ctx context.Context, env *Env, sc ScaleConfig, sw *Sweeps) {
 					break
 				}
 				res := ScaleResult{Impl: impl, Cell: cell}
-				ns, err := env.NewNamespace(ctx, "scale")
+				ns, err := newScaleNamespace(ctx, env)
 				if err != nil {
 					res.Err = err.Error()
 				} else {
 					res = RunScale(ctx, sc, impl, cell, ns)
 				}
 				if sc.Logf != nil {
-					sc.Logf("  scale %-13s %-26v %8.1f req/s (%s)  cpu %5.1f%%  rss %6.1f MiB  settle %6.0f ms  leaders %d  new terms %d",
-						impl, cell, res.ReqPerSec(), fmtMix(res.Mix()), res.CPUPercent(), res.PeakRSSMiB(), res.Settle(), res.Leaders(), res.NewTerms())
+					sc.Logf("  scale %-13s %-26v %8.1f req/s (%s)  cpu %5.1f%%  rss %6.1f MiB  settle %6.0f ms  leaders %d  new terms %d  goroutines/election %.1f  5xx %.0f",
+						impl, cell, res.ReqPerSec(), fmtMix(res.Mix()), res.CPUPercent(), res.PeakRSSMiB(), res.Settle(), res.Leaders(), res.NewTerms(),
+						res.GoroutinesPerElection(), res.ServerErrors())
 				}
 				done[cell][impl] = res
 			}
@@ -382,5 +403,27 @@ func RunSweeps(ctx context.Context, env *Env, sc ScaleConfig, sw *Sweeps) {
 	}
 	for _, n := range sw.Replicas {
 		sw.ByReplicas = append(sw.ByReplicas, run(Cell{Elections: sw.AtElections, Replicas: n})...)
+	}
+}
+
+// ScaleRecoveryTimeout bounds how long a cell waits for the API server to
+// answer again after the previous cell overloaded it.
+const ScaleRecoveryTimeout = 2 * time.Minute
+
+// newScaleNamespace creates the namespace of a cell, retrying while the API
+// server is still busy with the previous cell's load (a cell that overloads
+// it should not fail the cells after it).
+func newScaleNamespace(ctx context.Context, env *Env) (string, error) {
+	deadline := time.Now().Add(ScaleRecoveryTimeout)
+	for {
+		attemptCtx, cancel := context.WithTimeout(ctx, 20*time.Second)
+		ns, err := env.NewNamespace(attemptCtx, "scale")
+		cancel()
+		if err == nil || ctx.Err() != nil || time.Now().After(deadline) {
+			return ns, err
+		}
+		if err := sleep(ctx, 2*time.Second); err != nil {
+			return "", err
+		}
 	}
 }

@@ -63,6 +63,9 @@ type Counter struct {
 	mu        sync.Mutex
 	counts    Counts
 	lastWrite time.Time // end of the latest successful create or update
+	// serverErrors counts responses with a 5xx status and requests that
+	// got no response at all (time-outs, refused connections).
+	serverErrors int
 }
 
 // NewCounter returns an empty counter.
@@ -90,6 +93,14 @@ func (c *Counter) Snapshot() Counts {
 	return out
 }
 
+// ServerErrors counts the responses with a 5xx status and the requests that
+// failed without a response, since the counter was made.
+func (c *Counter) ServerErrors() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.serverErrors
+}
+
 // LastWrite is when the latest successful create or update returned; zero
 // if none did.
 func (c *Counter) LastWrite() time.Time {
@@ -109,6 +120,11 @@ func (rt *countingRoundTripper) RoundTrip(req *http.Request) (*http.Response, er
 	rt.c.counts[verb]++
 	rt.c.mu.Unlock()
 	resp, err := rt.next.RoundTrip(req)
+	if (err != nil && req.Context().Err() == nil) || (err == nil && resp.StatusCode >= 500) {
+		rt.c.mu.Lock()
+		rt.c.serverErrors++
+		rt.c.mu.Unlock()
+	}
 	if err == nil && resp.StatusCode < 300 && (verb == VerbCreate || verb == VerbUpdate) {
 		now := time.Now()
 		rt.c.mu.Lock()
