@@ -303,8 +303,8 @@ func (r *Results) writeNotes(w io.Writer) {
 		"client-go starts OnStartedLeading in a goroutine and does not wait for it when a term ends; the benchmark's run functions return as soon as their context ends, so this creates no overlap here.",
 		"Settle times of meshd-polling and client-go with several replicas are bimodal: replicas that start together race to create each Lease, and a loser learns the leader only at its next jittered retry (1 to 2.2 retry periods, 7.5-16.5 s at ttl 30s). Whether a cell shows milliseconds or seconds depends on that race, so their settle figures and growth factors vary from run to run.",
 		"Client-side rate limiting is off (QPS < 0) in every counted clientset, so settle times show the electors and the API server, not a token bucket.",
-		"meshd follows each Lease with its own informer: one streamed list or list, then one watch, per election per replica. It is what makes followers silent, and it is also what the memory and the settle time at many elections pay for.",
-		"A meshd follower's watch is one long-running request, counted when it starts (while settling, before any window). The reflector under it asks for a random 5-10 minute timeout and then re-opens the watch, so over hours a meshd follower sends about 8 watch requests per election per hour; no window here is long enough to include one.",
+		"The elections of a meshd replica share one watch of the namespace's Leases (one streamed list or list, then one watch, per replica, whatever the number of elections), and one watch of the default-revision webhook. It is what makes followers silent.",
+		"That watch is one long-running request, counted when it starts (while settling, before any window). The reflector under it asks for a random 5-10 minute timeout and then re-opens the watch, so over hours a meshd replica sends about 8 watch requests per hour for its Leases; no window here is long enough to include one.",
 	}
 	for _, n := range notes {
 		fmt.Fprintf(w, "- %s\n", n)
