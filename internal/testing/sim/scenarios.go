@@ -35,6 +35,7 @@ func Scenarios() []Scenario {
 		forcedStealFromIstiod(), forcedStealFromHungHolder(),
 		runFunctionIgnoresContext(), panickingRunFunction(),
 		foreignWritesKeepDeadHolder(),
+		fencedHolderHandsOverAtFence(), ambiguousStealKeepsFence(),
 	}
 }
 
@@ -287,6 +288,48 @@ func foreignWritesKeepDeadHolder() Scenario {
 	}
 	s.Checks = []func(*World){workedAfter("follower", 2*time.Second)}
 	return Scenario{Name: s.Name, Case: "also seen: foreign writes refresh a dead holder's lease", Schedule: s}
+}
+
+// Found by the simulation (seed 41): a candidate that took the lock by
+// force from a holder of client-go's shape waits for its fence before its
+// work starts; asked for the lock meanwhile by a candidate that outranks
+// it, it must not hand over before the fence, or its successor starts
+// beside the old holder's work.
+func fencedHolderHandsOverAtFence() Scenario {
+	s := base("fenced-holder-hands-over-at-fence", resourcelock.LeasesResourceLock, 14*time.Second)
+	s.Istiods = []IstiodSpec{{Name: "istiod-1", Key: "canary"}}
+	// remote steals from istiod-1 at 3s and waits for its fence; local, of
+	// the same revision, outranks remote and asks it for the lock at 3.2s.
+	s.Candidates = []CandidateSpec{meshd("remote", "^stable", "stable", 3*time.Second),
+		meshd("local", "stable", "stable", 3200*time.Millisecond)}
+	s.Checks = []func(*World){workedAfter("local", 3*time.Second)}
+	return Scenario{Name: s.Name, Case: "sim seed 41: a fenced holder hands over before its fence", Schedule: s}
+}
+
+// Found by the simulation (seeds 87, 145): the write of a forced steal
+// happens but its reply is lost (a timeout). The record names the thief,
+// which learns it at its next attempt and must then still wait for the
+// fence of the steal instead of starting as if the lock had been handed
+// to it. The holder polls, so it learns of the steal only at its next
+// renew, and its work takes most of the stop timeout to stop.
+func ambiguousStealKeepsFence() Scenario {
+	s := base("ambiguous-steal-keeps-fence", resourcelock.ConfigMapsResourceLock, 12*time.Second)
+	h := meshd("holder", "canary", "stable", 0)
+	h.Watch = false
+	h.Work.Drain = 900 * time.Millisecond
+	thief := meshd("thief", "stable", "stable", 2050*time.Millisecond)
+	thief.Cooperative = false
+	s.Candidates = []CandidateSpec{h, thief}
+	s.Actions = []Action{at(2*time.Second, "the thief's next write loses its reply", func(w *World) {
+		w.noteFault()
+		w.state("thief").addLostReplies(1)
+	})}
+	s.Checks = []func(*World){workedAfter("thief", 2*time.Second), func(w *World) {
+		if w.state("thief").injectedAt().IsZero() {
+			w.Violate("scenario", "the thief's steal never lost its reply")
+		}
+	}}
+	return Scenario{Name: s.Name, Case: "sim seeds 87, 145: a steal whose reply is lost loses its fence", Schedule: s}
 }
 
 // workedAfter checks that name's work started after from at some point.
