@@ -35,7 +35,8 @@ func Scenarios() []Scenario {
 		forcedStealFromIstiod(), forcedStealFromHungHolder(),
 		runFunctionIgnoresContext(), panickingRunFunction(),
 		foreignWritesKeepDeadHolder(),
-		fencedHolderHandsOverAtFence(), ambiguousStealKeepsFence(),
+		fencedHolderHandsOverAtFence(), ambiguousStealKeepsFence(), fenceSurvivesLostTerm(),
+		failingRunFunctionBacksOff(), stealChainOnePerRetryPeriod(),
 	}
 }
 
@@ -267,7 +268,9 @@ func panickingRunFunction() Scenario {
 	s.Actions = []Action{at(1500*time.Millisecond, "later terms do not panic", func(w *World) { w.SetWork("holder", WorkSpec{}) })}
 	s.Checks = []func(*World){func(w *World) {
 		for _, iv := range w.Work() {
-			if iv.Start > time.Second {
+			// A follower may take the released lock at the instant of
+			// the panic; the holder's own term started at 0.
+			if iv.Start >= time.Second {
 				return
 			}
 		}
@@ -330,6 +333,83 @@ func ambiguousStealKeepsFence() Scenario {
 		}
 	}}
 	return Scenario{Name: s.Name, Case: "sim seeds 87, 145: a steal whose reply is lost loses its fence", Schedule: s}
+}
+
+// Found by the simulation (seed 892): a thief's term ends before its
+// fence (its renewals fail until its renew deadline) while the record still
+// names it; at its next Run it found its own record and started at once,
+// beside the old holder's work, which was still stopping. The old holder
+// polls and is paused, so it stops only at its own renew deadline.
+func fenceSurvivesLostTerm() Scenario {
+	s := base("fence-survives-a-lost-term", resourcelock.ConfigMapsResourceLock, 12*time.Second)
+	h := meshd("holder", "canary", "stable", 0)
+	h.Watch = false
+	h.Work.Drain = 900 * time.Millisecond
+	thief := meshd("thief", "stable", "stable", 3050*time.Millisecond)
+	thief.Cooperative = false
+	s.Candidates = []CandidateSpec{h, thief}
+	s.Actions = []Action{
+		at(3020*time.Millisecond, "the holder pauses after its renew at 3s", func(w *World) {
+			w.Fault("pause of holder", 5*time.Second, func(w *World) { w.state("holder").pause() },
+				func(w *World) { w.state("holder").unpause() })
+		}),
+		at(3100*time.Millisecond, "the thief's API calls fail until after its renew deadline", func(w *World) {
+			w.Fault("API errors for thief", 1800*time.Millisecond, func(w *World) { w.state("thief").setMode(errInternal) },
+				func(w *World) { w.state("thief").setMode(errNone) })
+		}),
+	}
+	s.Checks = []func(*World){workedAfter("thief", 3*time.Second)}
+	return Scenario{Name: s.Name, Case: "sim seed 892: a term lost before its fence forgets the fence", Schedule: s}
+}
+
+// Found by the simulation (seeds 213, 382, 892, 968): a run function that
+// fails soon after it starts made its candidate release the lock and take
+// it again at once, over and over: a storm of transitions. The candidate
+// now contends again only after a back-off.
+func failingRunFunctionBacksOff() Scenario {
+	s := base("failing-run-function-backs-off", resourcelock.LeasesResourceLock, 12*time.Second)
+	h := meshd("holder", "stable", "stable", 0)
+	h.Work = WorkSpec{FailAfter: 100 * time.Millisecond}
+	s.Candidates = []CandidateSpec{h}
+	s.Checks = []func(*World){func(w *World) {
+		if n := len(w.Work()); n < 3 || n > 6 {
+			w.Violate("scenario", "%d terms of work in 12s; with a back-off of 1s, 2s, 4s, 4s... expected 3 to 6", n)
+		}
+	}}
+	return Scenario{Name: s.Name, Case: "sim seeds 213, 382, 892, 968: no back-off after a failed run function", Schedule: s}
+}
+
+// Found by the simulation (seeds 621, 752, 1637, 1708, 1923): candidates
+// that see a change of the default at different times each outrank the
+// holder before them, and each steals at most once per RetryPeriod; but in
+// a chain (a takes from the holder, b from a, c from b, d from c) the lock
+// moved four times in one instant. Nobody now steals from a term younger
+// than a RetryPeriod, as seen by the thief.
+func stealChainOnePerRetryPeriod() Scenario {
+	s := base("steal-chain-one-per-retry-period", resourcelock.ConfigMapsResourceLock, 12*time.Second)
+	nonCoop := func(c CandidateSpec) CandidateSpec { c.Cooperative = false; return c }
+	s.Candidates = []CandidateSpec{
+		nonCoop(meshd("h", "canary", "canary", 0)),
+		nonCoop(meshd("a", "^stable", "canary", 100*time.Millisecond)),
+		nonCoop(meshd("b", "stable", "canary", 200*time.Millisecond)),
+		nonCoop(meshd("c", "canary", "canary", 300*time.Millisecond)),
+		nonCoop(meshd("d", "stable", "canary", 400*time.Millisecond)),
+	}
+	// a, b and d see the new default; c and h do not (yet).
+	s.Actions = []Action{sees(3*time.Second, "a", "stable"), sees(3*time.Second, "b", "stable"), sees(3*time.Second, "d", "stable"),
+		sees(9*time.Second, "c", "stable"), sees(9*time.Second, "h", "stable")}
+	s.Checks = []func(*World){func(w *World) {
+		var last Record
+		for i, r := range w.Records() {
+			if i > 0 && r.Holder != "" && last.Holder != "" && r.Holder != last.Holder && r.Writer == r.Holder && r.At-last.At < s.Timing.RetryPeriod {
+				w.Violate("steal-chain", "%s took the lock from %s at %v, %v after %s's term began", r.Holder, last.Holder, r.At, r.At-last.At, last.Holder)
+			}
+			if r.Holder != last.Holder {
+				last = r
+			}
+		}
+	}}
+	return Scenario{Name: s.Name, Case: "sim seeds 621, 752, 1637, 1708, 1923: a chain of steals moves the lock many times at once", Schedule: s}
 }
 
 // workedAfter checks that name's work started after from at some point.

@@ -204,6 +204,9 @@ func (le *LeaderElector) mayPreempt(ctx context.Context, rec *resourcelock.Recor
 	case stealLater, stealSuspended:
 		return heldByOther, nil
 	}
+	if le.damper.young(now, le.termSince()) {
+		return heldByOther, nil
+	}
 	if le.handover == nil {
 		return acquired, nil
 	}

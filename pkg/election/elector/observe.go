@@ -23,6 +23,7 @@ func (le *LeaderElector) observe(rec *resourcelock.Record, raw []byte, now time.
 		le.mu.Unlock()
 		return
 	}
+	le.noteTerm(rec, now)
 	le.observedRecord = *rec
 	le.observedRaw = raw
 	le.observedTime = now
@@ -30,6 +31,28 @@ func (le *LeaderElector) observe(rec *resourcelock.Record, raw []byte, now time.
 	le.mu.Unlock()
 	le.reportLeader(rec.HolderIdentity)
 	le.warnLongLease(rec)
+}
+
+// noteTerm notes when this candidate saw the term of rec's holder begin;
+// zero for the term it found when it first looked. Called with mu held.
+func (le *LeaderElector) noteTerm(rec *resourcelock.Record, now time.Time) {
+	t := termKey(rec)
+	if t == le.term {
+		return
+	}
+	le.termSeenAt = time.Time{}
+	if !le.observedTime.IsZero() {
+		le.termSeenAt = now
+	}
+	le.term = t
+}
+
+// termSince is when this candidate saw the current holder's term begin
+// (zero: it was on before this candidate first looked).
+func (le *LeaderElector) termSince() time.Time {
+	le.mu.Lock()
+	defer le.mu.Unlock()
+	return le.termSeenAt
 }
 
 // sameRecord compares two records field by field, times at full precision.
@@ -49,6 +72,7 @@ func noRecord(rec *resourcelock.Record) bool {
 // observeOwnWrite remembers a record this candidate just wrote.
 func (le *LeaderElector) observeOwnWrite(rec resourcelock.Record, now time.Time) {
 	le.mu.Lock()
+	le.noteTerm(&rec, now)
 	le.observedRecord = rec
 	le.observedRaw = resourcelock.EncodeRecord(rec)
 	le.observedTime = now

@@ -65,6 +65,7 @@ func (le *LeaderElector) lead(ctx context.Context) {
 	le.stopWork(t, &end)
 	le.holdUntilFence(ctx, t, &end)
 	le.finish(end)
+	le.setBackOff(end)
 	le.cfg.Lock.RecordEvent(corev1.EventTypeNormal, ReasonLeaderElection, le.cfg.Lock.Identity()+" stopped leading")
 	if le.cfg.Callbacks.OnStoppedLeading != nil {
 		le.cfg.Callbacks.OnStoppedLeading()
