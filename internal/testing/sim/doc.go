@@ -28,7 +28,10 @@
 //     RenewDeadline after it was told to stop. Without fencing no elector
 //     can keep a lease it cannot write.
 //   - transitions: in every window of the run, the holder of the record
-//     changes at most window/RetryPeriod + TransitionSlack times.
+//     changes at most window/RetryPeriod + TransitionSlack times. A release
+//     ends a term, so a holder that releases and takes the lock again
+//     changes it; a lock object re-created without a record (a fault) ends
+//     no term, so its holder writing its record again does not.
 //   - leaderless: once every fault has ended, while some actor runs, the
 //     election is never without a leader (an actor that leads or works) for
 //     longer than LeaseDuration + RetryPeriod; with candidates that poll

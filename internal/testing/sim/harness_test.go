@@ -288,3 +288,34 @@ func TestOverlapExcusedOnlyWhenTheLockWasTaken(t *testing.T) {
 		t.Error("overlap with work never told to stop is excused")
 	}
 }
+
+// TestRecreatedRecordIsNoTransition checks how the transition bound counts
+// a lock object without a record: written by an actor it is a release, so
+// the next holder counts even if it is the same; re-created by the world
+// (a fault) it ends no term, so its holder writing its record again does
+// not count.
+func TestRecreatedRecordIsNoTransition(t *testing.T) {
+	w := newWorld(base("recreate-count", resourcelock.ConfigMapsResourceLock, time.Second))
+	cm := func(holder string) *corev1.ConfigMap {
+		obj := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: LockName, Namespace: Namespace}}
+		if holder != "" {
+			rec := resourcelock.Record{HolderIdentity: holder, LeaseDurationSeconds: 4}
+			obj.Annotations = map[string]string{resourcelock.LeaderAnnotationKey: string(resourcelock.EncodeRecord(rec))}
+		}
+		return obj
+	}
+	write := func(holder, writer string) {
+		w.noteChange(apiEvent{resource: resourcelock.ConfigMapsResourceLock, typ: watch.Modified, obj: cm(holder), writer: writer})
+	}
+	write("a", "a")
+	write("", "") // re-created without a record by the world
+	write("a", "a")
+	if n := len(w.trans.times); n != 1 {
+		t.Fatalf("%d transitions after a re-create and the holder's rewrite, want 1", n)
+	}
+	write("", "a") // released by its holder
+	write("a", "a")
+	if n := len(w.trans.times); n != 2 {
+		t.Fatalf("%d transitions after a release and a new term of the same holder, want 2", n)
+	}
+}

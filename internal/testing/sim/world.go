@@ -179,7 +179,11 @@ func (w *World) noteChange(ev apiEvent) {
 	w.records = append(w.records, r)
 	w.mu.Unlock()
 	w.j.logf("lock %s: holder %q key %q handover %+v", ev.typ, r.Holder, r.Key, r.Handover)
-	if !r.Deleted {
+	// A release (an actor writes no holder) ends a term: the next holder,
+	// even the same one, counts as a change. An object the world re-creates
+	// without a record ends no term: its holder writing its record again is
+	// no change.
+	if !r.Deleted && (r.Holder != "" || r.Writer != "") {
 		w.trans.observe(r.Holder)
 	}
 	if w.sched.OnRecord != nil {

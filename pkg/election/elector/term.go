@@ -133,7 +133,9 @@ func (le *LeaderElector) renew(ctx context.Context, t *term) termEnd {
 				if end := le.leaderSawEvent(); end != nil {
 					return *end
 				}
-				if !le.requestPending() {
+				// Renew at once to answer a request, or to write the
+				// record again into a lock object deleted or re-created.
+				if gone := le.watch.takeRecordGone(); !gone && !le.requestPending() {
 					continue
 				}
 			}
@@ -275,6 +277,14 @@ func (le *LeaderElector) stopWork(t *term, end *termEnd) {
 		case <-renewT.C():
 			le.holdWhileStopping(end)
 			if end.stillHeld {
+				renewT.Reset(le.nextRenew())
+			}
+		case <-le.watchEvents():
+			// Only a lock object deleted or re-created without a record
+			// makes the leader write its record again before its next renew.
+			if le.watch.ingest(); le.watch.takeRecordGone() && end.stillHeld {
+				renewT.Stop()
+				le.holdWhileStopping(end)
 				renewT.Reset(le.nextRenew())
 			}
 		}
