@@ -37,6 +37,7 @@ func Scenarios() []Scenario {
 		foreignWritesKeepDeadHolder(),
 		fencedHolderHandsOverAtFence(), ambiguousStealKeepsFence(), fenceSurvivesLostTerm(),
 		failingRunFunctionBacksOff(), stealChainOnePerRetryPeriod(),
+		recreateHolderWritesAtOnce(resourcelock.ConfigMapsResourceLock), recreateHolderWritesAtOnce(resourcelock.LeasesResourceLock),
 	}
 }
 
@@ -410,6 +411,26 @@ func stealChainOnePerRetryPeriod() Scenario {
 		}
 	}}
 	return Scenario{Name: s.Name, Case: "sim seeds 621, 752, 1637, 1708, 1923: a chain of steals moves the lock many times at once", Schedule: s}
+}
+
+// Found by the simulation (seed 1427): the lock object is re-created
+// without a record between two renews of a watching holder, and a
+// candidate that never saw the holder's record starts meanwhile; it found
+// an empty object and took it. The holder now writes its record again as
+// soon as its watch shows the re-created object.
+func recreateHolderWritesAtOnce(kind string) Scenario {
+	s := base("recreate-holder-writes-at-once-"+kind, kind, 10*time.Second)
+	s.Candidates = []CandidateSpec{meshd("holder", "stable", "stable", 0), meshd("newcomer", "stable", "stable", 3600*time.Millisecond)}
+	s.Actions = []Action{at(3400*time.Millisecond, "delete and re-create the lock", func(w *World) { w.Recreate() })}
+	s.Checks = []func(*World){func(w *World) {
+		for _, r := range w.Records() {
+			if r.At > 3400*time.Millisecond && r.Holder != "holder" {
+				w.Violate("recreate", "at %v the record names %q, not the holder", r.At, r.Holder)
+				return
+			}
+		}
+	}, workingAtEnd("holder")}
+	return Scenario{Name: s.Name, Case: "sim seed 1427: a holder re-asserts only at its next renew after a re-create", Schedule: s}
 }
 
 // workedAfter checks that name's work started after from at some point.
