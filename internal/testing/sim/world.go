@@ -127,7 +127,7 @@ func newWorld(s Schedule) *World {
 		lastFaultEnd: epoch, lastLeader: epoch,
 	}
 	w.api.onChange = w.noteChange
-	w.ledger.excused = w.unavoidable
+	w.ledger.excuse = w.excuse
 	for _, spec := range s.Candidates {
 		w.cands = append(w.cands, &candidate{w: w, spec: spec, id: spec.Name, view: spec.View, work: spec.Work,
 			state: w.newState(spec.Name)})
