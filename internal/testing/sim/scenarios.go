@@ -38,6 +38,7 @@ func Scenarios() []Scenario {
 		fencedHolderHandsOverAtFence(), ambiguousStealKeepsFence(), fenceSurvivesLostTerm(),
 		failingRunFunctionBacksOff(), stealChainOnePerRetryPeriod(),
 		recreateHolderWritesAtOnce(resourcelock.ConfigMapsResourceLock), recreateHolderWritesAtOnce(resourcelock.LeasesResourceLock),
+		recreateNewcomerWaits(),
 	}
 }
 
@@ -431,6 +432,29 @@ func recreateHolderWritesAtOnce(kind string) Scenario {
 		}
 	}, workingAtEnd("holder")}
 	return Scenario{Name: s.Name, Case: "sim seed 1427: a holder re-asserts only at its next renew after a re-create", Schedule: s}
+}
+
+// Found by the simulation (seeds 1316, 2630, 5617, 6648, 7973, 8786): the
+// lock object is re-created without a record while a polling holder works,
+// and a candidate that never saw a record starts before the holder's next
+// renew; it took the empty object at once. Knowing no holder, it now
+// waits a lease from first sight, and the holder writes its record again
+// meanwhile.
+func recreateNewcomerWaits() Scenario {
+	s := base("recreate-newcomer-waits-a-lease", resourcelock.ConfigMapsResourceLock, 10*time.Second)
+	h := meshd("holder", "stable", "stable", 0)
+	h.Watch = false
+	s.Candidates = []CandidateSpec{h, meshd("newcomer", "stable", "stable", 3500*time.Millisecond)}
+	s.Actions = []Action{at(3400*time.Millisecond, "delete and re-create the lock", func(w *World) { w.Recreate() })}
+	s.Checks = []func(*World){workingAtEnd("holder"), func(w *World) {
+		for _, r := range w.Records() {
+			if r.Holder == "newcomer" {
+				w.Violate("recreate", "at %v the newcomer took the lock from its working holder", r.At)
+				return
+			}
+		}
+	}}
+	return Scenario{Name: s.Name, Case: "sim seeds 1316, 2630, 5617: a newcomer takes a re-created lock from a polling holder", Schedule: s}
 }
 
 // workedAfter checks that name's work started after from at some point.

@@ -109,7 +109,7 @@ func (le *LeaderElector) readAndDecide(ctx context.Context, renewing, fromCache 
 	}
 	switch {
 	case apierrors.IsNotFound(err) || (err == nil && noRecord(rec)):
-		if !renewing && le.holderMayBeWorking(now) {
+		if !renewing && (le.holderMayBeWorking(now) || (err == nil && le.unknownHolder(now))) {
 			// Deleted or re-created without a record, not released: the
 			// holder may still be working.
 			return heldByOther, nil

@@ -35,7 +35,10 @@
 // one without a record, is not a release: the holder may still be working.
 // Followers keep waiting for its lease as they saw it (or create the lock at
 // once if it was free or expired); the holder keeps leading and writes its
-// record again at its next renew.
+// record again as soon as its watch shows the change, or at its next renew.
+// A candidate that never saw a record of the lock treats an object without
+// one as held by an unknown holder for LeaseDuration from first sight (a
+// missing object it creates at once).
 //
 // # Preemption
 //

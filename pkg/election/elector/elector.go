@@ -72,6 +72,7 @@ type LeaderElector struct {
 	lastRenew  time.Time              // when the last successful renew of this term was sent
 	startAt    time.Time              // the fence: the callback starts no earlier
 	contendAt  time.Time              // the back-off: Run contends no earlier
+	emptySince time.Time              // when an object without a record was first seen, no holder known
 	quickEnds  int                    // terms in a row that the callback ended early
 	stopping   bool                   // the callback is stopping: renew, answer nothing
 	handTo     *resourcelock.Handover // the request accepted by the last renew
@@ -330,7 +331,11 @@ func (le *LeaderElector) followerWait() time.Duration {
 	le.mu.Unlock()
 	if seen.IsZero() || (rec.HolderIdentity == "" && !corrupt) || rec.HolderIdentity == le.cfg.Lock.Identity() {
 		// Nothing known, free, or handed to this candidate: the last
-		// attempt failed, retry at the polling pace.
+		// attempt failed, retry at the polling pace; an object without a
+		// record that may have an unknown holder is tried when it may not.
+		if at := le.emptyWake(le.clock.Now()); !at.IsZero() {
+			return min(poll, at.Sub(le.clock.Now())+expirySlack)
+		}
 		return poll
 	}
 	lease := le.cfg.LeaseDuration
@@ -339,7 +344,7 @@ func (le *LeaderElector) followerWait() time.Duration {
 	}
 	now := le.clock.Now()
 	deadline := seen.Add(lease)
-	for _, at := range []time.Time{le.damper.wakeAt(now), le.handoverWake()} {
+	for _, at := range []time.Time{le.damper.wakeAt(now), le.handoverWake(), le.emptyWake(now)} {
 		if !at.IsZero() && at.Before(deadline) {
 			deadline = at
 		}
@@ -351,6 +356,15 @@ func (le *LeaderElector) followerWait() time.Duration {
 	// (or lost a race): retry at the polling pace, not at once, which would
 	// hammer an API server that refuses the write.
 	return poll
+}
+
+// emptyWake is when a lock object without a record, seen while no holder
+// was ever known, may be taken (see unknownHolder); zero when none waits.
+func (le *LeaderElector) emptyWake(now time.Time) time.Time {
+	if at := le.emptySince.Add(le.cfg.LeaseDuration); !le.emptySince.IsZero() && at.After(now) {
+		return at
+	}
+	return time.Time{}
 }
 
 // handoverWake is when the handover state may change by itself.

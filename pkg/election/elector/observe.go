@@ -135,6 +135,27 @@ func (le *LeaderElector) holderMayBeWorking(now time.Time) bool {
 	return rec.HolderIdentity != "" && rec.HolderIdentity != le.cfg.Lock.Identity() && le.leaseValid(now)
 }
 
+// unknownHolder reports whether a lock object without a record, read now
+// by a candidate that has never seen a record of this lock, must count as
+// held by a holder it does not know: for LeaseDuration from when it first
+// saw the object so, as a corrupt record does. Such an object is most
+// often one re-created by kubectl replace --force or a GitOps tool while
+// a holder works; that holder writes its record again at its next renew.
+// A missing object is created at once (the first election of a cluster);
+// a candidate that saw a record, even a release, judges by it.
+func (le *LeaderElector) unknownHolder(now time.Time) bool {
+	if rec, _ := le.Observed(); !noRecord(&rec) {
+		le.emptySince = time.Time{}
+		return false
+	}
+	if le.emptySince.IsZero() {
+		le.emptySince = now
+		le.log.Info("the lock object has no record and no holder was ever seen; waiting a lease in case one works",
+			zap.Duration("lease", le.cfg.LeaseDuration))
+	}
+	return !now.After(le.emptySince.Add(le.cfg.LeaseDuration))
+}
+
 // keepsPrevious reports whether a record read or delivered now should be
 // ignored because it is no record at all while the last holder's lease
 // runs, or this candidate leads: the object was deleted and re-created (by
