@@ -38,7 +38,7 @@ func Scenarios() []Scenario {
 		fencedHolderHandsOverAtFence(), ambiguousStealKeepsFence(), fenceSurvivesLostTerm(),
 		failingRunFunctionBacksOff(), stealChainOnePerRetryPeriod(),
 		recreateHolderWritesAtOnce(resourcelock.ConfigMapsResourceLock), recreateHolderWritesAtOnce(resourcelock.LeasesResourceLock),
-		recreateNewcomerWaits(),
+		recreateNewcomerWaits(), slowReadObservedOnReturn(),
 	}
 }
 
@@ -455,6 +455,34 @@ func recreateNewcomerWaits() Scenario {
 		}
 	}}
 	return Scenario{Name: s.Name, Case: "sim seeds 1316, 2630, 5617: a newcomer takes a re-created lock from a polling holder", Schedule: s}
+}
+
+// Found by the reference run under benign faults (seed 239): a follower's
+// read blocked (the process paused) while a new holder took the lock, and
+// the record it returned was stamped with the time the read was sent. The
+// new holder's lease thus started, in the follower's eyes, before it was
+// written; when the new holder could no longer renew, the follower took
+// the lock while its work was still stopping.
+func slowReadObservedOnReturn() Scenario {
+	s := base("slow-read-observed-on-return", resourcelock.ConfigMapsResourceLock, 14*time.Second)
+	old, next := meshd("old", "stable", "stable", 0), meshd("new", "stable", "stable", 100*time.Millisecond)
+	next.Work.Drain = 900 * time.Millisecond
+	slow := meshd("slow", "stable", "stable", 4200*time.Millisecond)
+	slow.Watch = false
+	s.Candidates = []CandidateSpec{old, next, slow}
+	s.Actions = []Action{
+		at(2050*time.Millisecond, "old crashes", func(w *World) { w.mustFind("old").crash(); w.noteFault() }),
+		at(4190*time.Millisecond, "pause slow", func(w *World) {
+			w.Fault("pause of slow", 1960*time.Millisecond, func(w *World) { w.state("slow").pause() },
+				func(w *World) { w.state("slow").unpause() })
+		}),
+		at(6300*time.Millisecond, "new is cut off", func(w *World) {
+			w.Fault("API errors for new", 6*time.Second, func(w *World) { w.state("new").setMode(errInternal) },
+				func(w *World) { w.state("new").setMode(errNone) })
+		}),
+	}
+	s.Checks = []func(*World){workedAfter("new", 6*time.Second), workedAfter("slow", 8*time.Second)}
+	return Scenario{Name: s.Name, Case: "benign seed 239: a slow read stamps the record with the time it was sent", Schedule: s}
 }
 
 // workedAfter checks that name's work started after from at some point.

@@ -95,7 +95,6 @@ func (le *LeaderElector) answerRequest(ctx context.Context) (outcome, error) {
 // readAndDecide reads the record (from the watch's cache or the API server)
 // and acts on it.
 func (le *LeaderElector) readAndDecide(ctx context.Context, renewing, fromCache bool) (outcome, error) {
-	now := le.clock.Now()
 	var (
 		rec *resourcelock.Record
 		raw []byte
@@ -107,6 +106,10 @@ func (le *LeaderElector) readAndDecide(ctx context.Context, renewing, fromCache 
 	if !fromCache || errors.Is(err, resourcelock.ErrNotInitialized) {
 		rec, raw, err = le.get(ctx)
 	}
+	// A record is observed when the read returns, not when it was sent: a
+	// slow read (a paused process, a slow API server) may return a record
+	// written after it was sent, whose lease must not start earlier.
+	now := le.clock.Now()
 	switch {
 	case apierrors.IsNotFound(err) || (err == nil && noRecord(rec)):
 		if !renewing && (le.holderMayBeWorking(now) || (err == nil && le.unknownHolder(now))) {

@@ -419,7 +419,7 @@ func (le *LeaderElector) writeSuccessor(h resourcelock.Handover, done string) bo
 			le.log.Warn("failed to read the lock after a conflict", zap.Error(err))
 			return false
 		}
-		le.observe(rec, raw, now)
+		le.observe(rec, raw, le.clock.Now())
 	}
 	le.log.Warn("gave up ending the term after repeated conflicts", zap.Int("attempts", releaseAttempts))
 	return false
