@@ -144,6 +144,7 @@ func (c *candidate) electorConfig(lock resourcelock.Interface) elector.Config {
 		StopTimeout:     t.StopTimeout,
 		Watch:           c.spec.Watch,
 		Clock:           c.w.clock,
+		Logger:          c.w.electorLogger(c.id),
 	}
 	if c.spec.Cooperative {
 		cfg.HandoverGrace = t.HandoverGrace

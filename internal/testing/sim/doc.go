@@ -22,13 +22,25 @@
 //
 //   - overlap: the work of two actors of one election never runs at once.
 //     Work is what the actor's own run function does, from its start to its
-//     return, not what the elector believes. One overlap is excused, and
-//     logged: with a holder that was cut off from the API (errors or a
-//     pause) and whose work still runs more than LeaseDuration −
-//     RenewDeadline after it was told to stop. Without fencing no elector
-//     can keep a lease it cannot write.
+//     return, not what the elector believes. Three overlaps are excused,
+//     and logged (World.excuse), because no meshd elector can prevent them:
+//     with work that was told to stop more than LeaseDuration −
+//     RenewDeadline ago while its holder was cut off from the API (errors or
+//     a pause), since without fencing no elector can keep a lease it cannot
+//     write; with work that overran StopTimeout after another actor took
+//     its lock; and with the work of a holder whose record the world
+//     destroyed by re-creating the lock object without one, when a holder
+//     of client-go's shape took that empty object straight after the
+//     re-creation. client-go takes an empty record at once; the meshd
+//     holder writes its record again as soon as its watch shows the
+//     re-created object (at its next renew when it polls or is cut off),
+//     which shortens that window but cannot close it. A meshd candidate
+//     that takes the empty object is never excused.
 //   - transitions: in every window of the run, the holder of the record
-//     changes at most window/RetryPeriod + TransitionSlack times.
+//     changes at most window/RetryPeriod + TransitionSlack times. A release
+//     ends a term, so a holder that releases and takes the lock again
+//     changes it; a lock object re-created without a record (a fault) ends
+//     no term, so its holder writing its record again does not.
 //   - leaderless: once every fault has ended, while some actor runs, the
 //     election is never without a leader (an actor that leads or works) for
 //     longer than LeaseDuration + RetryPeriod; with candidates that poll

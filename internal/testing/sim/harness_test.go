@@ -288,3 +288,78 @@ func TestOverlapExcusedOnlyWhenTheLockWasTaken(t *testing.T) {
 		t.Error("overlap with work never told to stop is excused")
 	}
 }
+
+// TestRecreatedRecordIsNoTransition checks how the transition bound counts
+// a lock object without a record: written by an actor it is a release, so
+// the next holder counts even if it is the same; re-created by the world
+// (a fault) it ends no term, so its holder writing its record again does
+// not count.
+func TestRecreatedRecordIsNoTransition(t *testing.T) {
+	w := newWorld(base("recreate-count", resourcelock.ConfigMapsResourceLock, time.Second))
+	cm := func(holder string) *corev1.ConfigMap {
+		obj := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: LockName, Namespace: Namespace}}
+		if holder != "" {
+			rec := resourcelock.Record{HolderIdentity: holder, LeaseDurationSeconds: 4}
+			obj.Annotations = map[string]string{resourcelock.LeaderAnnotationKey: string(resourcelock.EncodeRecord(rec))}
+		}
+		return obj
+	}
+	write := func(holder, writer string) {
+		w.noteChange(apiEvent{resource: resourcelock.ConfigMapsResourceLock, typ: watch.Modified, obj: cm(holder), writer: writer})
+	}
+	write("a", "a")
+	write("", "") // re-created without a record by the world
+	write("a", "a")
+	if n := len(w.trans.times); n != 1 {
+		t.Fatalf("%d transitions after a re-create and the holder's rewrite, want 1", n)
+	}
+	write("", "a") // released by its holder
+	write("a", "a")
+	if n := len(w.trans.times); n != 2 {
+		t.Fatalf("%d transitions after a release and a new term of the same holder, want 2", n)
+	}
+}
+
+// TestOverlapExcusedForIstiodOnlyOnADestroyedRecord checks the one overlap
+// excused for a holder of client-go's shape: it took the object the world
+// re-created without a record, straight after the re-creation, and the
+// work it overlaps is that of the holder whose record was destroyed.
+func TestOverlapExcusedForIstiodOnlyOnADestroyedRecord(t *testing.T) {
+	s := base("excuse-recreate", resourcelock.ConfigMapsResourceLock, time.Second)
+	s.Istiods = []IstiodSpec{{Name: "istiod-1", Key: "canary"}}
+	s.Candidates = []CandidateSpec{meshd("a", "stable", "stable", 0), meshd("b", "stable", "stable", 0)}
+	w := newWorld(s)
+	wk := work{actor: "a", since: epoch}
+	held := func(h string) Record { return Record{Holder: h, Writer: h} }
+	destroyed := func(h string) []Record {
+		return []Record{{Holder: h, Deleted: true}, {}} // deleted, re-created without a record
+	}
+	join := func(parts ...[]Record) []Record {
+		var out []Record
+		for _, p := range parts {
+			out = append(out, p...)
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		name    string
+		records []Record
+		starter string
+		excused bool
+	}{
+		{"istiod takes a's destroyed record", join([]Record{held("a")}, destroyed("a"), []Record{held("istiod-1")}), "istiod-1", true},
+		{"foreign writes on the empty object", join([]Record{held("a")}, destroyed("a"), []Record{{}, {}, held("istiod-1"), held("istiod-1")}), "istiod-1", true},
+		{"a meshd candidate takes it", join([]Record{held("a")}, destroyed("a"), []Record{held("b")}), "b", false},
+		{"a released the lock", []Record{held("a"), {Writer: "a"}, held("istiod-1")}, "istiod-1", false},
+		{"the destroyed record named another holder", join([]Record{held("b")}, destroyed("b"), []Record{held("istiod-1")}), "istiod-1", false},
+		{"someone held it after the re-creation", join([]Record{held("a")}, destroyed("a"), []Record{held("b"), held("istiod-1")}), "istiod-1", false},
+		{"istiod took it from a live record", []Record{held("a"), held("istiod-1")}, "istiod-1", false},
+		{"a foreign write on the held record, then deletion", join([]Record{held("a"), {Holder: "a"}}, destroyed("a"), []Record{held("istiod-1")}), "istiod-1", true},
+	} {
+		w.records = tc.records
+		why := w.excuse(wk, tc.starter, w.clock.Now())
+		if (why != "") != tc.excused {
+			t.Errorf("%s: excuse = %q, want excused %v", tc.name, why, tc.excused)
+		}
+	}
+}

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/meshd-io/meshd/pkg/election/elector"
@@ -19,6 +20,67 @@ func (w *World) livenessBound() time.Duration {
 		return t.LeaseDuration + time.Duration(2*(1+elector.JitterFactor)*float64(t.RetryPeriod))
 	}
 	return t.LeaseDuration + t.RetryPeriod
+}
+
+// excuse tells why an overlap of starter's new work with work wk is beyond
+// what meshd can prevent, or "" when it is not: see unavoidable and
+// recordDestroyedForIstiod. Nothing else is excused.
+func (w *World) excuse(wk work, starter string, now time.Time) string {
+	switch {
+	case w.unavoidable(wk, now):
+		return fmt.Sprintf("it was told to stop at %v and overran, its lock taken or its holder cut off from the API", wk.cancelled.Sub(epoch))
+	case w.recordDestroyedForIstiod(wk.actor, starter):
+		return "the lock object was re-created without its record, and " + starter + " (client-go's shape) took the empty object"
+	}
+	return ""
+}
+
+// recordDestroyedForIstiod reports whether starter, a holder of client-go's
+// shape, took the lock straight from an object that the world re-created
+// without a record (Recreate), and the record so destroyed named holder.
+//
+// A client-go elector takes an empty record at once, and nothing a meshd
+// holder does can stop it: the meshd holder writes its record again as
+// soon as its watch shows the re-created object (or at its next renew when
+// it polls or is cut off), but the other elector may read the empty object
+// first. This is an overlap caused by the fault and the foreign elector
+// together, and is excused in exactly that shape: the starter is not a
+// meshd candidate, its term began with the first write after the
+// re-creation (no holder in between), and the overlapped work is that of
+// the holder whose record the re-creation destroyed.
+func (w *World) recordDestroyedForIstiod(holder, starter string) bool {
+	if !w.isIstiod(starter) {
+		return false
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	i := len(w.records) - 1
+	for i >= 0 && w.records[i].Holder == starter && w.records[i].Writer == starter {
+		i-- // the starter's writes of this term
+	}
+	// Back over the world's writes: the re-created object and foreign
+	// writes on it carry no holder; the deletion carries the record it
+	// destroyed.
+	for ; i >= 0 && w.records[i].Writer == ""; i-- {
+		r := w.records[i]
+		switch {
+		case r.Deleted:
+			return r.Holder == holder
+		case r.Holder != "":
+			return false
+		}
+	}
+	return false
+}
+
+// isIstiod reports whether name is a holder of client-go's shape.
+func (w *World) isIstiod(name string) bool {
+	for _, s := range w.istiods {
+		if s.spec.Name == name {
+			return true
+		}
+	}
+	return false
 }
 
 // unavoidable tells whether an overlap with work wk is beyond any

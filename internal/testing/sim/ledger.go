@@ -87,9 +87,10 @@ type ledger struct {
 	starts   int
 	history  map[int]*Interval
 	order    []int
-	// excused tells whether an overlap with work w is beyond what any
-	// elector can prevent (see World.unavoidable).
-	excused func(w work, now time.Time) bool
+	// excuse tells why an overlap of starter's new work with work w is
+	// beyond what meshd can prevent, or "" when it is not (see
+	// World.excuse).
+	excuse func(w work, starter string, now time.Time) string
 }
 
 type work struct {
@@ -121,9 +122,8 @@ func (l *ledger) start(actor string) int {
 	sort.Ints(tickets)
 	for _, t := range tickets {
 		w := l.active[t]
-		if l.excused != nil && l.excused(w, now) {
-			l.j.logf("overlap excused: %s started work while %s, cut off from the API, still stops its work (told at %v)",
-				actor, w.actor, w.cancelled.Sub(l.j.t0))
+		if why := l.excuseOf(w, actor, now); why != "" {
+			l.j.logf("overlap excused: %s started work while %s still works: %s", actor, w.actor, why)
 			continue
 		}
 		l.j.violate("overlap", "%s started work while %s has been working since %v",
@@ -136,6 +136,14 @@ func (l *ledger) start(actor string) int {
 	l.order = append(l.order, l.next)
 	l.j.logf("work start %s", actor)
 	return l.next
+}
+
+// excuseOf is l.excuse, or "" without one. Called with mu held.
+func (l *ledger) excuseOf(w work, starter string, now time.Time) string {
+	if l.excuse == nil {
+		return ""
+	}
+	return l.excuse(w, starter, now)
 }
 
 // end records that the work of ticket ended now; ending twice is harmless.

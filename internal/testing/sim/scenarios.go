@@ -35,6 +35,10 @@ func Scenarios() []Scenario {
 		forcedStealFromIstiod(), forcedStealFromHungHolder(),
 		runFunctionIgnoresContext(), panickingRunFunction(),
 		foreignWritesKeepDeadHolder(),
+		fencedHolderHandsOverAtFence(), ambiguousStealKeepsFence(), fenceSurvivesLostTerm(),
+		failingRunFunctionBacksOff(), stealChainOnePerRetryPeriod(),
+		recreateHolderWritesAtOnce(resourcelock.ConfigMapsResourceLock), recreateHolderWritesAtOnce(resourcelock.LeasesResourceLock),
+		recreateNewcomerWaits(), slowReadObservedOnReturn(),
 	}
 }
 
@@ -266,7 +270,9 @@ func panickingRunFunction() Scenario {
 	s.Actions = []Action{at(1500*time.Millisecond, "later terms do not panic", func(w *World) { w.SetWork("holder", WorkSpec{}) })}
 	s.Checks = []func(*World){func(w *World) {
 		for _, iv := range w.Work() {
-			if iv.Start > time.Second {
+			// A follower may take the released lock at the instant of
+			// the panic; the holder's own term started at 0.
+			if iv.Start >= time.Second {
 				return
 			}
 		}
@@ -287,6 +293,196 @@ func foreignWritesKeepDeadHolder() Scenario {
 	}
 	s.Checks = []func(*World){workedAfter("follower", 2*time.Second)}
 	return Scenario{Name: s.Name, Case: "also seen: foreign writes refresh a dead holder's lease", Schedule: s}
+}
+
+// Found by the simulation (seed 41): a candidate that took the lock by
+// force from a holder of client-go's shape waits for its fence before its
+// work starts; asked for the lock meanwhile by a candidate that outranks
+// it, it must not hand over before the fence, or its successor starts
+// beside the old holder's work.
+func fencedHolderHandsOverAtFence() Scenario {
+	s := base("fenced-holder-hands-over-at-fence", resourcelock.LeasesResourceLock, 14*time.Second)
+	s.Istiods = []IstiodSpec{{Name: "istiod-1", Key: "canary"}}
+	// remote steals from istiod-1 at 3s and waits for its fence; local, of
+	// the same revision, outranks remote and asks it for the lock at 3.2s.
+	s.Candidates = []CandidateSpec{meshd("remote", "^stable", "stable", 3*time.Second),
+		meshd("local", "stable", "stable", 3200*time.Millisecond)}
+	s.Checks = []func(*World){workedAfter("local", 3*time.Second)}
+	return Scenario{Name: s.Name, Case: "sim seed 41: a fenced holder hands over before its fence", Schedule: s}
+}
+
+// Found by the simulation (seeds 87, 145): the write of a forced steal
+// happens but its reply is lost (a timeout). The record names the thief,
+// which learns it at its next attempt and must then still wait for the
+// fence of the steal instead of starting as if the lock had been handed
+// to it. The holder polls, so it learns of the steal only at its next
+// renew, and its work takes most of the stop timeout to stop.
+func ambiguousStealKeepsFence() Scenario {
+	s := base("ambiguous-steal-keeps-fence", resourcelock.ConfigMapsResourceLock, 12*time.Second)
+	h := meshd("holder", "canary", "stable", 0)
+	h.Watch = false
+	h.Work.Drain = 900 * time.Millisecond
+	thief := meshd("thief", "stable", "stable", 2050*time.Millisecond)
+	thief.Cooperative = false
+	s.Candidates = []CandidateSpec{h, thief}
+	s.Actions = []Action{at(2*time.Second, "the thief's next write loses its reply", func(w *World) {
+		w.noteFault()
+		w.state("thief").addLostReplies(1)
+	})}
+	s.Checks = []func(*World){workedAfter("thief", 2*time.Second), func(w *World) {
+		if w.state("thief").injectedAt().IsZero() {
+			w.Violate("scenario", "the thief's steal never lost its reply")
+		}
+	}}
+	return Scenario{Name: s.Name, Case: "sim seeds 87, 145: a steal whose reply is lost loses its fence", Schedule: s}
+}
+
+// Found by the simulation (seed 892): a thief's term ends before its
+// fence (its renewals fail until its renew deadline) while the record still
+// names it; at its next Run it found its own record and started at once,
+// beside the old holder's work, which was still stopping. The old holder
+// polls and is paused, so it stops only at its own renew deadline.
+func fenceSurvivesLostTerm() Scenario {
+	s := base("fence-survives-a-lost-term", resourcelock.ConfigMapsResourceLock, 12*time.Second)
+	h := meshd("holder", "canary", "stable", 0)
+	h.Watch = false
+	h.Work.Drain = 900 * time.Millisecond
+	thief := meshd("thief", "stable", "stable", 3050*time.Millisecond)
+	thief.Cooperative = false
+	s.Candidates = []CandidateSpec{h, thief}
+	s.Actions = []Action{
+		at(3020*time.Millisecond, "the holder pauses after its renew at 3s", func(w *World) {
+			w.Fault("pause of holder", 5*time.Second, func(w *World) { w.state("holder").pause() },
+				func(w *World) { w.state("holder").unpause() })
+		}),
+		at(3100*time.Millisecond, "the thief's API calls fail until after its renew deadline", func(w *World) {
+			w.Fault("API errors for thief", 1800*time.Millisecond, func(w *World) { w.state("thief").setMode(errInternal) },
+				func(w *World) { w.state("thief").setMode(errNone) })
+		}),
+	}
+	s.Checks = []func(*World){workedAfter("thief", 3*time.Second)}
+	return Scenario{Name: s.Name, Case: "sim seed 892: a term lost before its fence forgets the fence", Schedule: s}
+}
+
+// Found by the simulation (seeds 213, 382, 892, 968): a run function that
+// fails soon after it starts made its candidate release the lock and take
+// it again at once, over and over: a storm of transitions. The candidate
+// now contends again only after a back-off.
+func failingRunFunctionBacksOff() Scenario {
+	s := base("failing-run-function-backs-off", resourcelock.LeasesResourceLock, 12*time.Second)
+	h := meshd("holder", "stable", "stable", 0)
+	h.Work = WorkSpec{FailAfter: 100 * time.Millisecond}
+	s.Candidates = []CandidateSpec{h}
+	s.Checks = []func(*World){func(w *World) {
+		if n := len(w.Work()); n < 3 || n > 6 {
+			w.Violate("scenario", "%d terms of work in 12s; with a back-off of 1s, 2s, 4s, 4s... expected 3 to 6", n)
+		}
+	}}
+	return Scenario{Name: s.Name, Case: "sim seeds 213, 382, 892, 968: no back-off after a failed run function", Schedule: s}
+}
+
+// Found by the simulation (seeds 621, 752, 1637, 1708, 1923): candidates
+// that see a change of the default at different times each outrank the
+// holder before them, and each steals at most once per RetryPeriod; but in
+// a chain (a takes from the holder, b from a, c from b, d from c) the lock
+// moved four times in one instant. Nobody now steals from a term younger
+// than a RetryPeriod, as seen by the thief.
+func stealChainOnePerRetryPeriod() Scenario {
+	s := base("steal-chain-one-per-retry-period", resourcelock.ConfigMapsResourceLock, 12*time.Second)
+	nonCoop := func(c CandidateSpec) CandidateSpec { c.Cooperative = false; return c }
+	s.Candidates = []CandidateSpec{
+		nonCoop(meshd("h", "canary", "canary", 0)),
+		nonCoop(meshd("a", "^stable", "canary", 100*time.Millisecond)),
+		nonCoop(meshd("b", "stable", "canary", 200*time.Millisecond)),
+		nonCoop(meshd("c", "canary", "canary", 300*time.Millisecond)),
+		nonCoop(meshd("d", "stable", "canary", 400*time.Millisecond)),
+	}
+	// a, b and d see the new default; c and h do not (yet).
+	s.Actions = []Action{sees(3*time.Second, "a", "stable"), sees(3*time.Second, "b", "stable"), sees(3*time.Second, "d", "stable"),
+		sees(9*time.Second, "c", "stable"), sees(9*time.Second, "h", "stable")}
+	s.Checks = []func(*World){func(w *World) {
+		var last Record
+		for i, r := range w.Records() {
+			if i > 0 && r.Holder != "" && last.Holder != "" && r.Holder != last.Holder && r.Writer == r.Holder && r.At-last.At < s.Timing.RetryPeriod {
+				w.Violate("steal-chain", "%s took the lock from %s at %v, %v after %s's term began", r.Holder, last.Holder, r.At, r.At-last.At, last.Holder)
+			}
+			if r.Holder != last.Holder {
+				last = r
+			}
+		}
+	}}
+	return Scenario{Name: s.Name, Case: "sim seeds 621, 752, 1637, 1708, 1923: a chain of steals moves the lock many times at once", Schedule: s}
+}
+
+// Found by the simulation (seed 1427): the lock object is re-created
+// without a record between two renews of a watching holder, and a
+// candidate that never saw the holder's record starts meanwhile; it found
+// an empty object and took it. The holder now writes its record again as
+// soon as its watch shows the re-created object.
+func recreateHolderWritesAtOnce(kind string) Scenario {
+	s := base("recreate-holder-writes-at-once-"+kind, kind, 10*time.Second)
+	s.Candidates = []CandidateSpec{meshd("holder", "stable", "stable", 0), meshd("newcomer", "stable", "stable", 3600*time.Millisecond)}
+	s.Actions = []Action{at(3400*time.Millisecond, "delete and re-create the lock", func(w *World) { w.Recreate() })}
+	s.Checks = []func(*World){func(w *World) {
+		for _, r := range w.Records() {
+			if r.At > 3400*time.Millisecond && r.Holder != "holder" {
+				w.Violate("recreate", "at %v the record names %q, not the holder", r.At, r.Holder)
+				return
+			}
+		}
+	}, workingAtEnd("holder")}
+	return Scenario{Name: s.Name, Case: "sim seed 1427: a holder re-asserts only at its next renew after a re-create", Schedule: s}
+}
+
+// Found by the simulation (seeds 1316, 2630, 5617, 6648, 7973, 8786): the
+// lock object is re-created without a record while a polling holder works,
+// and a candidate that never saw a record starts before the holder's next
+// renew; it took the empty object at once. Knowing no holder, it now
+// waits a lease from first sight, and the holder writes its record again
+// meanwhile.
+func recreateNewcomerWaits() Scenario {
+	s := base("recreate-newcomer-waits-a-lease", resourcelock.ConfigMapsResourceLock, 10*time.Second)
+	h := meshd("holder", "stable", "stable", 0)
+	h.Watch = false
+	s.Candidates = []CandidateSpec{h, meshd("newcomer", "stable", "stable", 3500*time.Millisecond)}
+	s.Actions = []Action{at(3400*time.Millisecond, "delete and re-create the lock", func(w *World) { w.Recreate() })}
+	s.Checks = []func(*World){workingAtEnd("holder"), func(w *World) {
+		for _, r := range w.Records() {
+			if r.Holder == "newcomer" {
+				w.Violate("recreate", "at %v the newcomer took the lock from its working holder", r.At)
+				return
+			}
+		}
+	}}
+	return Scenario{Name: s.Name, Case: "sim seeds 1316, 2630, 5617: a newcomer takes a re-created lock from a polling holder", Schedule: s}
+}
+
+// Found by the reference run under benign faults (seed 239): a follower's
+// read blocked (the process paused) while a new holder took the lock, and
+// the record it returned was stamped with the time the read was sent. The
+// new holder's lease thus started, in the follower's eyes, before it was
+// written; when the new holder could no longer renew, the follower took
+// the lock while its work was still stopping.
+func slowReadObservedOnReturn() Scenario {
+	s := base("slow-read-observed-on-return", resourcelock.ConfigMapsResourceLock, 14*time.Second)
+	old, next := meshd("old", "stable", "stable", 0), meshd("new", "stable", "stable", 100*time.Millisecond)
+	next.Work.Drain = 900 * time.Millisecond
+	slow := meshd("slow", "stable", "stable", 4200*time.Millisecond)
+	slow.Watch = false
+	s.Candidates = []CandidateSpec{old, next, slow}
+	s.Actions = []Action{
+		at(2050*time.Millisecond, "old crashes", func(w *World) { w.mustFind("old").crash(); w.noteFault() }),
+		at(4190*time.Millisecond, "pause slow", func(w *World) {
+			w.Fault("pause of slow", 1960*time.Millisecond, func(w *World) { w.state("slow").pause() },
+				func(w *World) { w.state("slow").unpause() })
+		}),
+		at(6300*time.Millisecond, "new is cut off", func(w *World) {
+			w.Fault("API errors for new", 6*time.Second, func(w *World) { w.state("new").setMode(errInternal) },
+				func(w *World) { w.state("new").setMode(errNone) })
+		}),
+	}
+	s.Checks = []func(*World){workedAfter("new", 6*time.Second), workedAfter("slow", 8*time.Second)}
+	return Scenario{Name: s.Name, Case: "benign seed 239: a slow read stamps the record with the time it was sent", Schedule: s}
 }
 
 // workedAfter checks that name's work started after from at some point.

@@ -23,6 +23,9 @@ var (
 func TestMain(m *testing.M) {
 	// client-go's reflectors report every broken watch; the trace says more.
 	klog.SetLogger(logr.Discard())
+	flag.Parse()
+	// A trace that is printed also tells what each elector decided.
+	TraceElectors = *flagV
 	goleak.VerifyTestMain(m)
 }
 

@@ -127,7 +127,7 @@ func newWorld(s Schedule) *World {
 		lastFaultEnd: epoch, lastLeader: epoch,
 	}
 	w.api.onChange = w.noteChange
-	w.ledger.excused = w.unavoidable
+	w.ledger.excuse = w.excuse
 	for _, spec := range s.Candidates {
 		w.cands = append(w.cands, &candidate{w: w, spec: spec, id: spec.Name, view: spec.View, work: spec.Work,
 			state: w.newState(spec.Name)})
@@ -179,7 +179,11 @@ func (w *World) noteChange(ev apiEvent) {
 	w.records = append(w.records, r)
 	w.mu.Unlock()
 	w.j.logf("lock %s: holder %q key %q handover %+v", ev.typ, r.Holder, r.Key, r.Handover)
-	if !r.Deleted {
+	// A release (an actor writes no holder) ends a term: the next holder,
+	// even the same one, counts as a change. An object the world re-creates
+	// without a record ends no term: its holder writing its record again is
+	// no change.
+	if !r.Deleted && (r.Holder != "" || r.Writer != "") {
 		w.trans.observe(r.Holder)
 	}
 	if w.sched.OnRecord != nil {

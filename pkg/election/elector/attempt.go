@@ -97,7 +97,6 @@ func (le *LeaderElector) answerRequest(ctx context.Context) (outcome, error) {
 // readAndDecide reads the record (from the watch's cache or the API server)
 // and acts on it.
 func (le *LeaderElector) readAndDecide(ctx context.Context, renewing, fromCache bool) (outcome, error) {
-	now := le.clock.Now()
 	var (
 		rec *resourcelock.Record
 		raw []byte
@@ -113,9 +112,13 @@ func (le *LeaderElector) readAndDecide(ctx context.Context, renewing, fromCache 
 	} else {
 		rec, raw, err = le.get(ctx)
 	}
+	// A record is observed when the read returns, not when it was sent: a
+	// slow read (a paused process, a slow API server) may return a record
+	// written after it was sent, whose lease must not start earlier.
+	now := le.clock.Now()
 	switch {
 	case apierrors.IsNotFound(err) || (err == nil && noRecord(rec)):
-		if !renewing && le.holderMayBeWorking(now) {
+		if !renewing && (le.holderMayBeWorking(now) || (err == nil && le.unknownHolder(now))) {
 			// Deleted or re-created without a record, not released: the
 			// holder may still be working.
 			return heldByOther, nil
@@ -178,8 +181,15 @@ func (le *LeaderElector) decideAndWrite(ctx context.Context, renewing bool, rec 
 	}
 	fence := le.leaseEnd()
 	out, err := le.write(ctx, desired, now)
-	if out == acquired {
+	switch {
+	case out == acquired:
 		le.stole(rec, fence, now)
+	case !apierrors.IsConflict(err):
+		// The write may have happened though it failed (a timeout): if the
+		// record turns out to name this candidate, it took the lock by force
+		// and must keep the fence, and the steal counts for damping.
+		le.damper.stole(now)
+		le.fenceAt(fence, now)
 	}
 	return out, err
 }
@@ -203,6 +213,9 @@ func (le *LeaderElector) mayPreempt(ctx context.Context, rec *resourcelock.Recor
 	case stealLater, stealSuspended:
 		return heldByOther, nil
 	}
+	if le.damper.young(now, le.termSince()) {
+		return heldByOther, nil
+	}
 	if le.handover == nil {
 		return acquired, nil
 	}
@@ -222,13 +235,20 @@ func (le *LeaderElector) mayPreempt(ctx context.Context, rec *resourcelock.Recor
 func (le *LeaderElector) stole(rec *resourcelock.Record, fence, now time.Time) {
 	le.damper.stole(now)
 	le.metrics.Stole(le.cfg.Name)
-	if !le.cfg.StartAtOnceAfterSteal && fence.After(now) {
-		le.startAt = fence
-	}
+	le.fenceAt(fence, now)
 	msg := fmt.Sprintf("%s took the lock from %s (key %q)", le.cfg.Lock.Identity(), rec.HolderIdentity, rec.HolderKey)
 	le.log.Info("took the lock from a lower-priority holder", zap.String("holder", rec.HolderIdentity),
 		zap.String("holderKey", rec.HolderKey), zap.Time("workStartsAt", le.startAt))
 	le.cfg.Lock.RecordEvent(corev1.EventTypeNormal, ReasonLeaderElection, msg)
+}
+
+// fenceAt makes the run callback of the coming term start no earlier than
+// fence, unless Config.StartAtOnceAfterSteal; a later fence already set
+// stays.
+func (le *LeaderElector) fenceAt(fence, now time.Time) {
+	if !le.cfg.StartAtOnceAfterSteal && fence.After(now) && fence.After(le.startAt) {
+		le.startAt = fence
+	}
 }
 
 // write stores desired over the version last read.

@@ -43,8 +43,9 @@ func (p Preemption) String() string {
 
 // stealDamper limits how often one candidate takes a lock by key
 // comparison: at most once per RetryPeriod, not within a RetryPeriod after
-// the lock was taken from it, and not at all for a hold-off after a steal
-// cycle. It is used only by the election loop.
+// the lock was taken from it or after the holder's term began, and not at
+// all for a hold-off after a steal cycle. It is used only by the election
+// loop.
 type stealDamper struct {
 	retry, lease time.Duration
 
@@ -55,6 +56,9 @@ type stealDamper struct {
 	stolenAt time.Time
 
 	state Preemption
+	// youngUntil is when the holder's term that a steal was last refused
+	// for, as too young, has lasted a RetryPeriod.
+	youngUntil time.Time
 }
 
 // stealVerdict is what the damper says about a steal wanted now.
@@ -85,6 +89,21 @@ func (d *stealDamper) check(now time.Time, holderKey string) stealVerdict {
 	return stealAllowed
 }
 
+// young reports whether a holder's term, which this candidate saw begin at
+// since, is younger than a RetryPeriod: then nobody steals from it yet.
+// Every candidate judging from when it saw the term begin, steals of one
+// election, by any candidates, come at least a RetryPeriod apart, so that
+// a chain of candidates that each outrank the previous holder moves the
+// lock once per RetryPeriod, not all at once. A zero since (a term that
+// was already on when this candidate first looked) is not young.
+func (d *stealDamper) young(now, since time.Time) bool {
+	if since.IsZero() || !now.Before(since.Add(d.retry)) {
+		return false
+	}
+	d.youngUntil = since.Add(d.retry)
+	return true
+}
+
 // window is how long after a lock was taken from this candidate a steal back
 // from the same key counts as a cycle: longer than the current hold-off, so
 // that a cycle that resumes after it is recognised.
@@ -96,7 +115,7 @@ func (d *stealDamper) window() time.Duration {
 // refused for timing.
 func (d *stealDamper) wakeAt(now time.Time) time.Time {
 	var at time.Time
-	for _, t := range []time.Time{d.lastSteal.Add(d.retry), d.stolenAt.Add(d.retry)} {
+	for _, t := range []time.Time{d.lastSteal.Add(d.retry), d.stolenAt.Add(d.retry), d.youngUntil} {
 		if t.After(now) && (at.IsZero() || t.After(at)) {
 			at = t
 		}

@@ -38,13 +38,19 @@
 // one without a record, is not a release: the holder may still be working.
 // Followers keep waiting for its lease as they saw it (or create the lock at
 // once if it was free or expired); the holder keeps leading and writes its
-// record again at its next renew.
+// record again as soon as its watch shows the change, or at its next renew.
+// A candidate that never saw a record of the lock treats an object without
+// one as held by an unknown holder for LeaseDuration from first sight (a
+// missing object it creates at once).
 //
 // # Preemption
 //
 // A candidate takes an unexpired lock from a holder only when KeyComparison
-// says it outranks the holder's key, and then at most once per RetryPeriod
-// and never within a RetryPeriod after the lock was taken from it. Taking
+// says it outranks the holder's key, and then at most once per RetryPeriod,
+// never within a RetryPeriod after the lock was taken from it, and never
+// from a term that it saw begin less than a RetryPeriod ago (so that a
+// chain of candidates, each outranking the holder before it, moves the
+// lock once per RetryPeriod, not all at once). Taking
 // the lock back from the key that took it from this candidate is a steal
 // cycle (the candidates disagree, for example about the default revision):
 // preemption is suspended for a lease, doubling with each further cycle up
@@ -65,7 +71,12 @@
 // plus the lease it announced, when that holder's work must have stopped
 // (a client-go-shaped holder stops at its renew deadline, which is shorter
 // than its lease). Config.StartAtOnceAfterSteal gives up this fence for
-// speed.
+// speed. The fence holds whatever happens before it: a steal whose write
+// failed ambiguously (a timeout) sets it too, in case the write happened;
+// it outlives a term that ends before it, for the next Run; and a holder
+// asked for the lock before its fence hands it over only at the fence
+// (a shutdown before the fence leaves the lock to expire rather than
+// release it).
 //
 // # Ending a term
 //
@@ -76,7 +87,10 @@
 // the lock over or release it. A callback that outlives StopTimeout keeps
 // the lock held, so that no successor starts beside it, is logged every
 // lease, and makes Check fail, so that a liveness probe restarts the
-// process; Run returns only when the callback has returned.
+// process; Run returns only when the callback has returned. After a term
+// that the callback ended, the next Run contends only after a back-off:
+// RetryPeriod, doubling with each such term in a row shorter than a lease,
+// up to LeaseDuration.
 //
 // # Timing relations
 //

@@ -71,6 +71,9 @@ type LeaderElector struct {
 	acquiredAt time.Time              // when the attempt that won the current term started
 	lastRenew  time.Time              // when the last successful renew of this term was sent
 	startAt    time.Time              // the fence: the callback starts no earlier
+	contendAt  time.Time              // the back-off: Run contends no earlier
+	emptySince time.Time              // when an object without a record was first seen, no holder known
+	quickEnds  int                    // terms in a row that the callback ended early
 	stopping   bool                   // the callback is stopping: renew, answer nothing
 	handTo     *resourcelock.Handover // the request accepted by the last renew
 	paced      bool                   // the first attempt has been paced; see pace.go
@@ -82,6 +85,8 @@ type LeaderElector struct {
 	observedRaw     []byte
 	observedTime    time.Time
 	observedCorrupt bool
+	term            string    // termKey of the record last observed
+	termSeenAt      time.Time // when that term was seen to begin; zero: found on
 	reportedLeader  string
 	warnedLease     string // holder and lease of the last over-long lease reported
 	lastErr         error
@@ -143,13 +148,18 @@ func New(cfg Config) (*LeaderElector, error) {
 // check restarts the process.
 //
 // Run may be called again after it returns, to contend for another term; it
-// must not be called concurrently with itself.
+// must not be called concurrently with itself. After a term that the
+// callback ended (it returned, failed or panicked), the next Run waits
+// before it contends: RetryPeriod, doubling with each such term in a row
+// that lasted less than a lease, up to LeaseDuration.
 func (le *LeaderElector) Run(ctx context.Context) {
+	if !le.backOff(ctx) {
+		return
+	}
 	if le.watch != nil {
 		stop := le.watch.start()
 		defer stop()
 	}
-	le.startAt = time.Time{}
 	if !le.acquire(ctx) {
 		if le.cfg.ReleaseOnCancel {
 			le.withdraw()
@@ -157,6 +167,42 @@ func (le *LeaderElector) Run(ctx context.Context) {
 		return
 	}
 	le.lead(ctx)
+}
+
+// backOff waits until the back-off after a term that the callback ended
+// has passed; false when ctx ended first.
+func (le *LeaderElector) backOff(ctx context.Context) bool {
+	wait := le.contendAt.Sub(le.clock.Now())
+	if wait <= 0 {
+		return ctx.Err() == nil
+	}
+	le.log.Info("the run callback ended the last term; contending again after a back-off", zap.Duration("wait", wait))
+	timer := le.clock.NewTimer(wait)
+	defer timer.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-timer.C():
+		return true
+	}
+}
+
+// setBackOff sets the back-off before the next Run after a term ended by
+// end: none unless the callback ended it; RetryPeriod after one such
+// term, doubling with each further one in a row that lasted less than a
+// lease, up to LeaseDuration. The transitions this candidate causes by
+// failing stay below one per RetryPeriod.
+func (le *LeaderElector) setBackOff(end termEnd) {
+	if !end.byCallback {
+		le.quickEnds = 0
+		return
+	}
+	if le.clock.Since(le.acquiredAt) >= le.cfg.LeaseDuration {
+		le.quickEnds = 0
+	}
+	wait := min(le.cfg.RetryPeriod<<min(le.quickEnds, 16), le.cfg.LeaseDuration)
+	le.quickEnds++
+	le.contendAt = le.clock.Now().Add(wait)
 }
 
 // IsLeader reports whether this candidate is in a term of leadership.
@@ -294,7 +340,11 @@ func (le *LeaderElector) followerWait() time.Duration {
 	le.mu.Unlock()
 	if seen.IsZero() || (rec.HolderIdentity == "" && !corrupt) || rec.HolderIdentity == le.cfg.Lock.Identity() {
 		// Nothing known, free, or handed to this candidate: the last
-		// attempt failed, retry at the polling pace.
+		// attempt failed, retry at the polling pace; an object without a
+		// record that may have an unknown holder is tried when it may not.
+		if at := le.emptyWake(le.clock.Now()); !at.IsZero() {
+			return min(poll, at.Sub(le.clock.Now())+expirySlack)
+		}
 		return poll
 	}
 	lease := le.cfg.LeaseDuration
@@ -303,7 +353,7 @@ func (le *LeaderElector) followerWait() time.Duration {
 	}
 	now := le.clock.Now()
 	deadline := seen.Add(lease)
-	for _, at := range []time.Time{le.damper.wakeAt(now), le.handoverWake()} {
+	for _, at := range []time.Time{le.damper.wakeAt(now), le.handoverWake(), le.emptyWake(now)} {
 		if !at.IsZero() && at.Before(deadline) {
 			deadline = at
 		}
@@ -315,6 +365,15 @@ func (le *LeaderElector) followerWait() time.Duration {
 	// (or lost a race): retry at the polling pace, not at once, which would
 	// hammer an API server that refuses the write.
 	return poll
+}
+
+// emptyWake is when a lock object without a record, seen while no holder
+// was ever known, may be taken (see unknownHolder); zero when none waits.
+func (le *LeaderElector) emptyWake(now time.Time) time.Time {
+	if at := le.emptySince.Add(le.cfg.LeaseDuration); !le.emptySince.IsZero() && at.After(now) {
+		return at
+	}
+	return time.Time{}
 }
 
 // handoverWake is when the handover state may change by itself.

@@ -189,7 +189,7 @@ func (p *handoverProtocol) answer(ctx context.Context, now time.Time) (*resource
 		return nil, p.write(ctx, h)
 	}
 	h.Answer, h.AnswerTime = resourcelock.AnswerAccepted, &metav1.Time{Time: now}
-	h.StopWithinMillis = p.stopWithin().Milliseconds()
+	h.StopWithinMillis = p.stopWithin(now).Milliseconds()
 	if err := p.write(ctx, h); err != nil {
 		return nil, fmt.Errorf("accept the handover request of %s: %w", h.Candidate, err)
 	}
@@ -210,10 +210,13 @@ func (p *handoverProtocol) successor(now time.Time) *resourcelock.Handover {
 
 // stopWithin is what the holder promises in an accepted answer: its work
 // stops within StopTimeout, and the record naming the candidate is written
-// within a RetryPeriod after; never more than the lease. Validation makes
-// the sum shorter than the lease.
-func (p *handoverProtocol) stopWithin() time.Duration {
-	return min(p.le.cfg.StopTimeout+p.le.cfg.RetryPeriod, p.le.cfg.LeaseDuration)
+// within a RetryPeriod after; a holder that took the lock by force and has
+// not started its work hands over at its fence instead; never more than
+// the lease. Validation makes StopTimeout + RetryPeriod shorter than the
+// lease.
+func (p *handoverProtocol) stopWithin(now time.Time) time.Duration {
+	within := p.le.cfg.StopTimeout + p.le.cfg.RetryPeriod
+	return min(max(within, p.le.startAt.Sub(now)), p.le.cfg.LeaseDuration)
 }
 
 // stale reports whether a request is too old (or too far in the future) to

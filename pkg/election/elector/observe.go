@@ -23,6 +23,7 @@ func (le *LeaderElector) observe(rec *resourcelock.Record, raw []byte, now time.
 		le.mu.Unlock()
 		return
 	}
+	le.noteTerm(rec, now)
 	le.observedRecord = *rec
 	le.observedRaw = raw
 	le.observedTime = now
@@ -30,6 +31,28 @@ func (le *LeaderElector) observe(rec *resourcelock.Record, raw []byte, now time.
 	le.mu.Unlock()
 	le.reportLeader(rec.HolderIdentity)
 	le.warnLongLease(rec)
+}
+
+// noteTerm notes when this candidate saw the term of rec's holder begin;
+// zero for the term it found when it first looked. Called with mu held.
+func (le *LeaderElector) noteTerm(rec *resourcelock.Record, now time.Time) {
+	t := termKey(rec)
+	if t == le.term {
+		return
+	}
+	le.termSeenAt = time.Time{}
+	if !le.observedTime.IsZero() {
+		le.termSeenAt = now
+	}
+	le.term = t
+}
+
+// termSince is when this candidate saw the current holder's term begin
+// (zero: it was on before this candidate first looked).
+func (le *LeaderElector) termSince() time.Time {
+	le.mu.Lock()
+	defer le.mu.Unlock()
+	return le.termSeenAt
 }
 
 // sameRecord compares two records field by field, times at full precision.
@@ -49,6 +72,7 @@ func noRecord(rec *resourcelock.Record) bool {
 // observeOwnWrite remembers a record this candidate just wrote.
 func (le *LeaderElector) observeOwnWrite(rec resourcelock.Record, now time.Time) {
 	le.mu.Lock()
+	le.noteTerm(&rec, now)
 	le.observedRecord = rec
 	le.observedRaw = resourcelock.EncodeRecord(rec)
 	le.observedTime = now
@@ -109,6 +133,27 @@ func (le *LeaderElector) holderMayBeWorking(now time.Time) bool {
 		return now.Before(seen.Add(le.cfg.LeaseDuration))
 	}
 	return rec.HolderIdentity != "" && rec.HolderIdentity != le.cfg.Lock.Identity() && le.leaseValid(now)
+}
+
+// unknownHolder reports whether a lock object without a record, read now
+// by a candidate that has never seen a record of this lock, must count as
+// held by a holder it does not know: for LeaseDuration from when it first
+// saw the object so, as a corrupt record does. Such an object is most
+// often one re-created by kubectl replace --force or a GitOps tool while
+// a holder works; that holder writes its record again at its next renew.
+// A missing object is created at once (the first election of a cluster);
+// a candidate that saw a record, even a release, judges by it.
+func (le *LeaderElector) unknownHolder(now time.Time) bool {
+	if rec, _ := le.Observed(); !noRecord(&rec) {
+		le.emptySince = time.Time{}
+		return false
+	}
+	if le.emptySince.IsZero() {
+		le.emptySince = now
+		le.log.Info("the lock object has no record and no holder was ever seen; waiting a lease in case one works",
+			zap.Duration("lease", le.cfg.LeaseDuration))
+	}
+	return !now.After(le.emptySince.Add(le.cfg.LeaseDuration))
 }
 
 // keepsPrevious reports whether a record read or delivered now should be

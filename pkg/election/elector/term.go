@@ -43,6 +43,9 @@ type termEnd struct {
 	handTo *resourcelock.Handover
 	// byCallback: the callback returned or panicked while the term was on.
 	byCallback bool
+	// expire: leave the lock to expire rather than release it or hand it
+	// over (see holdUntilFence).
+	expire bool
 }
 
 // lead runs one term: starts the callback (after the fence, when the lock
@@ -60,7 +63,9 @@ func (le *LeaderElector) lead(ctx context.Context) {
 	end := le.renew(ctx, t)
 	le.setLeading(false)
 	le.stopWork(t, &end)
+	le.holdUntilFence(ctx, t, &end)
 	le.finish(end)
+	le.setBackOff(end)
 	le.cfg.Lock.RecordEvent(corev1.EventTypeNormal, ReasonLeaderElection, le.cfg.Lock.Identity()+" stopped leading")
 	if le.cfg.Callbacks.OnStoppedLeading != nil {
 		le.cfg.Callbacks.OnStoppedLeading()
@@ -88,7 +93,6 @@ func (le *LeaderElector) startCallback(t *term) {
 // stopped. The caller stops the timer.
 func (le *LeaderElector) fenceTimer(t *term) clockTimer {
 	wait := le.startAt.Sub(le.clock.Now())
-	le.startAt = time.Time{}
 	if wait <= 0 {
 		le.startCallback(t)
 		return nil
@@ -129,7 +133,9 @@ func (le *LeaderElector) renew(ctx context.Context, t *term) termEnd {
 				if end := le.leaderSawEvent(); end != nil {
 					return *end
 				}
-				if !le.requestPending() {
+				// Renew at once to answer a request, or to write the
+				// record again into a lock object deleted or re-created.
+				if gone := le.watch.takeRecordGone(); !gone && !le.requestPending() {
 					continue
 				}
 			}
@@ -276,8 +282,59 @@ func (le *LeaderElector) stopWork(t *term, end *termEnd) {
 			if end.stillHeld {
 				renewT.Reset(le.nextRenew())
 			}
+		case <-le.watchEvents():
+			// Only a lock object deleted or re-created without a record
+			// makes the leader write its record again before its next renew.
+			if le.watch.ingest(); le.watch.takeRecordGone() && end.stillHeld {
+				renewT.Stop()
+				le.holdWhileStopping(end)
+				renewT.Reset(le.nextRenew())
+			}
 		}
 	}
+}
+
+// holdUntilFence is for a lock taken by force whose callback has not
+// started because the previous holder's work may still run: a successor
+// named now, or anyone taking a released lock, would start beside that
+// work. A handover waits for the fence, renewing meanwhile; a release, or a
+// handover whose wait ctx cuts short, becomes leaving the lock to expire:
+// others then wait a lease from this holder's last renew, past the fence.
+func (le *LeaderElector) holdUntilFence(ctx context.Context, t *term, end *termEnd) {
+	wait := le.startAt.Sub(le.clock.Now())
+	if t.started || wait <= 0 || !end.stillHeld || !le.givesAway(*end) {
+		return
+	}
+	if end.handTo == nil || ctx.Err() != nil {
+		le.log.Info("leaving the lock to expire: the previous holder's work may still run", zap.Duration("fenceIn", wait))
+		end.expire = true
+		return
+	}
+	le.log.Info("handing over once the previous holder's lease has run out", zap.Duration("wait", wait))
+	le.stopping = true
+	defer func() { le.stopping = false }()
+	fence := le.clock.NewTimer(wait)
+	defer fence.Stop()
+	renewT := le.clock.NewTimer(le.nextRenew())
+	defer renewT.Stop()
+	for end.stillHeld {
+		select {
+		case <-fence.C():
+			return
+		case <-ctx.Done():
+			end.expire = true
+			return
+		case <-renewT.C():
+			le.holdWhileStopping(end)
+			renewT.Reset(le.nextRenew())
+		}
+	}
+}
+
+// givesAway reports whether finish hands the lock over or releases it
+// (rather than leaving it to expire).
+func (le *LeaderElector) givesAway(end termEnd) bool {
+	return end.handTo != nil || end.byCallback || le.cfg.ReleaseOnCancel
 }
 
 // holdWhileStopping renews the lock while the callback stops.
@@ -296,11 +353,13 @@ func (le *LeaderElector) holdWhileStopping(end *termEnd) {
 // finish ends the term's hold on the lock: hands it over to the candidate
 // that was granted it, or to an entitled candidate that asked meanwhile;
 // releases it after a cancel with ReleaseOnCancel or when the callback
-// ended the term; otherwise leaves it to expire.
+// ended the term; otherwise (or when holdUntilFence said so) leaves it to
+// expire.
 func (le *LeaderElector) finish(end termEnd) {
 	switch {
 	case !end.stillHeld:
 		le.metrics.Lost(le.cfg.Name)
+	case end.expire:
 	case end.handTo != nil:
 		le.handOver(*end.handTo)
 	case end.byCallback || le.cfg.ReleaseOnCancel:
@@ -363,7 +422,7 @@ func (le *LeaderElector) writeSuccessor(h resourcelock.Handover, done string) bo
 			le.log.Warn("failed to read the lock after a conflict", zap.Error(err))
 			return false
 		}
-		le.observe(rec, raw, now)
+		le.observe(rec, raw, le.clock.Now())
 	}
 	le.log.Warn("gave up ending the term after repeated conflicts", zap.Int("attempts", releaseAttempts))
 	return false

@@ -32,6 +32,18 @@ type lockWatch struct {
 	// listed is closed the first time the watch reports itself healthy.
 	listed     chan struct{}
 	listedOnce sync.Once
+
+	// recordGone is set by ingest when the lock object was deleted or
+	// replaced by one without a record while this candidate holds it; the
+	// leader then writes its record again at once (used by the loop only).
+	recordGone bool
+}
+
+// takeRecordGone reports and clears recordGone.
+func (w *lockWatch) takeRecordGone() bool {
+	gone := w.recordGone
+	w.recordGone = false
+	return gone
 }
 
 func newLockWatch(le *LeaderElector, lock resourcelock.Watchable) *lockWatch {
@@ -102,20 +114,23 @@ func (w *lockWatch) ingest() bool {
 	le := w.le
 	now := le.clock.Now()
 	rec, raw, err := w.lock.Observe(obj, deleted)
+	mine := le.GetLeader() == le.cfg.Lock.Identity()
 	switch {
 	case errors.Is(err, resourcelock.ErrForeignObject):
 		return false
-	case err == nil && deleted && (le.holderMayBeWorking(now) || le.GetLeader() == le.cfg.Lock.Identity()):
+	case err == nil && deleted && (le.holderMayBeWorking(now) || mine):
 		// A deletion is not a release. Followers keep the holder's lease as
-		// they saw it; the holder keeps leading and recreates the lock at its
-		// next renew.
+		// they saw it; the holder keeps leading and recreates the lock at
+		// once, before a candidate that never saw its record takes it.
 		le.log.Info("the lock object was deleted while held; keeping the holder's lease",
 			zap.String("holder", le.GetLeader()))
+		w.recordGone = mine
 		return false
 	case err == nil && le.keepsPrevious(rec, now):
 		// Re-created without a record: not a release either.
 		le.log.Info("the lock object was replaced by one without a record while held; keeping the holder's lease",
 			zap.String("holder", le.GetLeader()))
+		w.recordGone = mine
 		return false
 	case err == nil:
 		le.observe(rec, raw, now)
