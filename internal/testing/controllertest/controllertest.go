@@ -46,36 +46,6 @@ func Run(t testing.TB, c controllers.Controller) (stop func()) {
 	return stop
 }
 
-// Eventually calls cond every 50ms until it returns nil and fails the test
-// with cond's last error if that does not happen within timeout.
-func Eventually(t testing.TB, timeout time.Duration, cond func() error) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := cond()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("not true within %v: %v", timeout, err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
-// Consistently calls cond every 50ms for d and fails the test at the first
-// error. It is for asserting that something does not happen.
-func Consistently(t testing.TB, d time.Duration, cond func() error) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for time.Now().Before(deadline) {
-		if err := cond(); err != nil {
-			t.Fatalf("stopped being true: %v", err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
 // LeakCheck records the goroutines running now and returns a function that
 // fails the test if any other goroutine is still running when it is called
 // (goleak retries for a while, so goroutines on their way out pass). Call it
