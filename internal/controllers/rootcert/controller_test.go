@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/record"
 
+	"github.com/meshd-io/meshd/internal/errlist"
 	ct "github.com/meshd-io/meshd/internal/testing/controllertest"
 	"github.com/meshd-io/meshd/internal/testing/testcluster"
 	"github.com/meshd-io/meshd/internal/testing/testutil"
@@ -105,7 +106,7 @@ func checkEveryNamespace(ctx context.Context, client kubernetes.Interface, cert 
 		}
 		errs = append(errs, checkTarget(ctx, client, ns.Name, cert))
 	}
-	return errors.Join(errs...)
+	return errlist.Join(errs...)
 }
 
 func TestCopiesIntoEveryNamespace(t *testing.T) {
