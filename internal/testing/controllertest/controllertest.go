@@ -16,18 +16,30 @@ import (
 	"k8s.io/client-go/util/retry"
 
 	"github.com/meshd-io/meshd/internal/controllers"
+	"github.com/meshd-io/meshd/pkg/election"
 )
 
 // Timeout bounds every wait of these helpers.
 const Timeout = 30 * time.Second
 
-// Run starts c.Run in a goroutine and returns a function that cancels it and
-// waits until Run has returned, failing the test if that takes longer than
-// Timeout. The function is also registered with t.Cleanup; calling it twice
-// is harmless.
+// TestTerm is the election term Run gives a controller: the first term of
+// a test lock, as if its election had been won once.
+var TestTerm = election.Term{Lock: "meshd-test/controllertest", Identity: "controllertest", Transitions: 1, Elected: true}
+
+// Run starts c.Run in a goroutine, in TestTerm, and returns a function that
+// cancels it and waits until Run has returned, failing the test if that
+// takes longer than Timeout. The function is also registered with
+// t.Cleanup; calling it twice is harmless.
 func Run(t testing.TB, c controllers.Controller) (stop func()) {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
+	return RunInTerm(t, c, TestTerm)
+}
+
+// RunInTerm is Run in the given election term, as election.TermFrom reads
+// it from the context of c.Run.
+func RunInTerm(t testing.TB, c controllers.Controller, term election.Term) (stop func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(election.WithTerm(context.Background(), term))
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
