@@ -5,6 +5,9 @@ package controllertest
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -16,7 +19,10 @@ import (
 	"k8s.io/client-go/util/retry"
 
 	"github.com/meshd-io/meshd/internal/controllers"
+	"github.com/meshd-io/meshd/internal/testing/kubetest"
+	"github.com/meshd-io/meshd/internal/testing/testutil"
 	"github.com/meshd-io/meshd/pkg/election"
+	"github.com/meshd-io/meshd/pkg/election/fence"
 )
 
 // Timeout bounds every wait of these helpers.
@@ -145,5 +151,46 @@ func UpdateConfigMap(t testing.TB, client kubernetes.Interface, namespace, name 
 	})
 	if err != nil {
 		t.Fatalf("update ConfigMap %s/%s: %v", namespace, name, err)
+	}
+}
+
+// OlderTermDoesNotOverwrite checks that a controller writes its ConfigMap
+// namespace/name fenced by its term: the object was last written by a
+// later term, as after a takeover, and the controller, built by build on a
+// fake clientset and run in TestTerm like a leader paused past its lease,
+// tries to write it, is refused and leaves the successor's content alone.
+func OlderTermDoesNotOverwrite(t *testing.T, namespace, name string, build func(kubernetes.Interface) (controllers.Controller, error)) {
+	t.Helper()
+	successor := TestTerm
+	successor.Transitions, successor.Identity = TestTerm.Transitions+1, "successor"
+	stored := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name},
+		Data: map[string]string{"written-by": "successor"}}
+	fence.Stamp(stored, successor)
+	client := kubetest.NewClientset(stored.DeepCopy())
+	ctrl, err := build(client)
+	if err != nil {
+		t.Fatal(err)
+	}
+	Run(t, ctrl)
+	testutil.Eventually(t, Timeout, func() error {
+		if !slices.Contains(kubetest.Verbs(client), "get configmaps") {
+			return errors.New("the controller has not tried a fenced write yet")
+		}
+		return nil
+	})
+	testutil.Consistently(t, 300*time.Millisecond, func() error {
+		got, err := client.CoreV1().ConfigMaps(namespace).Get(context.Background(), name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if got.Data["written-by"] != "successor" || got.Annotations[fence.Annotation] != stored.Annotations[fence.Annotation] {
+			return fmt.Errorf("the successor's ConfigMap was overwritten: %v %v", got.Annotations, got.Data)
+		}
+		return nil
+	})
+	for _, v := range kubetest.Verbs(client) {
+		if v == "update configmaps" || v == "create configmaps" {
+			t.Fatalf("the older term wrote: %v", kubetest.Verbs(client))
+		}
 	}
 }
