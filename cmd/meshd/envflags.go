@@ -1,11 +1,12 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"os"
 
 	"github.com/spf13/pflag"
+
+	"github.com/meshd-io/meshd/internal/errlist"
 )
 
 // envBindings let a flag take its value from an environment variable, as
@@ -50,5 +51,5 @@ func (e *envBindings) apply(fs *pflag.FlagSet) error {
 			errs = append(errs, fmt.Errorf("$%s=%q (for --%s): %w", b.env, v, b.flag, err))
 		}
 	}
-	return errors.Join(errs...)
+	return errlist.Join(errs...)
 }

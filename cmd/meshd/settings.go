@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hashicorp/go-multierror"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -81,9 +82,9 @@ func unwrapPathError(err error) error {
 // controllers.
 func (o *runOptions) check(envErr error) ([]daemon.Kind, error) {
 	var c settingsCheck
-	var joined interface{ Unwrap() []error }
-	if errors.As(envErr, &joined) {
-		for _, e := range joined.Unwrap() {
+	var list *multierror.Error
+	if errors.As(envErr, &list) {
+		for _, e := range list.Errors {
 			c.add(e)
 		}
 	} else {
@@ -134,9 +135,9 @@ func featureProblems() []error {
 	if err == nil {
 		return nil
 	}
-	var list interface{ WrappedErrors() []error }
+	var list *multierror.Error
 	if errors.As(err, &list) {
-		return list.WrappedErrors()
+		return list.Errors
 	}
 	return []error{err}
 }

@@ -8,6 +8,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
+
+	"github.com/meshd-io/meshd/pkg/election"
+	"github.com/meshd-io/meshd/pkg/election/fence"
 )
 
 // OwnedConfigMap is the part of a ConfigMap a controller owns: some labels
@@ -28,19 +31,66 @@ type OwnedConfigMap struct {
 // wrote.
 func ApplyConfigMap(ctx context.Context, client corev1client.ConfigMapsGetter, current *corev1.ConfigMap, want OwnedConfigMap) (bool, error) {
 	if current == nil {
-		cm := &corev1.ConfigMap{
-			ObjectMeta: metav1.ObjectMeta{Name: want.Name, Namespace: want.Namespace, Labels: maps.Clone(want.Labels)},
-			Data:       maps.Clone(want.Data),
-		}
-		if _, err := client.ConfigMaps(want.Namespace).Create(ctx, cm, metav1.CreateOptions{}); err != nil {
-			return false, fmt.Errorf("create ConfigMap %s/%s: %w", want.Namespace, want.Name, err)
-		}
-		return true, nil
+		return create(ctx, client, newOwned(want))
 	}
 	if Owns(current, want) {
 		return false, nil
 	}
 	cm := current.DeepCopy()
+	applyOwned(cm, want)
+	if _, err := client.ConfigMaps(want.Namespace).Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
+		return false, fmt.Errorf("update ConfigMap %s/%s: %w", want.Namespace, want.Name, err)
+	}
+	return true, nil
+}
+
+// ApplyFencedConfigMap is ApplyConfigMap for a ConfigMap only meshd writes,
+// fenced by the election term of ctx (see package fence): every write
+// stamps the object with that term, and a write from a term older than the
+// stamp is refused with an error wrapping fence.ErrStaleTerm, so a leader
+// paused past its lease cannot overwrite its successor's work. A context
+// without a term (one not from an election's run function) is an error
+// wrapping fence.ErrNoTerm. current, the cached object, only saves writes
+// that would change nothing; an update reads the latest version first.
+func ApplyFencedConfigMap(ctx context.Context, client corev1client.ConfigMapsGetter, current *corev1.ConfigMap, want OwnedConfigMap) (bool, error) {
+	term, ok := election.TermFrom(ctx)
+	if !ok {
+		return false, fmt.Errorf("write ConfigMap %s/%s: %w", want.Namespace, want.Name, fence.ErrNoTerm)
+	}
+	if current == nil {
+		cm := newOwned(want)
+		fence.Stamp(cm, term)
+		return create(ctx, client, cm)
+	}
+	if Owns(current, want) {
+		return false, nil
+	}
+	_, err := fence.Update(ctx, client.ConfigMaps(want.Namespace), want.Name, func(cm *corev1.ConfigMap) error {
+		applyOwned(cm, want)
+		return nil
+	})
+	if err != nil {
+		return false, fmt.Errorf("update ConfigMap %s/%s: %w", want.Namespace, want.Name, err)
+	}
+	return true, nil
+}
+
+func newOwned(want OwnedConfigMap) *corev1.ConfigMap {
+	return &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: want.Name, Namespace: want.Namespace, Labels: maps.Clone(want.Labels)},
+		Data:       maps.Clone(want.Data),
+	}
+}
+
+func create(ctx context.Context, client corev1client.ConfigMapsGetter, cm *corev1.ConfigMap) (bool, error) {
+	if _, err := client.ConfigMaps(cm.Namespace).Create(ctx, cm, metav1.CreateOptions{}); err != nil {
+		return false, fmt.Errorf("create ConfigMap %s/%s: %w", cm.Namespace, cm.Name, err)
+	}
+	return true, nil
+}
+
+// applyOwned sets want's labels and data keys in cm, keeping the rest.
+func applyOwned(cm *corev1.ConfigMap, want OwnedConfigMap) {
 	if cm.Labels == nil {
 		cm.Labels = map[string]string{}
 	}
@@ -53,10 +103,6 @@ func ApplyConfigMap(ctx context.Context, client corev1client.ConfigMapsGetter, c
 		// A key may live in Data or BinaryData, not both.
 		delete(cm.BinaryData, k)
 	}
-	if _, err := client.ConfigMaps(want.Namespace).Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
-		return false, fmt.Errorf("update ConfigMap %s/%s: %w", want.Namespace, want.Name, err)
-	}
-	return true, nil
 }
 
 // Owns reports whether cm already carries want's labels and data keys.

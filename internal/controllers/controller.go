@@ -4,12 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 
-	"github.com/hashicorp/go-multierror"
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/meshd-io/meshd/internal/errlist"
 	"github.com/meshd-io/meshd/pkg/election"
 )
 
@@ -59,22 +58,12 @@ func RunFunc(c Controller, run func(ctx context.Context)) election.RunFunc {
 // nil client and the options' validation error together, naming the
 // controller, and registers the controller's metrics.
 func Prepare(name string, client kubernetes.Interface, optionsErr error, reg prometheus.Registerer) (*Metrics, error) {
-	var errs *multierror.Error
+	var noClient error
 	if client == nil {
-		errs = multierror.Append(errs, errors.New("nil Kubernetes client"))
+		noClient = errors.New("nil Kubernetes client")
 	}
-	if optionsErr != nil {
-		errs = multierror.Append(errs, optionsErr)
-	}
-	if err := errs.ErrorOrNil(); err != nil {
-		// Every problem on one line, in meshd's words.
-		errs.ErrorFormat = func(list []error) string {
-			msgs := make([]string, len(list))
-			for i, e := range list {
-				msgs[i] = e.Error()
-			}
-			return strings.Join(msgs, "; ")
-		}
+	// Every problem on one line, in meshd's words.
+	if err := errlist.Join(noClient, optionsErr); err != nil {
 		return nil, fmt.Errorf("%s controller: %w", name, err)
 	}
 	metrics, err := NewMetrics(reg, name)

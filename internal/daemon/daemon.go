@@ -43,6 +43,7 @@ import (
 	"github.com/meshd-io/meshd/internal/controllers"
 	"github.com/meshd-io/meshd/internal/controllers/revision"
 	"github.com/meshd-io/meshd/internal/controllers/status"
+	"github.com/meshd-io/meshd/internal/errlist"
 	"github.com/meshd-io/meshd/internal/ledger"
 	"github.com/meshd-io/meshd/internal/monitoring"
 	"github.com/meshd-io/meshd/pkg/election"
@@ -253,7 +254,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 			errs = append(errs, err)
 		}
 	}
-	return errors.Join(errs...)
+	return errlist.Join(errs...)
 }
 
 // listen returns the monitoring listener: Config.MonitoringListener, or a new
@@ -324,7 +325,7 @@ func (d *Daemon) Healthy() error {
 			errs = append(errs, fmt.Errorf("election %s: %w", le.ID(), err))
 		}
 	}
-	return errors.Join(errs...)
+	return errlist.Join(errs...)
 }
 
 // Ready returns nil while the elections are running and the default-revision
@@ -345,7 +346,7 @@ func (d *Daemon) Ready() error {
 			errs = append(errs, rep.Problem())
 		}
 	}
-	return errors.Join(errs...)
+	return errlist.Join(errs...)
 }
 
 // Registry is the daemon's metrics registry, served on /metrics.

@@ -33,6 +33,7 @@ import (
 	"github.com/meshd-io/meshd/internal/controllers/status"
 	"github.com/meshd-io/meshd/internal/monitoring"
 	"github.com/meshd-io/meshd/internal/testing/testcluster"
+	"github.com/meshd-io/meshd/internal/testing/testutil"
 	"github.com/meshd-io/meshd/pkg/election"
 	"github.com/meshd-io/meshd/pkg/resourcelock"
 )
@@ -179,24 +180,9 @@ func (td *testDaemon) elections(t *testing.T) map[string]election.Status {
 	return byID
 }
 
-func eventually(t *testing.T, timeout time.Duration, what string, cond func() error) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := cond()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s: %v", timeout, what, err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
 func waitReady(t *testing.T, d *testDaemon) {
 	t.Helper()
-	eventually(t, 20*time.Second, d.identity+" ready", func() error {
+	testutil.Eventually(t, 20*time.Second, func() error {
 		code, body, err := d.get("/readyz")
 		if err == nil && code != http.StatusOK {
 			err = errors.New(body)
@@ -235,7 +221,7 @@ func TestTwoDaemonsHandOver(t *testing.T) {
 
 	// Exactly one leader per election, the same one seen by both.
 	var first *testDaemon
-	eventually(t, 20*time.Second, "one leader per election", func() error {
+	testutil.Eventually(t, 20*time.Second, func() error {
 		l := leaders(t, a, b)
 		for _, id := range electionIDs {
 			if len(l[id]) != 1 {
@@ -266,7 +252,7 @@ func TestTwoDaemonsHandOver(t *testing.T) {
 	if s := first.elections(t)[status.ElectionID]; s.Lock != election.LeaseLock || s.HolderKey != "default" {
 		t.Fatalf("status election status: %+v", s)
 	}
-	eventually(t, 5*time.Second, "the leader's namespace controller to run", func() error {
+	testutil.Eventually(t, 5*time.Second, func() error {
 		if running, _ := first.controllers[KindNamespace].state(); !running {
 			return errors.New("not running")
 		}
@@ -312,7 +298,7 @@ func TestTwoDaemonsHandOver(t *testing.T) {
 	if running, _ := first.controllers[KindNamespace].state(); running {
 		t.Fatal("controller still running after Run returned")
 	}
-	eventually(t, 10*time.Second, second.identity+" to take over", func() error {
+	testutil.Eventually(t, 10*time.Second, func() error {
 		l := leaders(t, second)
 		for _, id := range electionIDs {
 			if len(l[id]) != 1 {
@@ -328,7 +314,7 @@ func TestTwoDaemonsHandOver(t *testing.T) {
 	}
 
 	// Lock events reach the API server under the component "meshd".
-	eventually(t, 10*time.Second, "leader election events", func() error {
+	testutil.Eventually(t, 10*time.Second, func() error {
 		events, err := c.Client.CoreV1().Events(ns).List(context.Background(), metav1.ListOptions{})
 		if err != nil {
 			return err
@@ -381,7 +367,7 @@ func TestRemoteInstanceWritesRemoteKey(t *testing.T) {
 	ns := c.NewNamespace(t)
 	d := startDaemon(t, newClient(t, c), Config{Namespace: ns, Identity: "meshd-remote", Revision: "canary", Remote: true,
 		TTL: 2 * time.Second, Kinds: []Kind{KindNamespace}})
-	eventually(t, 20*time.Second, "leadership", func() error {
+	testutil.Eventually(t, 20*time.Second, func() error {
 		s := d.elections(t)[election.NamespaceController]
 		if !s.Leader || s.HolderKey != "^canary" || !s.Remote || s.Revision != "canary" {
 			return errors.New("status " + s.Holder + " " + s.HolderKey)
@@ -411,7 +397,7 @@ func TestShutdownTimeout(t *testing.T) {
 			ctl = &testController{name: "stuck", block: block}
 			return []Controller{ctl}, nil
 		}})
-	eventually(t, 10*time.Second, "the controller to start", func() error {
+	testutil.Eventually(t, 10*time.Second, func() error {
 		if running, _ := ctl.state(); !running {
 			return errors.New("not running")
 		}
@@ -537,7 +523,7 @@ func TestBuiltinControllers(t *testing.T) {
 
 	ctx := context.Background()
 	for _, name := range []string{"meshd-status", "meshd-revision-canary", "istio-ca-root-cert"} {
-		eventually(t, 30*time.Second, "ConfigMap "+name, func() error {
+		testutil.Eventually(t, 30*time.Second, func() error {
 			_, err := c.Client.CoreV1().ConfigMaps(ns).Get(ctx, name, metav1.GetOptions{})
 			return err
 		})
@@ -549,7 +535,7 @@ func TestBuiltinControllers(t *testing.T) {
 	if _, err := c.Client.CoreV1().ConfigMaps(ns).Get(ctx, "meshd-root-cert", metav1.GetOptions{}); err == nil {
 		t.Error("a self-signed source was created although the setting is off")
 	}
-	eventually(t, 30*time.Second, "controller counters on /metrics", func() error {
+	testutil.Eventually(t, 30*time.Second, func() error {
 		_, metrics, err := d.get("/metrics")
 		if err != nil {
 			return err
@@ -599,7 +585,7 @@ func TestNoMeshRootIsReported(t *testing.T) {
 		Kinds: []Kind{KindNamespace}, Controllers: BuiltinControllers})
 	ctx := context.Background()
 
-	eventually(t, 30*time.Second, "/readyz to report the missing root", func() error {
+	testutil.Eventually(t, 30*time.Second, func() error {
 		code, body, err := d.get("/readyz")
 		if err != nil {
 			return err
@@ -630,7 +616,7 @@ func TestNoMeshRootIsReported(t *testing.T) {
 			t.Errorf("namespace %s: istio-ca-root-cert written without a CA Secret (err %v)", n, err)
 		}
 	}
-	eventually(t, 10*time.Second, "a NoMeshRoot Event", func() error {
+	testutil.Eventually(t, 10*time.Second, func() error {
 		events, err := c.Client.CoreV1().Events(ns).List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return err
@@ -645,7 +631,7 @@ func TestNoMeshRootIsReported(t *testing.T) {
 
 	// istiod's own CA appears: it is published, and the daemon is ready.
 	root := createCASecret(t, c.Client, ns, "istio-ca-secret", "ca-cert.pem")
-	eventually(t, 30*time.Second, "the root in "+app, func() error {
+	testutil.Eventually(t, 30*time.Second, func() error {
 		cm, err := c.Client.CoreV1().ConfigMaps(app).Get(ctx, "istio-ca-root-cert", metav1.GetOptions{})
 		if err != nil {
 			return err

@@ -53,13 +53,12 @@ func List(ctx context.Context, client kubernetes.Interface, namespace string) ([
 	if err != nil {
 		return nil, fmt.Errorf("list ConfigMaps in %s: %w", namespace, err)
 	}
-	for _, cm := range cms.Items {
-		raw, ok := cm.Annotations[resourcelock.LeaderAnnotationKey]
-		if !ok {
-			continue
+	for i := range cms.Items {
+		rec, err := resourcelock.ObjectRecord(&cms.Items[i])
+		if rec == nil && err == nil {
+			continue // not a lock
 		}
-		l := Lock{Election: cm.Name, Kind: election.ConfigMapLock, Namespace: namespace}
-		rec, err := resourcelock.DecodeRecord([]byte(raw))
+		l := Lock{Election: cms.Items[i].Name, Kind: election.ConfigMapLock, Namespace: namespace}
 		if err != nil {
 			l.Error = err.Error()
 		} else {

@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 
+	"github.com/meshd-io/meshd/internal/testing/testutil"
 	"github.com/meshd-io/meshd/pkg/resourcelock"
 )
 
@@ -119,9 +120,9 @@ func TestRestartedInstanceRejoinsAsFollower(t *testing.T) {
 		}
 		return nil
 	}
-	eventually(t, 5*time.Second, followsB)
+	testutil.Eventually(t, 5*time.Second, followsB)
 	// Two whole leases: plenty of renewals by b that a must accept.
-	holds(t, 2*ttl, func() error {
+	testutil.Consistently(t, 2*ttl, func() error {
 		if err := followsB(); err != nil {
 			return err
 		}

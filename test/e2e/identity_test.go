@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/meshd-io/meshd/internal/testing/meshdproc"
+	"github.com/meshd-io/meshd/internal/testing/testutil"
 )
 
 // generatedIdentity is what meshd picks when given no identity.
@@ -26,7 +27,7 @@ func TestProcessesWithoutIdentityNeverShareALock(t *testing.T) {
 
 	identities := map[string]string{}
 	for _, p := range []*meshdproc.Process{a, b} {
-		eventually(t, 10*time.Second, func() error {
+		testutil.Eventually(t, 10*time.Second, func() error {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 			defer cancel()
 			els, err := p.Elections(ctx)

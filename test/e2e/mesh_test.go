@@ -376,35 +376,6 @@ func (w *leaderWatch) wait(t *testing.T, timeout time.Duration) map[string]time.
 	return w.at
 }
 
-// eventually polls cond until it returns nil, and fails the test with
-// cond's last error after timeout.
-func eventually(t *testing.T, timeout time.Duration, cond func() error) time.Duration {
-	t.Helper()
-	start := time.Now()
-	for {
-		err := cond()
-		if err == nil {
-			return time.Since(start)
-		}
-		if time.Since(start) > timeout {
-			t.Fatalf("not within %v: %v", timeout, err)
-		}
-		time.Sleep(pollEvery)
-	}
-}
-
-// holds fails the test if cond returns an error at any time during d.
-func holds(t *testing.T, d time.Duration, cond func() error) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for time.Now().Before(deadline) {
-		if err := cond(); err != nil {
-			t.Fatalf("stopped holding: %v", err)
-		}
-		time.Sleep(5 * pollEvery)
-	}
-}
-
 // webhookName is the object whose label names the mesh's default revision,
 // for a mesh namespace other than istio-system.
 func (m *mesh) webhookName() string { return "istio-revision-tag-default-" + m.ns }

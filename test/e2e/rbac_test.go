@@ -32,6 +32,8 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"github.com/meshd-io/meshd/internal/testing/testutil"
 )
 
 // deploy/meshd.yaml, the chart rendered with its defaults, assumes this mesh
@@ -223,11 +225,11 @@ func TestDeployRBACIsEnoughForMeshd(t *testing.T) {
 			return err
 		}
 	}
-	eventually(t, 15*time.Second, exists(app, "istio-ca-root-cert")) // namespace: cluster-wide ConfigMaps
-	eventually(t, 15*time.Second, exists(m.ns, "istio-ca-root-cert"))
-	eventually(t, 15*time.Second, exists(m.ns, "meshd-status"))          // status: reads every lock
-	eventually(t, 15*time.Second, exists(m.ns, "meshd-revision-stable")) // revision: lists namespaces
-	eventually(t, 15*time.Second, func() error {                         // leadership Events
+	testutil.Eventually(t, 15*time.Second, exists(app, "istio-ca-root-cert")) // namespace: cluster-wide ConfigMaps
+	testutil.Eventually(t, 15*time.Second, exists(m.ns, "istio-ca-root-cert"))
+	testutil.Eventually(t, 15*time.Second, exists(m.ns, "meshd-status"))          // status: reads every lock
+	testutil.Eventually(t, 15*time.Second, exists(m.ns, "meshd-revision-stable")) // revision: lists namespaces
+	testutil.Eventually(t, 15*time.Second, func() error {                         // leadership Events
 		evs, err := admin.Events(m.ns).List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return err

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meshd-io/meshd/internal/testing/testutil"
 	"github.com/meshd-io/meshd/pkg/election"
 )
 
@@ -30,7 +31,7 @@ func TestDefaultRevisionMovesPrioritizedElections(t *testing.T) {
 	m.start("stable-2", "stable", withTTL(ttl))
 	m.start("canary-2", "canary", withTTL(ttl))
 	stableLeader, _ := m.waitLeader(revisionLock("stable"), 10*time.Second, in("stable-1", "stable-2"))
-	holds(t, ttl/2, func() error {
+	testutil.Consistently(t, ttl/2, func() error {
 		for _, l := range prioritized {
 			if h := m.holder(l); h != "canary-1" {
 				return fmt.Errorf("%s moved to %q although no default revision is known", l, h)
@@ -75,7 +76,7 @@ func TestDefaultRevisionMovesPrioritizedElections(t *testing.T) {
 		holders[l] = m.holder(l)
 	}
 	m.setDefault("")
-	holds(t, ttl/2, func() error {
+	testutil.Consistently(t, ttl/2, func() error {
 		for _, l := range prioritized {
 			if h := m.holder(l); h != holders[l] {
 				return fmt.Errorf("%s moved from %s to %q after the default was removed", l, holders[l], h)
@@ -107,7 +108,7 @@ func TestLocalInstanceTakesOverFromRemote(t *testing.T) {
 		t.Errorf("holder key %q, want stable", rec.HolderKey)
 	}
 	// And never back: the remote instance does not steal from a local one.
-	holds(t, ttl/2, func() error {
+	testutil.Consistently(t, ttl/2, func() error {
 		if h := m.holder(namespaceLock); h != "local-1" {
 			return fmt.Errorf("%s moved to %q", namespaceLock, h)
 		}

@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/meshd-io/meshd/internal/testing/meshdproc"
+	"github.com/meshd-io/meshd/internal/testing/testutil"
 )
 
 // In a mesh without a CA Secret, meshd leads the namespace election but
@@ -33,7 +34,7 @@ func TestNoCASecretPublishesNothing(t *testing.T) {
 	m.procs = append(m.procs, p)
 	m.mu.Unlock()
 
-	eventually(t, 30*time.Second, func() error {
+	testutil.Eventually(t, 30*time.Second, func() error {
 		err := p.Ready(ctx)
 		if err == nil || !strings.Contains(err.Error(), "no mesh root certificate") {
 			return fmt.Errorf("/readyz: %v", err)
@@ -45,7 +46,7 @@ func TestNoCASecretPublishesNothing(t *testing.T) {
 		!strings.Contains(els[0].Problems[0], m.ns+"/cacerts") {
 		t.Fatalf("/debug/elections: %+v, %v", els, err)
 	}
-	holds(t, 2*time.Second, func() error {
+	testutil.Consistently(t, 2*time.Second, func() error {
 		for _, ns := range []string{m.ns, app} {
 			_, err := cluster.Client.CoreV1().ConfigMaps(ns).Get(ctx, "istio-ca-root-cert", metav1.GetOptions{})
 			if err == nil {
@@ -59,7 +60,7 @@ func TestNoCASecretPublishesNothing(t *testing.T) {
 	})
 
 	root := createCASecret(t, m.ns, "istio-ca-secret", "ca-cert.pem")
-	eventually(t, 30*time.Second, func() error {
+	testutil.Eventually(t, 30*time.Second, func() error {
 		cm, err := cluster.Client.CoreV1().ConfigMaps(app).Get(ctx, "istio-ca-root-cert", metav1.GetOptions{})
 		if err != nil {
 			return err

@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/meshd-io/meshd/internal/testing/testcluster"
+	"github.com/meshd-io/meshd/internal/testing/testutil"
 	"github.com/meshd-io/meshd/pkg/election"
 	"github.com/meshd-io/meshd/pkg/resourcelock"
 )
@@ -27,8 +28,8 @@ func TestOneLeaderAmongThreeAndFailoverOnStop(t *testing.T) {
 		le, err := election.NewLeaderElection(ns, name, election.IngressController, "stable", c.Client, opts(t)...)
 		ins = append(ins, newInstance(t, name, le, err))
 	}
-	eventually(t, 10*time.Second, "a leader", func() bool { return len(leaders(ins...)) == 1 })
-	holds(t, 2*ttl, "exactly one leader", func() bool { return len(leaders(ins...)) == 1 })
+	testutil.Eventually(t, 10*time.Second, testutil.Check("a leader", func() bool { return len(leaders(ins...)) == 1 }))
+	testutil.Consistently(t, 2*ttl, testutil.Check("exactly one leader", func() bool { return len(leaders(ins...)) == 1 }))
 
 	first := leaders(ins...)[0]
 	rec, _ := configMapRecord(t, c.Client, ns, election.IngressController)
@@ -43,8 +44,8 @@ func TestOneLeaderAmongThreeAndFailoverOnStop(t *testing.T) {
 			rest = append(rest, in)
 		}
 	}
-	eventually(t, 10*time.Second, "a new leader", func() bool { return len(leaders(rest...)) == 1 })
-	holds(t, ttl, "exactly one leader", func() bool { return len(leaders(rest...)) == 1 })
+	testutil.Eventually(t, 10*time.Second, testutil.Check("a new leader", func() bool { return len(leaders(rest...)) == 1 }))
+	testutil.Consistently(t, ttl, testutil.Check("exactly one leader", func() bool { return len(leaders(rest...)) == 1 }))
 }
 
 func TestDefaultRevisionStealsAndFollowsTheWebhookLabel(t *testing.T) {
@@ -52,22 +53,22 @@ func TestDefaultRevisionStealsAndFollowsTheWebhookLabel(t *testing.T) {
 	ns := c.NewNamespace(t)
 	le, err := election.NewLeaderElection(ns, "canary-1", election.NamespaceController, "canary", c.Client, opts(t)...)
 	canary := newInstance(t, "canary-1", le, err)
-	eventually(t, 10*time.Second, "canary to lead", canary.leads)
+	testutil.Eventually(t, 10*time.Second, testutil.Check("canary to lead", canary.leads))
 
 	le, err = election.NewLeaderElection(ns, "stable-1", election.NamespaceController, "stable", c.Client, opts(t)...)
 	stable := newInstance(t, "stable-1", le, err)
-	holds(t, ttl, "canary leading while no default is known", func() bool { return canary.leads() && !stable.leads() })
+	testutil.Consistently(t, ttl, testutil.Check("canary leading while no default is known", func() bool { return canary.leads() && !stable.leads() }))
 
 	setDefaultRevision(t, c.Client, ns, "stable")
-	eventually(t, 10*time.Second, "stable to take over", func() bool { return stable.leads() && !canary.leads() })
+	testutil.Eventually(t, 10*time.Second, testutil.Check("stable to take over", func() bool { return stable.leads() && !canary.leads() }))
 	rec, _ := configMapRecord(t, c.Client, ns, election.NamespaceController)
 	if rec.HolderIdentity != "stable-1" || rec.HolderKey != "stable" {
 		t.Fatalf("after steal record = %+v", rec)
 	}
-	holds(t, ttl, "stable keeps the lock", func() bool { return stable.leads() && !canary.leads() })
+	testutil.Consistently(t, ttl, testutil.Check("stable keeps the lock", func() bool { return stable.leads() && !canary.leads() }))
 
 	setDefaultRevision(t, c.Client, ns, "canary")
-	eventually(t, 10*time.Second, "canary to take it back", func() bool { return canary.leads() && !stable.leads() })
+	testutil.Eventually(t, 10*time.Second, testutil.Check("canary to take it back", func() bool { return canary.leads() && !stable.leads() }))
 	rec, _ = configMapRecord(t, c.Client, ns, election.NamespaceController)
 	if rec.HolderIdentity != "canary-1" || rec.LeaderTransitions != 2 {
 		t.Fatalf("after flip back record = %+v, want canary-1 with 2 transitions", rec)
@@ -79,20 +80,20 @@ func TestLocalStealsFromRemoteButNotTheOtherWay(t *testing.T) {
 	ns := c.NewNamespace(t)
 	le, err := election.NewLeaderElectionMulticluster(ns, "remote-1", election.NamespaceController, "stable", true, c.Client, opts(t)...)
 	remote := newInstance(t, "remote-1", le, err)
-	eventually(t, 10*time.Second, "remote to lead", remote.leads)
+	testutil.Eventually(t, 10*time.Second, testutil.Check("remote to lead", remote.leads))
 	if rec, _ := configMapRecord(t, c.Client, ns, election.NamespaceController); rec.HolderKey != "^stable" {
 		t.Fatalf("remote key = %q, want ^stable", rec.HolderKey)
 	}
 
 	le, err = election.NewLeaderElectionMulticluster(ns, "local-1", election.NamespaceController, "stable", false, c.Client, opts(t)...)
 	local := newInstance(t, "local-1", le, err)
-	eventually(t, 10*time.Second, "local to take over", func() bool { return local.leads() && !remote.leads() })
+	testutil.Eventually(t, 10*time.Second, testutil.Check("local to take over", func() bool { return local.leads() && !remote.leads() }))
 
 	le, err = election.NewLeaderElectionMulticluster(ns, "remote-2", election.NamespaceController, "stable", true, c.Client, opts(t)...)
 	remote2 := newInstance(t, "remote-2", le, err)
-	holds(t, 2*ttl, "local keeps the lock against remotes", func() bool {
+	testutil.Consistently(t, 2*ttl, testutil.Check("local keeps the lock against remotes", func() bool {
 		return local.leads() && !remote.leads() && !remote2.leads()
-	})
+	}))
 }
 
 func TestPerRevisionElectionsAreIndependent(t *testing.T) {
@@ -105,8 +106,8 @@ func TestPerRevisionElectionsAreIndependent(t *testing.T) {
 		byRev[spec.rev] = append(byRev[spec.rev], newInstance(t, spec.name, le, err))
 	}
 	oneEach := func() bool { return len(leaders(byRev["stable"]...)) == 1 && len(leaders(byRev["canary"]...)) == 1 }
-	eventually(t, 10*time.Second, "one leader per revision", oneEach)
-	holds(t, 2*ttl, "one leader per revision, no preemption", oneEach)
+	testutil.Eventually(t, 10*time.Second, testutil.Check("one leader per revision", oneEach))
+	testutil.Consistently(t, 2*ttl, testutil.Check("one leader per revision, no preemption", oneEach))
 	for rev, ins := range byRev {
 		lease, err := c.Client.CoordinationV1().Leases(ns).Get(context.Background(), election.GatewayDeploymentController+"-"+rev, metav1.GetOptions{})
 		if err != nil {
@@ -123,7 +124,7 @@ func TestPrioritizedLeaseElectionUsesKeyAnnotation(t *testing.T) {
 	ns := c.NewNamespace(t)
 	le, err := election.NewLeaseLeaderElection(ns, "canary-1", election.StatusController, "canary", c.Client, opts(t)...)
 	canary := newInstance(t, "canary-1", le, err)
-	eventually(t, 10*time.Second, "canary to lead", canary.leads)
+	testutil.Eventually(t, 10*time.Second, testutil.Check("canary to lead", canary.leads))
 	lease, err := c.Client.CoordinationV1().Leases(ns).Get(context.Background(), election.StatusController, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -134,7 +135,7 @@ func TestPrioritizedLeaseElectionUsesKeyAnnotation(t *testing.T) {
 	setDefaultRevision(t, c.Client, ns, "stable")
 	le, err = election.NewLeaseLeaderElection(ns, "stable-1", election.StatusController, "stable", c.Client, opts(t)...)
 	stable := newInstance(t, "stable-1", le, err)
-	eventually(t, 10*time.Second, "stable to take the lease", func() bool { return stable.leads() && !canary.leads() })
+	testutil.Eventually(t, 10*time.Second, testutil.Check("stable to take the lease", func() bool { return stable.leads() && !canary.leads() }))
 	lease, _ = c.Client.CoordinationV1().Leases(ns).Get(context.Background(), election.StatusController, metav1.GetOptions{})
 	if *lease.Spec.HolderIdentity != "stable-1" || lease.Annotations[resourcelock.LeaseHolderKeyAnnotation] != "stable" {
 		t.Fatalf("lease after steal: holder %q key %q", *lease.Spec.HolderIdentity, lease.Annotations[resourcelock.LeaseHolderKeyAnnotation])
@@ -146,17 +147,17 @@ func TestGracefulReleaseHandsOver(t *testing.T) {
 	ns := c.NewNamespace(t)
 	le, err := election.NewLeaderElection(ns, "a", election.IngressController, "stable", c.Client, opts(t)...)
 	a := newInstance(t, "a", le, err)
-	eventually(t, 10*time.Second, "a to lead", a.leads)
+	testutil.Eventually(t, 10*time.Second, testutil.Check("a to lead", a.leads))
 	le, err = election.NewLeaderElection(ns, "b", election.IngressController, "stable", c.Client, opts(t)...)
 	b := newInstance(t, "b", le, err)
-	holds(t, ttl, "a leading", func() bool { return a.leads() && !b.leads() })
+	testutil.Consistently(t, ttl, testutil.Check("a leading", func() bool { return a.leads() && !b.leads() }))
 
 	a.stop()
 	rec, _ := configMapRecord(t, c.Client, ns, election.IngressController)
 	if rec.HolderIdentity != "" && rec.HolderIdentity != "b" {
 		t.Fatalf("after a's release the record names %q", rec.HolderIdentity)
 	}
-	eventually(t, 10*time.Second, "b to lead after the release", b.leads)
+	testutil.Eventually(t, 10*time.Second, testutil.Check("b to lead after the release", b.leads))
 }
 
 func TestCrashedHolderIsReplacedOnlyAfterLeaseDuration(t *testing.T) {
@@ -167,10 +168,10 @@ func TestCrashedHolderIsReplacedOnlyAfterLeaseDuration(t *testing.T) {
 	crashOpts := opts(t, election.WithReleaseOnCancel(false))
 	le, err := election.NewPerRevisionLeaderElection(ns, "a", election.GatewayDeploymentController, "stable", c.Client, crashOpts...)
 	a := newInstance(t, "a", le, err)
-	eventually(t, 10*time.Second, "a to lead", a.leads)
+	testutil.Eventually(t, 10*time.Second, testutil.Check("a to lead", a.leads))
 	le, err = election.NewPerRevisionLeaderElection(ns, "b", election.GatewayDeploymentController, "stable", c.Client, opts(t)...)
 	b := newInstance(t, "b", le, err)
-	holds(t, ttl, "a leading", func() bool { return a.leads() && !b.leads() })
+	testutil.Consistently(t, ttl, testutil.Check("a leading", func() bool { return a.leads() && !b.leads() }))
 
 	a.stop() // no release: as if the process died
 	lease, err := c.Client.CoordinationV1().Leases(ns).Get(context.Background(), election.GatewayDeploymentController+"-stable", metav1.GetOptions{})
@@ -181,7 +182,7 @@ func TestCrashedHolderIsReplacedOnlyAfterLeaseDuration(t *testing.T) {
 		t.Fatalf("crashed holder's lease names %q", *lease.Spec.HolderIdentity)
 	}
 	lastRenew := lease.Spec.RenewTime.Time
-	eventually(t, 10*time.Second, "b to take over", b.leads)
+	testutil.Eventually(t, 10*time.Second, testutil.Check("b to take over", b.leads))
 	if gap := b.lastStart().Sub(lastRenew); gap < ttl {
 		t.Fatalf("b started %v after a's last renew, before the lease duration %v had passed", gap, ttl)
 	}
@@ -204,13 +205,13 @@ func TestLockKeepsUnrelatedContentAcrossRenewals(t *testing.T) {
 	}
 	le, err := election.NewLeaderElection(ns, "a", election.IngressController, "stable", c.Client, opts(t)...)
 	a := newInstance(t, "a", le, err)
-	eventually(t, 10*time.Second, "a to lead", a.leads)
+	testutil.Eventually(t, 10*time.Second, testutil.Check("a to lead", a.leads))
 	start, _ := configMapRecord(t, c.Client, ns, election.IngressController)
 	// At a 500ms retry period, 4s is about eight renewals.
-	eventually(t, 10*time.Second, "several renewals", func() bool {
+	testutil.Eventually(t, 10*time.Second, testutil.Check("several renewals", func() bool {
 		rec, _ := configMapRecord(t, c.Client, ns, election.IngressController)
 		return rec.RenewTime.Sub(start.RenewTime.Time) >= 4*time.Second
-	})
+	}))
 	_, cm := configMapRecord(t, c.Client, ns, election.IngressController)
 	if cm.Labels["team"] != "mesh" || cm.Annotations["example.com/owner"] != "ops" || cm.Data["notes"] != "do not delete" {
 		t.Fatalf("unrelated content lost: labels %v annotations %v data %v", cm.Labels, cm.Annotations, cm.Data)
@@ -248,7 +249,7 @@ func TestIstiodRecordIsRespectedAndTakenOver(t *testing.T) {
 	// Same revision as the istiod holder: the lock (30s lease) is respected.
 	le, err := election.NewLeaderElection(ns, "meshd-"+want.HolderKey, election.NamespaceController, want.HolderKey, c.Client, opts(t)...)
 	same := newInstance(t, "same", le, err)
-	holds(t, 2*ttl, "the istiod holder's lock respected", func() bool { return !same.leads() })
+	testutil.Consistently(t, 2*ttl, testutil.Check("the istiod holder's lock respected", func() bool { return !same.leads() }))
 	if got := same.le.Status().Holder; got != want.HolderIdentity {
 		t.Fatalf("observed holder %q, want %q", got, want.HolderIdentity)
 	}
@@ -259,10 +260,10 @@ func TestIstiodRecordIsRespectedAndTakenOver(t *testing.T) {
 	def := newInstance(t, "default", le, err)
 	// The lock is taken at once; the work starts only when the istiod
 	// holder's 30s lease, as observed, has run out (fenced start).
-	eventually(t, 10*time.Second, "the default revision to take over", func() bool {
+	testutil.Eventually(t, 10*time.Second, testutil.Check("the default revision to take over", func() bool {
 		rec, _ := configMapRecord(t, c.Client, ns, election.NamespaceController)
 		return rec.HolderIdentity == "meshd-stable"
-	})
+	}))
 	if def.leads() {
 		t.Fatal("the default revision's work started while the istiod holder's lease ran")
 	}
@@ -322,12 +323,12 @@ func TestCandidateWithoutUpdatePermissionGetsAClearErrorAndDoesNotLead(t *testin
 	le, err := election.NewLeaderElection(ns, "restricted-1", election.IngressController, "stable", restricted,
 		opts(t, election.WithPrioritized(false))...)
 	in := newInstance(t, "restricted-1", le, err)
-	eventually(t, 10*time.Second, "a forbidden error", func() bool {
+	testutil.Eventually(t, 10*time.Second, testutil.Check("a forbidden error", func() bool {
 		return strings.Contains(in.le.Status().LastError, "forbidden")
-	})
+	}))
 	msg := in.le.Status().LastError
 	if !strings.Contains(msg, "create ConfigMap "+ns+"/"+election.IngressController) {
 		t.Fatalf("error does not say what was attempted on which object: %s", msg)
 	}
-	holds(t, ttl, "the restricted candidate not leading", func() bool { return !in.leads() })
+	testutil.Consistently(t, ttl, testutil.Check("the restricted candidate not leading", func() bool { return !in.leads() }))
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/meshd-io/meshd/internal/ledger"
 	"github.com/meshd-io/meshd/internal/testing/testcluster"
+	"github.com/meshd-io/meshd/internal/testing/testutil"
 	"github.com/meshd-io/meshd/pkg/election/elector"
 	"github.com/meshd-io/meshd/pkg/resourcelock"
 )
@@ -104,7 +105,7 @@ func TestForcedStealFromClientGoHolderNeverOverlaps(t *testing.T) {
 		le, stop := runElector(t, elector.Config{Name: name, Lock: lock, LeaseDuration: lease, RenewDeadline: renew,
 			RetryPeriod: retry, Watch: true, ReleaseOnCancel: true,
 			KeyComparison: func(holderKey string) bool { return holderKey == "" }}, l, "meshd")
-		eventually(t, 3*lease, "meshd's work to start", func() bool { return l.Starts(name) >= 2 && le.IsLeader() })
+		testutil.Eventually(t, 3*lease, testutil.Check("meshd's work to start", func() bool { return l.Starts(name) >= 2 && le.IsLeader() }))
 		stop()
 		stopHolder()
 		if o := l.Overlaps(); len(o) != 0 {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/meshd-io/meshd/internal/ledger"
 	"github.com/meshd-io/meshd/internal/testing/testcluster"
+	"github.com/meshd-io/meshd/internal/testing/testutil"
 	"github.com/meshd-io/meshd/pkg/election"
 	"github.com/meshd-io/meshd/pkg/resourcelock"
 )
@@ -34,7 +35,7 @@ func TestRepeatedDefaultFlipsHandOverWithoutOverlap(t *testing.T) {
 	m := &countingMetrics{}
 	le, err := election.NewLeaderElection(ns, "canary-1", election.NamespaceController, "canary", c.Client, opts(t, election.WithMetrics(m))...)
 	canary := ledgered(t, l, "canary-1", le, err)
-	eventually(t, 10*time.Second, "canary to lead", canary.leads)
+	testutil.Eventually(t, 10*time.Second, testutil.Check("canary to lead", canary.leads))
 	le, err = election.NewLeaderElection(ns, "stable-1", election.NamespaceController, "stable", c.Client, opts(t, election.WithMetrics(m))...)
 	stable := ledgered(t, l, "stable-1", le, err)
 
@@ -45,7 +46,7 @@ func TestRepeatedDefaultFlipsHandOverWithoutOverlap(t *testing.T) {
 			want, other, rev = canary, stable, "canary"
 		}
 		setDefaultRevision(t, c.Client, ns, rev)
-		eventually(t, 10*time.Second, want.name+" to lead after flip", func() bool { return want.leads() && !other.leads() })
+		testutil.Eventually(t, 10*time.Second, testutil.Check(want.name+" to lead after flip", func() bool { return want.leads() && !other.leads() }))
 	}
 	rec, _ := configMapRecord(t, c.Client, ns, election.NamespaceController)
 	if rec.HolderIdentity != "canary-1" {
@@ -168,12 +169,12 @@ func TestHungCooperativeHolderIsPreemptedAfterGrace(t *testing.T) {
 		opts(t, election.WithHandover(true, grace))...)
 	started := time.Now()
 	stable := newInstance(t, "stable-1", le, err)
-	eventually(t, 10*time.Second, "a handover request", func() bool {
+	testutil.Eventually(t, 10*time.Second, testutil.Check("a handover request", func() bool {
 		_, cm := configMapRecord(t, c.Client, ns, election.NamespaceController)
 		return cm.Annotations[resourcelock.HandoverAnnotationKey] != "" &&
 			strings.Contains(cm.Annotations[resourcelock.HandoverAnnotationKey], `"candidate":"stable-1"`)
-	})
-	eventually(t, 10*time.Second, "stable to take the lock after the grace period", stable.leads)
+	}))
+	testutil.Eventually(t, 10*time.Second, testutil.Check("stable to take the lock after the grace period", stable.leads))
 	if waited := stable.lastStart().Sub(started); waited < grace {
 		t.Fatalf("took the lock %v after starting, before the %v grace period", waited, grace)
 	}
@@ -193,7 +194,7 @@ func TestIstiodHolderIsPreemptedWithoutWaiting(t *testing.T) {
 	stable := newInstance(t, "stable-1", le, err)
 	// An hour of grace would fail this test if the candidate waited for an
 	// answer that an istiod holder never gives.
-	eventually(t, 10*time.Second, "stable to take the lock", stable.leads)
+	testutil.Eventually(t, 10*time.Second, testutil.Check("stable to take the lock", stable.leads))
 	_, cm := configMapRecord(t, c.Client, ns, election.NamespaceController)
 	if raw := cm.Annotations[resourcelock.HandoverAnnotationKey]; strings.Contains(raw, "candidate") {
 		t.Fatalf("asked an istiod holder to hand over: %s", raw)

@@ -26,30 +26,6 @@ func TestMain(m *testing.M) { testcluster.Main(m) }
 
 const ttl = 2 * time.Second
 
-// eventually polls cond every 10ms until it holds or the deadline passes.
-func eventually(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
-// holds asserts that cond stays true for d.
-func holds(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for time.Now().Before(deadline) {
-		if !cond() {
-			t.Fatalf("%s stopped holding", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 // instance is one candidate running in the background. Its run function
 // records when it starts and stops.
 type instance struct {

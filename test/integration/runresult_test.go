@@ -9,6 +9,7 @@ import (
 
 	"github.com/meshd-io/meshd/internal/ledger"
 	"github.com/meshd-io/meshd/internal/testing/testcluster"
+	"github.com/meshd-io/meshd/internal/testing/testutil"
 	"github.com/meshd-io/meshd/pkg/election"
 )
 
@@ -62,18 +63,18 @@ func TestFailingRunFunctionHandsTheLockOver(t *testing.T) {
 	ns := c.NewNamespace(t)
 	l := &ledger.Ledger{}
 	a := newFailable(t, c, l, ns, "a")
-	eventually(t, 10*time.Second, "a to lead", a.leads)
+	testutil.Eventually(t, 10*time.Second, testutil.Check("a to lead", a.leads))
 	b := newFailable(t, c, l, ns, "b")
 
 	failed := a.failNow(t, func() error { return errors.New("cannot reconcile") })
-	eventually(t, 10*time.Second, "b to take over after a's error", func() bool { return b.leads() && !a.leads() })
+	testutil.Eventually(t, 10*time.Second, testutil.Check("b to take over after a's error", func() bool { return b.leads() && !a.leads() }))
 	t.Logf("handover after an error: %v", b.lastStart().Sub(failed).Round(time.Millisecond))
 	if st := a.le.Status(); st.RunFailures != 1 || st.LastRunError != "cannot reconcile" {
 		t.Fatalf("a's status %+v, want one run failure, cannot reconcile", st)
 	}
 
 	failed = b.failNow(t, func() error { panic("nil map") })
-	eventually(t, 10*time.Second, "a to take over after b's panic", func() bool { return a.leads() && !b.leads() })
+	testutil.Eventually(t, 10*time.Second, testutil.Check("a to take over after b's panic", func() bool { return a.leads() && !b.leads() }))
 	t.Logf("handover after a panic: %v", a.lastStart().Sub(failed).Round(time.Millisecond))
 	if st := b.le.Status(); st.RunFailures != 1 || !strings.Contains(st.LastRunError, "panicked: nil map") {
 		t.Fatalf("b's status %+v, want one run failure naming the panic", st)

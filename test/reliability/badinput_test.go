@@ -20,6 +20,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/meshd-io/meshd/internal/ledger"
+	"github.com/meshd-io/meshd/internal/testing/testutil"
 	"github.com/meshd-io/meshd/pkg/election"
 	"github.com/meshd-io/meshd/pkg/election/elector"
 	"github.com/meshd-io/meshd/pkg/resourcelock"
@@ -49,7 +50,7 @@ func TestCorruptRecordIsReplacedAfterALeaseWithAWarning(t *testing.T) {
 	start := time.Now()
 	a := startCandidate(t, "a", l)(election.NewLeaderElection(ns, "a", election.IngressController, "stable", cluster.Client, electionOptions(t, events)...))
 	b := startCandidate(t, "b", l)(election.NewLeaderElection(ns, "b", election.IngressController, "stable", cluster.Client, electionOptions(t, events)...))
-	eventually(t, 3*bound, "a leader", func() bool { return a.leads.Load() || b.leads.Load() })
+	testutil.Eventually(t, 3*bound, testutil.Check("a leader", func() bool { return a.leads.Load() || b.leads.Load() }))
 	if waited := time.Since(start); waited < ttl-200*time.Millisecond {
 		t.Fatalf("the corrupt lock was taken after %v, before a lease (%v) could have run out", waited, ttl)
 	}
@@ -63,7 +64,7 @@ func TestCorruptRecordIsReplacedAfterALeaseWithAWarning(t *testing.T) {
 	if _, err := resourcelock.DecodeRecord([]byte(got.Annotations[resourcelock.LeaderAnnotationKey])); err != nil {
 		t.Fatalf("record still corrupt: %v", err)
 	}
-	eventually(t, 10*time.Second, "a CorruptLeaderRecord warning event", func() bool {
+	testutil.Eventually(t, 10*time.Second, testutil.Check("a CorruptLeaderRecord warning event", func() bool {
 		list, err := cluster.Client.CoreV1().Events(ns).List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return false
@@ -75,7 +76,7 @@ func TestCorruptRecordIsReplacedAfterALeaseWithAWarning(t *testing.T) {
 			}
 		}
 		return false
-	})
+	}))
 	if o := l.Overlaps(); len(o) != 0 {
 		t.Fatalf("overlaps: %+v", o)
 	}
@@ -115,9 +116,9 @@ func TestMissingNamespaceIsReportedAndRecovered(t *testing.T) {
 	client, ft := faultyClient(t, cluster.Config)
 	l := &ledger.Ledger{}
 	c := startCandidate(t, "a", l)(election.NewLeaderElection(ns, "a", election.IngressController, "stable", client, electionOptions(t)...))
-	eventually(t, 10*time.Second, "an error naming the namespace", func() bool {
+	testutil.Eventually(t, 10*time.Second, testutil.Check("an error naming the namespace", func() bool {
 		return strings.Contains(c.lastError(), `namespaces "`+ns+`" not found`)
-	})
+	}))
 	before := ft.requests.Load()
 	time.Sleep(3 * time.Second)
 	// Each try is a GET and a CREATE; one try per 0.5-1.1s retry period,
@@ -133,7 +134,7 @@ func TestMissingNamespaceIsReportedAndRecovered(t *testing.T) {
 		t.Fatal(err)
 	}
 	created := time.Now()
-	eventually(t, bound, "the candidate to lead once the namespace exists", c.leads.Load)
+	testutil.Eventually(t, bound, testutil.Check("the candidate to lead once the namespace exists", c.leads.Load))
 	t.Logf("led %v after the namespace was created", time.Since(created).Round(time.Millisecond))
 }
 
@@ -163,7 +164,7 @@ func TestMissingRBACIsReportedAndRecovered(t *testing.T) {
 	client, ft := faultyClient(t, cfg)
 	l := &ledger.Ledger{}
 	c := startCandidate(t, "a", l)(election.NewLeaderElection(ns, "a", election.IngressController, "stable", client, electionOptions(t)...))
-	eventually(t, 10*time.Second, "a forbidden error", func() bool { return strings.Contains(c.lastError(), "forbidden") })
+	testutil.Eventually(t, 10*time.Second, testutil.Check("a forbidden error", func() bool { return strings.Contains(c.lastError(), "forbidden") }))
 	if msg := c.lastError(); !strings.Contains(msg, "ConfigMap "+ns+"/"+election.IngressController) {
 		t.Fatalf("the error does not name the lock: %s", msg)
 	}
@@ -210,14 +211,14 @@ func TestMissingRBACIsReportedAndRecovered(t *testing.T) {
 		}
 	}
 	grant("get", "list", "watch")
-	eventually(t, 10*time.Second, "the candidate to see the dead holder and fail to replace it", func() bool {
+	testutil.Eventually(t, 10*time.Second, testutil.Check("the candidate to see the dead holder and fail to replace it", func() bool {
 		return c.le.Status().Holder == "ghost" && strings.Contains(c.lastError(), "update ConfigMap")
-	})
+	}))
 	quiet("read-only, holder dead", 15)
 
 	grant("get", "list", "watch", "create", "update")
 	granted := time.Now()
-	eventually(t, bound+2*time.Second, "the candidate to lead once granted", c.leads.Load)
+	testutil.Eventually(t, bound+2*time.Second, testutil.Check("the candidate to lead once granted", c.leads.Load))
 	t.Logf("led %v after the grant", time.Since(granted).Round(time.Millisecond))
 }
 
@@ -231,10 +232,10 @@ func TestServerErrorsMoveLeadershipWithoutOverlap(t *testing.T) {
 	l := &ledger.Ledger{}
 	clientA, faultsA := faultyClient(t, cluster.Config)
 	a := startCandidate(t, "a", l)(election.NewLeaderElection(ns, "a", election.IngressController, "stable", clientA, electionOptions(t)...))
-	eventually(t, 10*time.Second, "a to lead", a.leads.Load)
+	testutil.Eventually(t, 10*time.Second, testutil.Check("a to lead", a.leads.Load))
 	clientB, faultsB := faultyClient(t, cluster.Config)
 	b := startCandidate(t, "b", l)(election.NewLeaderElection(ns, "b", election.IngressController, "stable", clientB, electionOptions(t)...))
-	holds(t, ttl, "a leading alone", func() bool { return a.leads.Load() && !b.leads.Load() })
+	testutil.Consistently(t, ttl, testutil.Check("a leading alone", func() bool { return a.leads.Load() && !b.leads.Load() }))
 
 	for _, step := range []struct {
 		status          int
@@ -249,9 +250,8 @@ func TestServerErrorsMoveLeadershipWithoutOverlap(t *testing.T) {
 		step.faults.faked.Store(0)
 		step.faults.status.Store(int32(step.status))
 		injected := time.Now()
-		eventually(t, ttl, fmt.Sprintf("%s to step down after %d answers", step.sick.name, step.status),
-			func() bool { return !step.sick.leads.Load() })
-		eventually(t, bound, fmt.Sprintf("%s to take over", step.other.name), step.other.leads.Load)
+		testutil.Eventually(t, ttl, testutil.Check(fmt.Sprintf("%s to step down after %d answers", step.sick.name, step.status), func() bool { return !step.sick.leads.Load() }))
+		testutil.Eventually(t, bound, testutil.Check(fmt.Sprintf("%s to take over", step.other.name), step.other.leads.Load))
 		t.Logf("%d on %s: %s leads after %v", step.status, step.sick.name, step.other.name, time.Since(injected).Round(time.Millisecond))
 		time.Sleep(2 * time.Second)
 		if step.wantErrorSubstr != "" && !strings.Contains(step.sick.lastError(), step.wantErrorSubstr) {
@@ -261,9 +261,9 @@ func TestServerErrorsMoveLeadershipWithoutOverlap(t *testing.T) {
 			t.Errorf("%.1f requests per second answered %d: retrying too fast", rate, step.status)
 		}
 		step.faults.status.Store(0)
-		holds(t, ttl, step.other.name+" keeping the lock after the errors stop", func() bool {
+		testutil.Consistently(t, ttl, testutil.Check(step.other.name+" keeping the lock after the errors stop", func() bool {
 			return step.other.leads.Load() && !step.sick.leads.Load()
-		})
+		}))
 	}
 	if o := l.Overlaps(); len(o) != 0 {
 		t.Fatalf("overlaps: %+v", o)
@@ -299,16 +299,16 @@ func TestEmptyDefaultRevisionLabelMeansNoDefault(t *testing.T) {
 	l := &ledger.Ledger{}
 	canary := startCandidate(t, "canary-1", l)(election.NewLeaderElection(ns, "canary-1", election.NamespaceController, "canary", cluster.Client,
 		electionOptions(t, watcher(t))...))
-	eventually(t, 10*time.Second, "canary to lead", canary.leads.Load)
+	testutil.Eventually(t, 10*time.Second, testutil.Check("canary to lead", canary.leads.Load))
 	stable := startCandidate(t, "stable-1", l)(election.NewLeaderElection(ns, "stable-1", election.NamespaceController, "stable", cluster.Client,
 		electionOptions(t, watcher(t))...))
-	holds(t, 2*ttl, "canary keeping the lock while the label is empty", func() bool { return canary.leads.Load() && !stable.leads.Load() })
+	testutil.Consistently(t, 2*ttl, testutil.Check("canary keeping the lock while the label is empty", func() bool { return canary.leads.Load() && !stable.leads.Load() }))
 
 	wh.Labels[revisions.DefaultRevisionLabel] = "stable"
 	if _, err := hooks.Update(ctx, wh, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 5*time.Second, "stable to take over once it is the default", stable.leads.Load)
+	testutil.Eventually(t, 5*time.Second, testutil.Check("stable to take over once it is the default", stable.leads.Load))
 	if o := l.Overlaps(); len(o) != 0 {
 		t.Fatalf("overlaps: %+v", o)
 	}
@@ -389,7 +389,7 @@ func TestMeshdWaitsForItsNamespace(t *testing.T) {
 		_ = json.NewDecoder(resp.Body).Decode(&out)
 		return out
 	}
-	eventually(t, 15*time.Second, "every election to report the missing namespace", func() bool {
+	testutil.Eventually(t, 15*time.Second, testutil.Check("every election to report the missing namespace", func() bool {
 		sts := statuses()
 		for _, s := range sts {
 			if s.Leader || !strings.Contains(s.LastError, "not found") {
@@ -397,12 +397,12 @@ func TestMeshdWaitsForItsNamespace(t *testing.T) {
 			}
 		}
 		return len(sts) == 3
-	})
+	}))
 	if _, err := cluster.Client.CoreV1().Namespaces().Create(context.Background(),
 		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, bound+2*time.Second, "every election to be led", func() bool {
+	testutil.Eventually(t, bound+2*time.Second, testutil.Check("every election to be led", func() bool {
 		sts := statuses()
 		for _, s := range sts {
 			if !s.Leader {
@@ -410,7 +410,7 @@ func TestMeshdWaitsForItsNamespace(t *testing.T) {
 			}
 		}
 		return len(sts) == 3
-	})
+	}))
 	select {
 	case err := <-exited:
 		b, _ := os.ReadFile(logFile.Name())

@@ -160,15 +160,3 @@ func freeAddr(t *testing.T) string {
 	defer l.Close()
 	return l.Addr().String()
 }
-
-// holds asserts that cond stays true for d.
-func holds(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for time.Now().Before(deadline) {
-		if !cond() {
-			t.Fatalf("%s stopped holding", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}

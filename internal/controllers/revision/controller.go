@@ -116,7 +116,7 @@ func (c *Controller) sync(ctx context.Context, nsLister corelisters.NamespaceLis
 	if err != nil {
 		return err
 	}
-	wrote, err := controllers.ApplyConfigMap(ctx, c.client.CoreV1(), current, controllers.OwnedConfigMap{
+	wrote, err := controllers.ApplyFencedConfigMap(ctx, c.client.CoreV1(), current, controllers.OwnedConfigMap{
 		Namespace: c.opts.MeshNamespace,
 		Name:      c.cmName,
 		Data: map[string]string{

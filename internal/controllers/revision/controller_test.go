@@ -16,6 +16,7 @@ import (
 
 	ct "github.com/meshd-io/meshd/internal/testing/controllertest"
 	"github.com/meshd-io/meshd/internal/testing/testcluster"
+	"github.com/meshd-io/meshd/internal/testing/testutil"
 	"github.com/meshd-io/meshd/pkg/election"
 )
 
@@ -70,7 +71,7 @@ func TestListsTheNamespacesOfTheRevision(t *testing.T) {
 	expect := func(namespaces ...string) {
 		t.Helper()
 		want := strings.Join(namespaces, "\n")
-		ct.Eventually(t, wait, func() error {
+		testutil.Eventually(t, wait, func() error {
 			cm, err := c.Client.CoreV1().ConfigMaps(mesh).Get(ctx, ConfigMapName(rev), metav1.GetOptions{})
 			if err != nil {
 				return err
@@ -125,7 +126,7 @@ func TestListsTheNamespacesOfTheRevision(t *testing.T) {
 
 	// After Run returns nothing is written any more.
 	label(first, rev)
-	ct.Consistently(t, time.Second, func() error {
+	testutil.Consistently(t, time.Second, func() error {
 		cm, err := c.Client.CoreV1().ConfigMaps(mesh).Get(ctx, ConfigMapName(rev), metav1.GetOptions{})
 		if err != nil {
 			return err

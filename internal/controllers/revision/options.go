@@ -1,11 +1,11 @@
 package revision
 
 import (
-	"github.com/hashicorp/go-multierror"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
 	"github.com/meshd-io/meshd/internal/controllers"
+	"github.com/meshd-io/meshd/internal/errlist"
 	"github.com/meshd-io/meshd/pkg/election"
 	"github.com/meshd-io/meshd/pkg/revisions"
 )
@@ -62,14 +62,10 @@ func (o Options) withDefaults() Options {
 
 // validate reports every invalid field of defaulted options.
 func (o Options) validate() error {
-	var errs *multierror.Error
-	add := func(err error) {
-		if err != nil {
-			errs = multierror.Append(errs, err)
-		}
-	}
+	var errs []error
+	add := func(err error) { errs = append(errs, err) }
 	add(controllers.CheckDNSLabel("MeshNamespace", o.MeshNamespace))
 	add(controllers.CheckDNSLabel("Revision", o.Revision))
 	add(controllers.CheckLabelKey("RevisionLabel", o.RevisionLabel))
-	return errs.ErrorOrNil()
+	return errlist.Join(errs...)
 }

@@ -283,6 +283,8 @@ func (t *term) syncNamespace(ctx context.Context, name string) error {
 	if err != nil {
 		return err
 	}
+	// Not fenced by the term: istiod writes these ConfigMaps too, without a
+	// stamp, and every leader writes the same root (docs/controllers.md).
 	wrote, err := controllers.ApplyConfigMap(ctx, t.c.client.CoreV1(), current, controllers.OwnedConfigMap{
 		Namespace: name,
 		Name:      TargetConfigMap,

@@ -15,8 +15,10 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/record"
 
+	"github.com/meshd-io/meshd/internal/errlist"
 	ct "github.com/meshd-io/meshd/internal/testing/controllertest"
 	"github.com/meshd-io/meshd/internal/testing/testcluster"
+	"github.com/meshd-io/meshd/internal/testing/testutil"
 )
 
 func TestMain(m *testing.M) { testcluster.Main(m) }
@@ -104,7 +106,7 @@ func checkEveryNamespace(ctx context.Context, client kubernetes.Interface, cert 
 		}
 		errs = append(errs, checkTarget(ctx, client, ns.Name, cert))
 	}
-	return errors.Join(errs...)
+	return errlist.Join(errs...)
 }
 
 func TestCopiesIntoEveryNamespace(t *testing.T) {
@@ -118,13 +120,13 @@ func TestCopiesIntoEveryNamespace(t *testing.T) {
 
 	reg := prometheus.NewRegistry()
 	stop := ct.Run(t, newController(t, c.Client, Options{MeshNamespace: mesh, Registerer: reg}))
-	ct.Eventually(t, wait, func() error { return checkEveryNamespace(ctx, c.Client, cert) })
+	testutil.Eventually(t, wait, func() error { return checkEveryNamespace(ctx, c.Client, cert) })
 	if err := checkTarget(ctx, c.Client, before, cert); err != nil {
 		t.Fatal(err)
 	}
 
 	after := c.NewNamespace(t)
-	ct.Eventually(t, wait, func() error { return checkTarget(ctx, c.Client, after, cert) })
+	testutil.Eventually(t, wait, func() error { return checkTarget(ctx, c.Client, after, cert) })
 
 	if n := ct.Counter(t, reg, "meshd_controller_writes_total", "namespace"); n < 2 {
 		t.Errorf("writes_total = %v, want at least 2", n)
@@ -168,18 +170,18 @@ func TestRepairsEditsAndDeletion(t *testing.T) {
 		}
 		return nil
 	}
-	ct.Eventually(t, wait, keptOthers)
+	testutil.Eventually(t, wait, keptOthers)
 
 	ct.UpdateConfigMap(t, c.Client, ns, TargetConfigMap, func(cm *corev1.ConfigMap) {
 		cm.Data[TargetKey] = "tampered"
 		delete(cm.Labels, ConfigLabel)
 	})
-	ct.Eventually(t, wait, keptOthers)
+	testutil.Eventually(t, wait, keptOthers)
 
 	if err := c.Client.CoreV1().ConfigMaps(ns).Delete(ctx, TargetConfigMap, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	ct.Eventually(t, wait, func() error { return checkTarget(ctx, c.Client, ns, cert) })
+	testutil.Eventually(t, wait, func() error { return checkTarget(ctx, c.Client, ns, cert) })
 	stop()
 	leaks()
 }
@@ -194,14 +196,14 @@ func TestFollowsSourceChanges(t *testing.T) {
 	leaks := ct.LeakCheck(t)
 	stop := ct.Run(t, newController(t, c.Client, Options{MeshNamespace: mesh}))
 	// The plugged-in CA wins over istiod's own.
-	ct.Eventually(t, wait, func() error { return checkEveryNamespace(ctx, c.Client, first) })
+	testutil.Eventually(t, wait, func() error { return checkEveryNamespace(ctx, c.Client, first) })
 	updateSecret(t, c.Client, mesh, PluggedCASecret, PluggedRootKey, second)
-	ct.Eventually(t, wait, func() error { return checkEveryNamespace(ctx, c.Client, second) })
+	testutil.Eventually(t, wait, func() error { return checkEveryNamespace(ctx, c.Client, second) })
 	// Without cacerts, istiod's generated CA is the root.
 	if err := c.Client.CoreV1().Secrets(mesh).Delete(ctx, PluggedCASecret, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	ct.Eventually(t, wait, func() error { return checkEveryNamespace(ctx, c.Client, istiod) })
+	testutil.Eventually(t, wait, func() error { return checkEveryNamespace(ctx, c.Client, istiod) })
 	stop()
 	leaks()
 }
@@ -217,7 +219,7 @@ func TestUsesIstiodCAWhenPluggedHasNoRoot(t *testing.T) {
 	createSecret(t, c.Client, mesh, IstiodCASecret, IstiodCAKey, istiod)
 	leaks := ct.LeakCheck(t)
 	stop := ct.Run(t, newController(t, c.Client, Options{MeshNamespace: mesh}))
-	ct.Eventually(t, wait, func() error { return checkTarget(ctx, c.Client, ns, istiod) })
+	testutil.Eventually(t, wait, func() error { return checkTarget(ctx, c.Client, ns, istiod) })
 	stop()
 	leaks()
 }
@@ -231,7 +233,7 @@ func TestPublishesNothingWithoutCA(t *testing.T) {
 	events := record.NewFakeRecorder(10)
 	ctrl := newController(t, c.Client, Options{MeshNamespace: mesh, Recorder: events})
 	stop := ct.Run(t, ctrl)
-	ct.Eventually(t, wait, func() error {
+	testutil.Eventually(t, wait, func() error {
 		if ctrl.Problem() == nil {
 			return errors.New("no problem reported")
 		}
@@ -250,7 +252,7 @@ func TestPublishesNothingWithoutCA(t *testing.T) {
 	case <-time.After(wait):
 		t.Error("no Event recorded")
 	}
-	ct.Consistently(t, 2*time.Second, func() error {
+	testutil.Consistently(t, 2*time.Second, func() error {
 		for _, n := range []string{mesh, ns} {
 			if _, err := c.Client.CoreV1().ConfigMaps(n).Get(ctx, TargetConfigMap, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 				return fmt.Errorf("namespace %s: %s written without a CA Secret (err %v)", n, TargetConfigMap, err)
@@ -264,7 +266,7 @@ func TestPublishesNothingWithoutCA(t *testing.T) {
 	// The CA appearing later is picked up by the watch.
 	cert := newCert(t)
 	createSecret(t, c.Client, mesh, IstiodCASecret, IstiodCAKey, cert)
-	ct.Eventually(t, wait, func() error { return checkTarget(ctx, c.Client, ns, cert) })
+	testutil.Eventually(t, wait, func() error { return checkTarget(ctx, c.Client, ns, cert) })
 	if err := ctrl.Problem(); err != nil {
 		t.Errorf("problem after the CA appeared: %v", err)
 	}
@@ -284,7 +286,7 @@ func TestGeneratesMissingSourceOnce(t *testing.T) {
 	stopA := ct.Run(t, newController(t, c.Client, selfSigned))
 	stopB := ct.Run(t, newController(t, c.Client, selfSigned))
 	var generated *corev1.ConfigMap
-	ct.Eventually(t, wait, func() error {
+	testutil.Eventually(t, wait, func() error {
 		src, err := c.Client.CoreV1().ConfigMaps(mesh).Get(ctx, DefaultSourceConfigMap, metav1.GetOptions{})
 		if err != nil {
 			return err
@@ -302,7 +304,7 @@ func TestGeneratesMissingSourceOnce(t *testing.T) {
 	if ca := parseOne(t, cert); !ca.IsCA {
 		t.Error("generated certificate is not a CA")
 	}
-	ct.Eventually(t, wait, func() error { return checkEveryNamespace(ctx, c.Client, cert) })
+	testutil.Eventually(t, wait, func() error { return checkEveryNamespace(ctx, c.Client, cert) })
 	stopA()
 	stopB()
 
@@ -310,7 +312,7 @@ func TestGeneratesMissingSourceOnce(t *testing.T) {
 	ctrl := newController(t, c.Client, selfSigned)
 	stop := ct.Run(t, ctrl)
 	fresh := c.NewNamespace(t)
-	ct.Eventually(t, wait, func() error { return checkTarget(ctx, c.Client, fresh, cert) })
+	testutil.Eventually(t, wait, func() error { return checkTarget(ctx, c.Client, fresh, cert) })
 	src, err := c.Client.CoreV1().ConfigMaps(mesh).Get(ctx, DefaultSourceConfigMap, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -322,7 +324,7 @@ func TestGeneratesMissingSourceOnce(t *testing.T) {
 	if err := c.Client.CoreV1().ConfigMaps(mesh).Delete(ctx, DefaultSourceConfigMap, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	ct.Eventually(t, wait, func() error {
+	testutil.Eventually(t, wait, func() error {
 		src, err := c.Client.CoreV1().ConfigMaps(mesh).Get(ctx, DefaultSourceConfigMap, metav1.GetOptions{})
 		if err != nil {
 			return err
@@ -335,7 +337,7 @@ func TestGeneratesMissingSourceOnce(t *testing.T) {
 	// A real CA Secret wins over the self-signed root even in this mode.
 	real := newCert(t)
 	createSource(t, c.Client, mesh, real)
-	ct.Eventually(t, wait, func() error { return checkTarget(ctx, c.Client, fresh, real) })
+	testutil.Eventually(t, wait, func() error { return checkTarget(ctx, c.Client, fresh, real) })
 	if ctrl.Problem() != nil {
 		t.Errorf("problem: %v", ctrl.Problem())
 	}
@@ -357,7 +359,7 @@ func TestInvalidSourceIsNotDistributed(t *testing.T) {
 	ctrl := newController(t, c.Client, Options{MeshNamespace: mesh, Registerer: reg})
 	stop := ct.Run(t, ctrl)
 
-	ct.Eventually(t, wait, func() error {
+	testutil.Eventually(t, wait, func() error {
 		if n := ct.Counter(t, reg, "meshd_controller_errors_total", "namespace"); n < 1 {
 			return errors.New("no error counted for the invalid source")
 		}
@@ -373,7 +375,7 @@ func TestInvalidSourceIsNotDistributed(t *testing.T) {
 	// Fixing the source is picked up at once, not after the backoff.
 	cert := newCert(t)
 	updateSecret(t, c.Client, mesh, PluggedCASecret, PluggedRootKey, cert)
-	ct.Eventually(t, wait, func() error { return checkTarget(ctx, c.Client, ns, cert) })
+	testutil.Eventually(t, wait, func() error { return checkTarget(ctx, c.Client, ns, cert) })
 	stop()
 	leaks()
 }
@@ -389,8 +391,8 @@ func TestSkipsExcludedNamespaces(t *testing.T) {
 	leaks := ct.LeakCheck(t)
 	stop := ct.Run(t, newController(t, c.Client, Options{MeshNamespace: mesh, ExcludedNamespaces: []string{excluded}}))
 
-	ct.Eventually(t, wait, func() error { return checkTarget(ctx, c.Client, included, cert) })
-	ct.Consistently(t, time.Second, func() error {
+	testutil.Eventually(t, wait, func() error { return checkTarget(ctx, c.Client, included, cert) })
+	testutil.Consistently(t, time.Second, func() error {
 		_, err := c.Client.CoreV1().ConfigMaps(excluded).Get(ctx, TargetConfigMap, metav1.GetOptions{})
 		if !apierrors.IsNotFound(err) {
 			return fmt.Errorf("excluded namespace: err = %v", err)
@@ -414,15 +416,15 @@ func TestStopsWritingWhenCancelled(t *testing.T) {
 	// Two terms in a row, as after losing and regaining leadership.
 	for range 2 {
 		stop := ct.Run(t, ctrl)
-		ct.Eventually(t, wait, func() error { return checkTarget(ctx, c.Client, ns, cert) })
+		testutil.Eventually(t, wait, func() error { return checkTarget(ctx, c.Client, ns, cert) })
 		ct.UpdateConfigMap(t, c.Client, ns, TargetConfigMap, func(cm *corev1.ConfigMap) { cm.Data[TargetKey] = "edited" })
-		ct.Eventually(t, wait, func() error { return checkTarget(ctx, c.Client, ns, cert) })
+		testutil.Eventually(t, wait, func() error { return checkTarget(ctx, c.Client, ns, cert) })
 		stop()
 	}
 	leaks()
 
 	ct.UpdateConfigMap(t, c.Client, ns, TargetConfigMap, func(cm *corev1.ConfigMap) { cm.Data[TargetKey] = "edited" })
-	ct.Consistently(t, 2*time.Second, func() error {
+	testutil.Consistently(t, 2*time.Second, func() error {
 		cm, err := c.Client.CoreV1().ConfigMaps(ns).Get(ctx, TargetConfigMap, metav1.GetOptions{})
 		if err != nil {
 			return err

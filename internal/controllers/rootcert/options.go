@@ -3,11 +3,11 @@ package rootcert
 import (
 	"fmt"
 
-	"github.com/hashicorp/go-multierror"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
 	"github.com/meshd-io/meshd/internal/controllers"
+	"github.com/meshd-io/meshd/internal/errlist"
 	"github.com/meshd-io/meshd/pkg/election"
 	"github.com/meshd-io/meshd/pkg/resourcelock"
 )
@@ -101,12 +101,8 @@ func (o Options) withDefaults() Options {
 
 // validate reports every invalid field of defaulted options.
 func (o Options) validate() error {
-	var errs *multierror.Error
-	add := func(err error) {
-		if err != nil {
-			errs = multierror.Append(errs, err)
-		}
-	}
+	var errs []error
+	add := func(err error) { errs = append(errs, err) }
 	add(controllers.CheckDNSLabel("MeshNamespace", o.MeshNamespace))
 	add(controllers.CheckName("SourceConfigMap", o.SourceConfigMap))
 	add(controllers.CheckConfigMapKey("SourceKey", o.SourceKey))
@@ -116,5 +112,5 @@ func (o Options) validate() error {
 	if o.Workers < 0 {
 		add(fmt.Errorf("invalid Options.Workers %d: must not be negative", o.Workers))
 	}
-	return errs.ErrorOrNil()
+	return errlist.Join(errs...)
 }

@@ -145,7 +145,7 @@ func (c *Controller) sync(ctx context.Context, lister corelisters.ConfigMapListe
 	if current != nil && !snap.stale(current.Data, c.opts.Identity, now, *lastWrite, c.heartbeat) {
 		return nil
 	}
-	wrote, err := controllers.ApplyConfigMap(ctx, c.client.CoreV1(), current, controllers.OwnedConfigMap{
+	wrote, err := controllers.ApplyFencedConfigMap(ctx, c.client.CoreV1(), current, controllers.OwnedConfigMap{
 		Namespace: c.opts.MeshNamespace,
 		Name:      ConfigMapName,
 		Data:      snap.data(c.opts.Identity, now),

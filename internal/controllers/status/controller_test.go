@@ -16,6 +16,7 @@ import (
 	"github.com/meshd-io/meshd/internal/controllers"
 	ct "github.com/meshd-io/meshd/internal/testing/controllertest"
 	"github.com/meshd-io/meshd/internal/testing/testcluster"
+	"github.com/meshd-io/meshd/internal/testing/testutil"
 	"github.com/meshd-io/meshd/pkg/election"
 	"github.com/meshd-io/meshd/pkg/resourcelock"
 )
@@ -86,7 +87,7 @@ func TestWritesStatusOfHandMadeLocks(t *testing.T) {
 	}
 	stop := ct.Run(t, ctrl)
 
-	ct.Eventually(t, wait, func() error {
+	testutil.Eventually(t, wait, func() error {
 		cm, leaders, err := readStatus(t, c.Client, mesh)
 		if err != nil {
 			return err
@@ -129,7 +130,7 @@ func TestWritesStatusOfHandMadeLocks(t *testing.T) {
 	if err := leader.Update(ctx, resourcelock.Record{LeaseDurationSeconds: 30, LeaderTransitions: 1}); err != nil {
 		t.Fatal(err)
 	}
-	ct.Eventually(t, wait, func() error {
+	testutil.Eventually(t, wait, func() error {
 		cm, leaders, err := readStatus(t, c.Client, mesh)
 		if err != nil {
 			return err
@@ -143,7 +144,7 @@ func TestWritesStatusOfHandMadeLocks(t *testing.T) {
 	// Refreshes that find nothing new do not write: only heartbeats do.
 	writes := ct.Counter(t, reg, "meshd_controller_writes_total", Name)
 	reconciles := ct.Counter(t, reg, "meshd_controller_reconciles_total", Name)
-	ct.Eventually(t, wait, func() error {
+	testutil.Eventually(t, wait, func() error {
 		if n := ct.Counter(t, reg, "meshd_controller_reconciles_total", Name) - reconciles; n < 20 {
 			return fmt.Errorf("%v refreshes so far", n)
 		}
@@ -160,7 +161,7 @@ func TestWritesStatusOfHandMadeLocks(t *testing.T) {
 	if err := c.Client.CoreV1().ConfigMaps(mesh).Delete(ctx, ConfigMapName, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	ct.Eventually(t, wait, func() error {
+	testutil.Eventually(t, wait, func() error {
 		cm, _, err := readStatus(t, c.Client, mesh)
 		if err != nil {
 			return err
@@ -183,7 +184,7 @@ func TestTriggerRefreshesAtOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	stop := ct.Run(t, ctrl)
-	ct.Eventually(t, wait, func() error {
+	testutil.Eventually(t, wait, func() error {
 		cm, _, err := readStatus(t, c.Client, mesh)
 		if err != nil {
 			return err
@@ -196,7 +197,7 @@ func TestTriggerRefreshesAtOnce(t *testing.T) {
 
 	writeLock(t, c.Client, resourcelock.LeasesResourceLock, mesh, "meshd-revision-canary", held("istiod-b", "canary", time.Now()))
 	ctrl.Trigger()
-	ct.Eventually(t, wait, func() error {
+	testutil.Eventually(t, wait, func() error {
 		cm, leaders, err := readStatus(t, c.Client, mesh)
 		if err != nil {
 			return err
@@ -249,7 +250,7 @@ func TestRunsOnlyWhileLeading(t *testing.T) {
 	// status election, other than previous, and returns that holder.
 	leaderWrites := func(previous string) string {
 		var holder string
-		ct.Eventually(t, wait, func() error {
+		testutil.Eventually(t, wait, func() error {
 			cm, leaders, err := readStatus(t, c.Client, mesh)
 			if err != nil {
 				return err

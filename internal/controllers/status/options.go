@@ -5,12 +5,12 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/hashicorp/go-multierror"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
 	"github.com/meshd-io/meshd/internal/controllers"
 	"github.com/meshd-io/meshd/internal/controllers/revision"
+	"github.com/meshd-io/meshd/internal/errlist"
 	"github.com/meshd-io/meshd/pkg/election"
 )
 
@@ -80,12 +80,8 @@ func (o Options) withDefaults() Options {
 
 // validate reports every invalid field of defaulted options.
 func (o Options) validate() error {
-	var errs *multierror.Error
-	add := func(err error) {
-		if err != nil {
-			errs = multierror.Append(errs, err)
-		}
-	}
+	var errs []error
+	add := func(err error) { errs = append(errs, err) }
 	add(controllers.CheckDNSLabel("MeshNamespace", o.MeshNamespace))
 	if o.Identity == "" {
 		add(errors.New("Options.Identity must not be empty"))
@@ -99,5 +95,5 @@ func (o Options) validate() error {
 			add(fmt.Errorf("Options.PerRevisionElections[%d] must not be empty", i))
 		}
 	}
-	return errs.ErrorOrNil()
+	return errlist.Join(errs...)
 }

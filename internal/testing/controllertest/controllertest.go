@@ -5,6 +5,9 @@ package controllertest
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -16,18 +19,33 @@ import (
 	"k8s.io/client-go/util/retry"
 
 	"github.com/meshd-io/meshd/internal/controllers"
+	"github.com/meshd-io/meshd/internal/testing/kubetest"
+	"github.com/meshd-io/meshd/internal/testing/testutil"
+	"github.com/meshd-io/meshd/pkg/election"
+	"github.com/meshd-io/meshd/pkg/election/fence"
 )
 
 // Timeout bounds every wait of these helpers.
 const Timeout = 30 * time.Second
 
-// Run starts c.Run in a goroutine and returns a function that cancels it and
-// waits until Run has returned, failing the test if that takes longer than
-// Timeout. The function is also registered with t.Cleanup; calling it twice
-// is harmless.
+// TestTerm is the election term Run gives a controller: the first term of
+// a test lock, as if its election had been won once.
+var TestTerm = election.Term{Lock: "meshd-test/controllertest", Identity: "controllertest", Transitions: 1, Elected: true}
+
+// Run starts c.Run in a goroutine, in TestTerm, and returns a function that
+// cancels it and waits until Run has returned, failing the test if that
+// takes longer than Timeout. The function is also registered with
+// t.Cleanup; calling it twice is harmless.
 func Run(t testing.TB, c controllers.Controller) (stop func()) {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
+	return RunInTerm(t, c, TestTerm)
+}
+
+// RunInTerm is Run in the given election term, as election.TermFrom reads
+// it from the context of c.Run.
+func RunInTerm(t testing.TB, c controllers.Controller, term election.Term) (stop func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(election.WithTerm(context.Background(), term))
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -44,36 +62,6 @@ func Run(t testing.TB, c controllers.Controller) (stop func()) {
 	}
 	t.Cleanup(stop)
 	return stop
-}
-
-// Eventually calls cond every 50ms until it returns nil and fails the test
-// with cond's last error if that does not happen within timeout.
-func Eventually(t testing.TB, timeout time.Duration, cond func() error) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := cond()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("not true within %v: %v", timeout, err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
-// Consistently calls cond every 50ms for d and fails the test at the first
-// error. It is for asserting that something does not happen.
-func Consistently(t testing.TB, d time.Duration, cond func() error) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for time.Now().Before(deadline) {
-		if err := cond(); err != nil {
-			t.Fatalf("stopped being true: %v", err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
 }
 
 // LeakCheck records the goroutines running now and returns a function that
@@ -163,5 +151,46 @@ func UpdateConfigMap(t testing.TB, client kubernetes.Interface, namespace, name 
 	})
 	if err != nil {
 		t.Fatalf("update ConfigMap %s/%s: %v", namespace, name, err)
+	}
+}
+
+// OlderTermDoesNotOverwrite checks that a controller writes its ConfigMap
+// namespace/name fenced by its term: the object was last written by a
+// later term, as after a takeover, and the controller, built by build on a
+// fake clientset and run in TestTerm like a leader paused past its lease,
+// tries to write it, is refused and leaves the successor's content alone.
+func OlderTermDoesNotOverwrite(t *testing.T, namespace, name string, build func(kubernetes.Interface) (controllers.Controller, error)) {
+	t.Helper()
+	successor := TestTerm
+	successor.Transitions, successor.Identity = TestTerm.Transitions+1, "successor"
+	stored := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name},
+		Data: map[string]string{"written-by": "successor"}}
+	fence.Stamp(stored, successor)
+	client := kubetest.NewClientset(stored.DeepCopy())
+	ctrl, err := build(client)
+	if err != nil {
+		t.Fatal(err)
+	}
+	Run(t, ctrl)
+	testutil.Eventually(t, Timeout, func() error {
+		if !slices.Contains(kubetest.Verbs(client), "get configmaps") {
+			return errors.New("the controller has not tried a fenced write yet")
+		}
+		return nil
+	})
+	testutil.Consistently(t, 300*time.Millisecond, func() error {
+		got, err := client.CoreV1().ConfigMaps(namespace).Get(context.Background(), name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if got.Data["written-by"] != "successor" || got.Annotations[fence.Annotation] != stored.Annotations[fence.Annotation] {
+			return fmt.Errorf("the successor's ConfigMap was overwritten: %v %v", got.Annotations, got.Data)
+		}
+		return nil
+	})
+	for _, v := range kubetest.Verbs(client) {
+		if v == "update configmaps" || v == "create configmaps" {
+			t.Fatalf("the older term wrote: %v", kubetest.Verbs(client))
+		}
 	}
 }

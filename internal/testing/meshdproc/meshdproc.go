@@ -13,13 +13,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -28,6 +26,7 @@ import (
 	"time"
 
 	"github.com/meshd-io/meshd/internal/monitoring"
+	"github.com/meshd-io/meshd/internal/testing/proc"
 )
 
 // Options describe one meshd instance.
@@ -86,12 +85,9 @@ type Process struct {
 	logPath string
 	client  *http.Client
 
-	mu       sync.Mutex
-	cmd      *exec.Cmd
-	addr     string
-	done     chan struct{} // closed when the current run has exited
-	waitErr  error
-	exitedAt time.Time
+	mu   sync.Mutex
+	run  *proc.Process // the current or last run
+	addr string
 }
 
 // Start launches a new instance. It returns once the process runs; use
@@ -135,10 +131,10 @@ func (p *Process) Addr() string {
 func (p *Process) Pid() int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.cmd == nil || p.cmd.Process == nil {
+	if p.run == nil {
 		return 0
 	}
-	return p.cmd.Process.Pid
+	return p.run.Pid()
 }
 
 // Restart starts the instance again after it exited. It fails if the
@@ -146,12 +142,8 @@ func (p *Process) Pid() int {
 func (p *Process) Restart() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.done != nil {
-		select {
-		case <-p.done:
-		default:
-			return fmt.Errorf("meshdproc: %s is already running", p.opts.Name)
-		}
+	if p.run != nil && p.run.Running() {
+		return fmt.Errorf("meshdproc: %s is already running", p.opts.Name)
 	}
 	port, err := FreePort()
 	if err != nil {
@@ -186,129 +178,53 @@ func (p *Process) Restart() error {
 	if err := os.MkdirAll(p.opts.LogDir, 0o755); err != nil {
 		return err
 	}
-	logFile, err := os.OpenFile(p.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	run, err := proc.Start(proc.Spec{Name: p.opts.Name, Path: p.opts.Binary, Args: args,
+		Env: append(os.Environ(), p.opts.Env...), LogPath: p.logPath})
 	if err != nil {
-		return err
+		return fmt.Errorf("meshdproc: %w", err)
 	}
-	fmt.Fprintf(logFile, "=== %s meshdproc: starting %s %s\n",
-		time.Now().Format(time.RFC3339Nano), p.opts.Binary, strings.Join(args, " "))
-
-	cmd := exec.Command(p.opts.Binary, args...)
-	cmd.Env = append(os.Environ(), p.opts.Env...)
-	cmd.Stdout = logFile
-	cmd.Stderr = logFile
-	cmd.SysProcAttr = sysProcAttr()
-	if err := cmd.Start(); err != nil {
-		logFile.Close()
-		return fmt.Errorf("meshdproc: start %s: %w", p.opts.Name, err)
-	}
-	done := make(chan struct{})
-	p.cmd, p.addr, p.done = cmd, addr, done
-	p.waitErr, p.exitedAt = nil, time.Time{}
-	go func() {
-		err := cmd.Wait()
-		exitedAt := time.Now()
-		fmt.Fprintf(logFile, "=== %s meshdproc: %s exited: %s\n",
-			time.Now().Format(time.RFC3339Nano), p.opts.Name, describeExit(err))
-		logFile.Close()
-		p.mu.Lock()
-		p.waitErr, p.exitedAt = err, exitedAt
-		p.mu.Unlock()
-		close(done)
-	}()
+	p.run, p.addr = run, addr
 	return nil
+}
+
+func (p *Process) current() *proc.Process {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.run
 }
 
 // Exited returns a channel closed when the current run ends.
-func (p *Process) Exited() <-chan struct{} {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.done
-}
+func (p *Process) Exited() <-chan struct{} { return p.current().Done() }
 
 // Running reports whether the current run has not exited.
-func (p *Process) Running() bool {
-	select {
-	case <-p.Exited():
-		return false
-	default:
-		return true
-	}
-}
+func (p *Process) Running() bool { return p.current().Running() }
 
 // ExitErr is how the last run ended: nil for exit status 0, an
 // *exec.ExitError otherwise. It is only meaningful once Exited is closed.
-func (p *Process) ExitErr() error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.waitErr
-}
+func (p *Process) ExitErr() error { return p.current().ExitErr() }
 
 // ExitedAt is when the parent saw the last run exit. It is only meaningful
 // once Exited is closed.
-func (p *Process) ExitedAt() time.Time {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.exitedAt
-}
+func (p *Process) ExitedAt() time.Time { return p.current().ExitedAt() }
 
 // Signal sends sig to the current run.
-func (p *Process) Signal(sig syscall.Signal) error {
-	p.mu.Lock()
-	cmd := p.cmd
-	p.mu.Unlock()
-	if cmd == nil || cmd.Process == nil {
-		return fmt.Errorf("meshdproc: %s was never started", p.opts.Name)
-	}
-	if err := cmd.Process.Signal(sig); err != nil && !errors.Is(err, os.ErrProcessDone) {
-		return fmt.Errorf("meshdproc: signal %v to %s: %w", sig, p.opts.Name, err)
-	}
-	return nil
-}
+func (p *Process) Signal(sig syscall.Signal) error { return p.current().Signal(sig) }
 
 // Wait waits up to timeout for the current run to exit and returns how it
 // ended (nil for status 0).
-func (p *Process) Wait(timeout time.Duration) error {
-	t := time.NewTimer(timeout)
-	defer t.Stop()
-	select {
-	case <-p.Exited():
-		return p.ExitErr()
-	case <-t.C:
-		return fmt.Errorf("meshdproc: %s still running after %v", p.opts.Name, timeout)
-	}
-}
+func (p *Process) Wait(timeout time.Duration) error { return p.current().Wait(timeout) }
 
 // Kill sends SIGKILL and waits for the process to be gone.
-func (p *Process) Kill() error {
-	if err := p.Signal(syscall.SIGKILL); err != nil {
-		return err
-	}
-	select {
-	case <-p.Exited():
-		return nil
-	case <-time.After(10 * time.Second):
-		return fmt.Errorf("meshdproc: %s survived SIGKILL for 10s", p.opts.Name)
-	}
-}
+func (p *Process) Kill() error { return p.current().Kill() }
 
 // Stop ends the current run for cleanup: SIGTERM, then SIGKILL if it has
 // not exited within grace. It returns how the process ended; a process that
 // had already exited is not signalled again.
 func (p *Process) Stop(grace time.Duration) error {
-	if !p.Running() {
-		return p.ExitErr()
-	}
-	if err := p.Signal(syscall.SIGTERM); err != nil {
+	if err := p.current().Stop(syscall.SIGTERM, false, grace); err != nil {
 		return err
 	}
-	if err := p.Wait(grace); err == nil || !p.Running() {
-		return err
-	}
-	if err := p.Kill(); err != nil {
-		return err
-	}
-	return fmt.Errorf("meshdproc: %s did not exit within %v of SIGTERM and was killed", p.opts.Name, grace)
+	return p.ExitErr()
 }
 
 // WaitReady polls /readyz until it answers 200, the process exits, or ctx
@@ -342,7 +258,7 @@ func (p *Process) pollReady(ctx context.Context) error {
 		select {
 		case <-exited:
 			return fmt.Errorf("meshdproc: %s exited before it was ready (%s); log tail:\n%s",
-				p.opts.Name, describeExit(p.ExitErr()), p.LogTail(20))
+				p.opts.Name, DescribeExit(p.ExitErr()), p.LogTail(20))
 		case <-ctx.Done():
 			return fmt.Errorf("meshdproc: %s not ready: %w (last: %v); log tail:\n%s",
 				p.opts.Name, ctx.Err(), last, p.LogTail(20))
@@ -432,13 +348,7 @@ func (p *Process) Log() string {
 }
 
 // LogTail returns the last n lines of Log.
-func (p *Process) LogTail(n int) string {
-	lines := strings.Split(strings.TrimRight(p.Log(), "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
-}
+func (p *Process) LogTail(n int) string { return proc.TailFile(p.logPath, n) }
 
 // FreePort returns a TCP port that was free on 127.0.0.1. Another process
 // may take it before the caller binds it; WaitReady retries that case.
@@ -453,11 +363,4 @@ func FreePort() (int, error) {
 
 // DescribeExit says how a run ended, from the error ExitErr or Wait
 // returned: "exit status 0", "exit status 1", "signal: killed", ...
-func DescribeExit(err error) string { return describeExit(err) }
-
-func describeExit(err error) string {
-	if err == nil {
-		return "exit status 0"
-	}
-	return err.Error()
-}
+func DescribeExit(err error) string { return proc.DescribeExit(err) }

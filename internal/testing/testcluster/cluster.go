@@ -52,6 +52,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+
+	"github.com/meshd-io/meshd/internal/errlist"
 )
 
 // AdminUser is the static user behind Cluster.Config. It is a member of
@@ -563,7 +565,7 @@ func (c *Cluster) RestartAPIServer() error {
 	// way, so that a slow shutdown never leaves the cluster down.
 	stopErr := c.api.stop(30 * time.Second)
 	if err := c.api.start(); err != nil {
-		return errors.Join(stopErr, err)
+		return errlist.Join(stopErr, err)
 	}
 	return c.waitAPIServerReady()
 }
@@ -579,7 +581,7 @@ func (c *Cluster) RestartEtcd() error {
 	}
 	stopErr := c.etcd.stop(30 * time.Second)
 	if err := c.startEtcd(); err != nil {
-		return errors.Join(stopErr, err)
+		return errlist.Join(stopErr, err)
 	}
 	return c.waitAPIServerReady()
 }
@@ -612,7 +614,7 @@ func (c *Cluster) stopProcesses() error {
 	if c.etcd != nil {
 		errs = append(errs, c.etcd.stop(30*time.Second))
 	}
-	return errors.Join(errs...)
+	return errlist.Join(errs...)
 }
 
 // LogTails returns the last lines of the etcd and kube-apiserver logs, for

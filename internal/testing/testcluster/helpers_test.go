@@ -64,20 +64,7 @@ func TestRepoRootAndBinDir(t *testing.T) {
 	}
 }
 
-func TestTailFileAndFailedChecks(t *testing.T) {
-	p := filepath.Join(t.TempDir(), "log")
-	var b strings.Builder
-	for i := range 100 {
-		b.WriteString(strings.Repeat("x", i%7) + "\n")
-	}
-	b.WriteString("last line\n")
-	if err := os.WriteFile(p, []byte(b.String()), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	tail := tailFile(p, 3)
-	if lines := strings.Split(tail, "\n"); len(lines) != 3 || lines[2] != "last line" {
-		t.Fatalf("tailFile = %q", tail)
-	}
+func TestFailedChecks(t *testing.T) {
 	body := "[+]ping ok\n[-]etcd failed: reason withheld\n[+]log ok\nreadyz check failed\n"
 	if got := failedChecks(body); got != "[-]etcd failed: reason withheld" {
 		t.Fatalf("failedChecks = %q", got)

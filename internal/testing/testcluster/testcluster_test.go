@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/meshd-io/meshd/internal/testing/testcluster"
+	"github.com/meshd-io/meshd/internal/testing/testutil"
 )
 
 func TestMain(m *testing.M) { testcluster.Main(m) }
@@ -130,7 +131,7 @@ func TestRestrictedUserNeedsRBAC(t *testing.T) {
 
 	bindRole(t, ctx, c, ns, rbacv1.Subject{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: user},
 		rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"create"}})
-	eventually(t, ctx, func() error {
+	testutil.Eventually(t, 30*time.Second, func() error {
 		_, err := cs.CoreV1().ConfigMaps(ns).Create(ctx, cm, metav1.CreateOptions{})
 		return err
 	})
@@ -166,7 +167,7 @@ func TestServiceAccountTokenWithRole(t *testing.T) {
 
 	bindRole(t, ctx, c, ns, rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Name: "elector", Namespace: ns},
 		rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "list", "create", "update"}})
-	eventually(t, ctx, func() error {
+	testutil.Eventually(t, 30*time.Second, func() error {
 		_, err := cs.CoreV1().ConfigMaps(ns).List(ctx, metav1.ListOptions{})
 		return err
 	})
@@ -276,7 +277,7 @@ func createMarker(t *testing.T, ctx context.Context, c *testcluster.Cluster, ns 
 func checkMarker(t *testing.T, ctx context.Context, c *testcluster.Cluster, ns string, before *corev1.ConfigMap) {
 	t.Helper()
 	var got *corev1.ConfigMap
-	eventually(t, ctx, func() error {
+	testutil.Eventually(t, 30*time.Second, func() error {
 		var err error
 		got, err = c.Client.CoreV1().ConfigMaps(ns).Get(ctx, "marker", metav1.GetOptions{})
 		return err
@@ -306,23 +307,6 @@ func bindRole(t *testing.T, ctx context.Context, c *testcluster.Cluster, ns stri
 	}
 	if _, err := c.Client.RbacV1().RoleBindings(ns).Create(ctx, rb, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("create rolebinding: %v", err)
-	}
-}
-
-// eventually retries f every 100ms until it succeeds or ctx ends; RBAC
-// changes reach the authorizer through a watch, so they are not instant.
-func eventually(t *testing.T, ctx context.Context, f func() error) {
-	t.Helper()
-	var err error
-	for {
-		if err = f(); err == nil {
-			return
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("still failing when the deadline passed: %v", err)
-		case <-time.After(100 * time.Millisecond):
-		}
 	}
 }
 

@@ -9,13 +9,13 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sync"
 	"syscall"
 	"time"
 
 	"github.com/meshd-io/meshd/internal/testing/faultproxy"
+	"github.com/meshd-io/meshd/internal/testing/proc"
 	"github.com/meshd-io/meshd/pkg/election"
 )
 
@@ -38,10 +38,8 @@ type instance struct {
 
 	mu          sync.Mutex
 	incarnation int
-	cmd         *exec.Cmd
-	exited      chan struct{} // closed when the current incarnation has exited
+	run         *proc.Process // the current or last incarnation
 	expectExit  bool          // signal was asked to stop the current incarnation
-	waitErr     error         // how the last incarnation ended
 	ledgers     []LedgerFile  // one per incarnation; End set once it exited
 }
 
@@ -54,20 +52,12 @@ func (in *instance) holder(incarnation int) string {
 func (in *instance) start() error {
 	in.mu.Lock()
 	defer in.mu.Unlock()
-	if in.exited != nil {
-		select {
-		case <-in.exited:
-		default:
-			return fmt.Errorf("%s is already running", in.name)
-		}
+	if in.run != nil && in.run.Running() {
+		return fmt.Errorf("%s is already running", in.name)
 	}
-	in.incarnation++
-	base := filepath.Join(in.dir, fmt.Sprintf("%s.%d", in.name, in.incarnation))
+	incarnation := in.incarnation + 1
+	base := filepath.Join(in.dir, fmt.Sprintf("%s.%d", in.name, incarnation))
 	ledgerPath := base + ".ledger.jsonl"
-	logFile, err := os.Create(base + ".log")
-	if err != nil {
-		return err
-	}
 	args := append([]string{"run",
 		"--kubeconfig", in.kubeconfig,
 		"--identity", in.name,
@@ -78,93 +68,67 @@ func (in *instance) start() error {
 		// test control plane has no mesh CA, so meshd mints it.
 		"--self-signed-root",
 	}, in.args...)
-	cmd := exec.Command(in.binary, args...)
-	cmd.Stdout, cmd.Stderr = logFile, logFile
-	cmd.SysProcAttr = sysProcAttr()
-	cmd.Env = append(os.Environ(), "POD_NAME=", "REVISION=")
-	if err := cmd.Start(); err != nil {
-		logFile.Close()
-		return fmt.Errorf("start %s: %w", in.name, err)
+	idx := len(in.ledgers)
+	run, err := proc.Start(proc.Spec{
+		Name: in.holder(incarnation), Path: in.binary, Args: args, LogPath: base + ".log",
+		Env:    append(os.Environ(), "POD_NAME=", "REVISION="),
+		OnExit: func(err error) { in.exitedNow(idx, incarnation, err) },
+	})
+	if err != nil {
+		return err
 	}
-	idx, incarnation := len(in.ledgers), in.incarnation
+	in.incarnation = incarnation
 	in.ledgers = append(in.ledgers, LedgerFile{Path: ledgerPath, Holder: in.holder(incarnation)})
-	exited := make(chan struct{})
-	in.cmd, in.exited, in.expectExit = cmd, exited, false
-	go func() {
-		err := cmd.Wait()
-		end := Now()
-		logFile.Close()
-		in.mu.Lock()
-		in.ledgers[idx].End = end
-		in.waitErr = err
-		expected := in.expectExit
-		in.mu.Unlock()
-		close(exited)
-		if in.onExit != nil {
-			in.onExit(in, incarnation, expected, err)
-		}
-	}()
+	in.run, in.expectExit = run, false
 	return nil
+}
+
+// exitedNow records that incarnation (ledger index idx) ended with err and
+// tells onExit.
+func (in *instance) exitedNow(idx, incarnation int, err error) {
+	end := Now()
+	in.mu.Lock()
+	in.ledgers[idx].End = end
+	expected := in.expectExit
+	in.mu.Unlock()
+	if in.onExit != nil {
+		in.onExit(in, incarnation, expected, err)
+	}
+}
+
+func (in *instance) current() *proc.Process {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	return in.run
 }
 
 // exitErr is how the last incarnation that exited ended (nil: status 0).
 func (in *instance) exitErr() error {
-	in.mu.Lock()
-	defer in.mu.Unlock()
-	return in.waitErr
+	if run := in.current(); run != nil {
+		return run.ExitErr()
+	}
+	return nil
 }
 
 // running reports whether the current incarnation is alive.
 func (in *instance) running() bool {
-	in.mu.Lock()
-	exited := in.exited
-	in.mu.Unlock()
-	if exited == nil {
-		return false
-	}
-	select {
-	case <-exited:
-		return false
-	default:
-		return true
-	}
+	run := in.current()
+	return run != nil && run.Running()
 }
 
-// signal sends sig to the current incarnation and waits up to wait for it
-// to exit; if it has not, it is killed. It returns when the signal was sent.
+// signal sends sig to the current incarnation (SIGKILL to its whole
+// process group) and waits up to wait for it to exit; if it has not, it is
+// killed. It returns when the signal was sent.
 func (in *instance) signal(sig syscall.Signal, wait time.Duration) (Mono, error) {
 	in.mu.Lock()
-	cmd, exited := in.cmd, in.exited
+	run := in.run
 	in.expectExit = true
 	in.mu.Unlock()
-	if cmd == nil || !in.running() {
+	if run == nil || !run.Running() {
 		return Now(), fmt.Errorf("%s is not running", in.name)
 	}
 	sent := Now()
-	target := cmd.Process.Pid
-	if sig == syscall.SIGKILL {
-		target = -target // the whole process group
-	}
-	if err := syscall.Kill(target, sig); err != nil && !errors.Is(err, syscall.ESRCH) {
-		return sent, fmt.Errorf("signal %s: %w", in.name, err)
-	}
-	timer := time.NewTimer(wait)
-	defer timer.Stop()
-	select {
-	case <-exited:
-		return sent, nil
-	case <-timer.C:
-	}
-	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-	select {
-	case <-exited:
-	case <-time.After(10 * time.Second):
-		return sent, fmt.Errorf("%s did not exit after SIGKILL", in.name)
-	}
-	if sig != syscall.SIGKILL {
-		return sent, fmt.Errorf("%s did not exit within %v of %v; killed", in.name, wait, sig)
-	}
-	return sent, nil
+	return sent, run.Stop(sig, sig == syscall.SIGKILL, wait)
 }
 
 // kill SIGKILLs the current incarnation, if any, and waits for it.

@@ -234,32 +234,15 @@ func (m *mesh) tearDown(ctx context.Context) {
 func (m *mesh) record(ctx context.Context, l lockRef) (resourcelock.Record, error) {
 	ctx, cancel := withTimeout(ctx)
 	defer cancel()
+	kind := resourcelock.LeasesResourceLock
 	if l.kind == election.ConfigMapLock {
-		cm, err := m.client.CoreV1().ConfigMaps(m.namespace).Get(ctx, l.name, metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
-			return resourcelock.Record{}, nil
-		}
-		if err != nil {
-			return resourcelock.Record{}, err
-		}
-		raw, ok := cm.Annotations[resourcelock.LeaderAnnotationKey]
-		if !ok {
-			return resourcelock.Record{}, nil
-		}
-		rec, err := resourcelock.DecodeRecord([]byte(raw))
-		if err != nil {
-			return resourcelock.Record{}, err
-		}
-		return *rec, nil
+		kind = resourcelock.ConfigMapsResourceLock
 	}
-	lease, err := m.client.CoordinationV1().Leases(m.namespace).Get(ctx, l.name, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		return resourcelock.Record{}, nil
-	}
-	if err != nil {
+	rec, err := resourcelock.ReadRecord(ctx, m.client, kind, m.namespace, l.name)
+	if err != nil || rec == nil {
 		return resourcelock.Record{}, err
 	}
-	return *resourcelock.LeaseToRecord(lease), nil
+	return *rec, nil
 }
 
 // rewrite changes the record of lock l by hand, keeping the rest of the

@@ -18,6 +18,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/meshd-io/meshd/internal/errlist"
 	"github.com/meshd-io/meshd/internal/testing/faultproxy"
 	"github.com/meshd-io/meshd/internal/testing/testcluster"
 	"github.com/meshd-io/meshd/pkg/election/elector"
@@ -98,7 +99,7 @@ func (c Config) validate() error {
 	if c.Dir == "" {
 		errs = append(errs, errors.New("Dir is required"))
 	}
-	return errors.Join(append(errs, c.CheckSettings())...)
+	return errlist.Join(append(errs, c.CheckSettings())...)
 }
 
 // CheckSettings reports every invalid setting of c other than Cluster,
@@ -122,7 +123,7 @@ func (c Config) CheckSettings() error {
 	if len(c.Revisions) < 2 {
 		errs = append(errs, errors.New("at least two revisions are needed"))
 	}
-	return errors.Join(errs...)
+	return errlist.Join(errs...)
 }
 
 // Timing returns the lease duration, renew deadline and retry period of ttl.
@@ -230,7 +231,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			// The object meshd recreates lacks what the run seeded; add it
 			// back, as whoever owned it would.
 			if err := r.mesh.reseedLock(ctx, r.mesh.locks[f.Election], 3*lease); err != nil {
-				rec.Err = errors.Join(rec.Err, fmt.Errorf("re-seed the deleted lock: %w", err))
+				rec.Err = errlist.Join(rec.Err, fmt.Errorf("re-seed the deleted lock: %w", err))
 			}
 		}
 		r.logf("#%-3d %-50s %s; all led %s after it ended", rec.N, f, rec.Target, fmtRecovery(rec.Recovered))
@@ -480,7 +481,7 @@ func (r *runner) inject(ctx context.Context, n int, f Fault) FaultRecord {
 		}
 		sleep(ctx, f.RestartAfter)
 		if err := victim.start(); err != nil {
-			rec.Err = errors.Join(rec.Err, err)
+			rec.Err = errlist.Join(rec.Err, err)
 		}
 	case RestartAPIServer, RestartEtcd:
 		rec.Target = "the API server"

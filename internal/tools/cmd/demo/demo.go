@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -18,6 +17,7 @@ import (
 
 	"github.com/meshd-io/meshd/internal/controllers/revision"
 	"github.com/meshd-io/meshd/internal/controllers/status"
+	"github.com/meshd-io/meshd/internal/errlist"
 	"github.com/meshd-io/meshd/internal/monitoring"
 	"github.com/meshd-io/meshd/internal/testing/meshdproc"
 	"github.com/meshd-io/meshd/internal/testing/testcluster"
@@ -409,5 +409,5 @@ func (d *demo) cleanup(failed bool) error {
 	if len(errs) == 0 {
 		fmt.Println("stopped every meshd process and the control plane; removed the demo's files")
 	}
-	return errors.Join(errs...)
+	return errlist.Join(errs...)
 }

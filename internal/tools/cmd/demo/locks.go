@@ -118,12 +118,12 @@ func (w *lockWatcher) observeConfigMap(obj any, deleted bool) {
 		w.notify()
 		return
 	}
-	raw, isLock := cm.Annotations[resourcelock.LeaderAnnotationKey]
-	if !isLock {
-		return
+	rec, err := resourcelock.ObjectRecord(cm)
+	if rec == nil && err == nil {
+		return // not a lock
 	}
 	l := lock{Name: cm.Name, Kind: election.ConfigMapLock}
-	if rec, err := resourcelock.DecodeRecord([]byte(raw)); err != nil {
+	if err != nil {
 		l.Err = err.Error()
 	} else {
 		l.fill(rec)

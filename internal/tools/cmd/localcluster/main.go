@@ -26,6 +26,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/meshd-io/meshd/internal/errlist"
 	"github.com/meshd-io/meshd/internal/testing/testcluster"
 )
 
@@ -112,7 +113,7 @@ func checkKubeconfig(path string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if _, err := cs.CoreV1().Namespaces().List(ctx, metav1.ListOptions{}); err != nil {
-		return errors.Join(errors.New("the written kubeconfig does not work"), err)
+		return errlist.Join(errors.New("the written kubeconfig does not work"), err)
 	}
 	return nil
 }
