@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/meshd-io/meshd/internal/testing/testcluster"
+	"github.com/meshd-io/meshd/internal/testing/testutil"
 	"github.com/meshd-io/meshd/pkg/election"
 	"github.com/meshd-io/meshd/pkg/resourcelock"
 	"github.com/meshd-io/meshd/pkg/revisions"
@@ -148,14 +149,14 @@ func TestTwoHundredElectionsOfOneProcessShareOneWatch(t *testing.T) {
 			}
 		}
 		runElections(t, les)
-		eventually(t, time.Minute, "every election to settle", func() bool {
+		testutil.Eventually(t, time.Minute, testutil.Check("every election to settle", func() bool {
 			for _, le := range les {
 				if !le.IsLeader() {
 					return false
 				}
 			}
 			return true
-		})
+		}))
 		// One list per resource, shared by every election. A server that
 		// closes a watch whose reader fell behind during the burst of
 		// creates makes the shared watch resume from the version it had
@@ -219,23 +220,23 @@ func TestConfigMapLocksFollowMetadataAndKeepDataAcrossATakeover(t *testing.T) {
 		outer := t
 		t.Run("a", func(t *testing.T) {
 			runElections(t, a)
-			eventually(t, 30*time.Second, "a to lead every election", func() bool {
+			testutil.Eventually(t, 30*time.Second, testutil.Check("a to lead every election", func() bool {
 				for _, le := range a {
 					if !le.IsLeader() {
 						return false
 					}
 				}
 				return true
-			})
+			}))
 			runElections(outer, b)
-			eventually(t, 10*time.Second, "b to know every leader", func() bool {
+			testutil.Eventually(t, 10*time.Second, testutil.Check("b to know every leader", func() bool {
 				for _, le := range b {
 					if le.Status().Holder != "a" {
 						return false
 					}
 				}
 				return true
-			})
+			}))
 		}) // a releases every lock on the way out
 		for _, log := range []*requestLog{logA, logB} {
 			lists, watches := log.get("list configmaps (metadata)"), log.get("watch configmaps (metadata)")
@@ -244,14 +245,14 @@ func TestConfigMapLocksFollowMetadataAndKeepDataAcrossATakeover(t *testing.T) {
 					n, lists, watches, maxResumedWatches, log)
 			}
 		}
-		eventually(t, 10*time.Second, "b to take over every election", func() bool {
+		testutil.Eventually(t, 10*time.Second, testutil.Check("b to take over every election", func() bool {
 			for _, le := range b {
 				if !le.IsLeader() {
 					return false
 				}
 			}
 			return true
-		})
+		}))
 		for i := range n {
 			rec, cm := configMapRecord(t, c.Client, ns, fmt.Sprintf("cm%02d", i))
 			if rec.HolderIdentity != "b" || cm.Data["config"] != "precious" || cm.Annotations["keep"] != "me" {
