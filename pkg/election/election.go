@@ -5,10 +5,10 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-multierror"
-	"go.uber.org/atomic"
 	"go.uber.org/zap"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/clock"
@@ -43,10 +43,10 @@ type LeaderElection struct {
 	lastErr  error    // of the latest failed run function
 	failures int      // terms ended by a failed run function
 
-	running            atomic.Bool
-	cycle              atomic.Int32
-	leading            atomic.Bool
-	lastTransitionTime atomic.Time
+	running        atomic.Bool
+	cycle          atomic.Int32
+	leading        atomic.Bool
+	lastTransition atomic.Pointer[time.Time]
 }
 
 // New validates spec and opts and builds an election. It reports every
@@ -94,6 +94,15 @@ func validate(client kubernetes.Interface, spec Spec, o *options) error {
 	}
 	errs.ErrorFormat = joinErrors
 	return fmt.Errorf("election %q: %w", spec.ElectionID, errs)
+}
+
+// lastTransitionTime is when this instance last started or stopped leading;
+// zero before the first time.
+func (l *LeaderElection) lastTransitionTime() time.Time {
+	if t := l.lastTransition.Load(); t != nil {
+		return *t
+	}
+	return time.Time{}
 }
 
 func joinErrors(errs []error) string {
@@ -271,7 +280,7 @@ func (l *LeaderElection) Status() Status {
 		Revision:           l.candidate.Revision,
 		Remote:             l.candidate.Remote,
 		Cycle:              l.Cycle(),
-		LastTransitionTime: l.lastTransitionTime.Load(),
+		LastTransitionTime: l.lastTransitionTime(),
 	}
 	l.mu.Lock()
 	s.RunFailures = l.failures

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sync"
 
+	"github.com/hashicorp/go-multierror"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/meshd-io/meshd/pkg/resourcelock"
@@ -158,7 +159,17 @@ func (g *Group) Run(ctx context.Context) error {
 		running.Go(func() { errs[i] = l.RunContext(ctx) })
 	}
 	running.Wait()
-	return errors.Join(errs...)
+	var list *multierror.Error
+	for _, err := range errs {
+		if err != nil {
+			list = multierror.Append(list, err)
+		}
+	}
+	if list == nil {
+		return nil
+	}
+	list.ErrorFormat = joinErrors
+	return list
 }
 
 // Synced reports whether every default-revision watcher of the group has

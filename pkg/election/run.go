@@ -102,7 +102,7 @@ func (l *LeaderElection) RunContext(ctx context.Context) error {
 
 	inARow := 0 // terms ended by a failure, one after the other
 	for ctx.Err() == nil {
-		l.cycle.Inc()
+		l.cycle.Add(1)
 		started, failed := l.contend(ctx)
 		if !failed {
 			inARow = 0
@@ -291,7 +291,8 @@ func (l *LeaderElection) recordFailure(err error) {
 
 func (l *LeaderElection) setLeading(v bool) {
 	l.leading.Store(v)
-	l.lastTransitionTime.Store(l.clock.Now())
+	now := l.clock.Now()
+	l.lastTransition.Store(&now)
 }
 
 // sleep waits d on the election's clock; false when ctx ended first.
