@@ -183,7 +183,9 @@ func (l *LeaderElection) electorConfig(lock resourcelock.Interface, o *options, 
 		Metrics:         o.metrics,
 		Logger:          o.logger,
 		Watch:           o.watch,
-		Callbacks:       elector.Callbacks{OnStartedLeading: l.runLeading},
+
+		StartAtOnceAfterSteal: o.startAtOnce,
+		Callbacks:             elector.Callbacks{OnStartedLeading: l.runLeading},
 	}
 	if l.prioritized {
 		cfg.KeyComparison = l.shouldSteal

@@ -54,6 +54,7 @@ type options struct {
 	watch           bool
 	handover        bool
 	handoverGrace   time.Duration
+	startAtOnce     bool // after a forced steal, as istiod does
 	backoff         time.Duration
 	maxBackoff      time.Duration
 
@@ -191,6 +192,15 @@ func WithStopTimeout(d time.Duration) Option { return func(o *options) { o.stopT
 // WithWatch sets whether candidates follow the lock with a watch (true, the
 // default) or poll it every retry period as client-go and istiod do (false).
 func WithWatch(w bool) Option { return func(o *options) { o.watch = w } }
+
+// WithStartAtOnceAfterSteal makes the run functions start as soon as the
+// lock is taken by force from a holder that did not hand it over (istiod,
+// client-go, a hung process), as istiod does. By default they start only
+// when the old holder's lease has run out by this instance's clock, so that
+// the two never work at once; this option trades that guarantee for speed.
+func WithStartAtOnceAfterSteal(atOnce bool) Option {
+	return func(o *options) { o.startAtOnce = atOnce }
+}
 
 // WithHandover sets cooperative preemption: with enabled (the default), a
 // candidate entitled to the lock asks a meshd holder to hand it over and

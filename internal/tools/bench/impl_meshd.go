@@ -12,8 +12,9 @@ type meshdCandidate struct {
 }
 
 // newMeshd builds a meshd candidate. Meshd uses the shipped defaults (watch,
-// cooperative handover with the default grace); MeshdPolling turns both off,
-// which is how istiod's elector behaves.
+// cooperative handover with the default grace); MeshdPolling turns both off
+// and starts its work at once after a forced steal, which is how istiod's
+// elector behaves.
 func newMeshd(s Spec) (*meshdCandidate, error) {
 	watch, handover, grace := true, true, features.LeaderElectionHandoverGrace.Default()
 	if s.Impl == MeshdPolling {
@@ -27,6 +28,7 @@ func newMeshd(s Spec) (*meshdCandidate, error) {
 		election.WithWatch(watch),
 		election.WithHandover(handover, grace),
 		election.WithPrioritized(s.Revision != ""),
+		election.WithStartAtOnceAfterSteal(s.Impl == MeshdPolling),
 	}
 	if s.Logger != nil {
 		opts = append(opts, election.WithLogger(s.Logger))
