@@ -29,9 +29,10 @@
 //     a pause), since without fencing no elector can keep a lease it cannot
 //     write; with work that overran StopTimeout after another actor took
 //     its lock; and with the work of a holder whose record the world
-//     destroyed by re-creating the lock object without one, when a holder
-//     of client-go's shape took that empty object straight after the
-//     re-creation. client-go takes an empty record at once; the meshd
+//     destroyed by re-creating the lock object without one (or of the
+//     holder that record's holder had taken the lock from, whose stopping
+//     work its fence protected), when a holder of client-go's shape took
+//     that empty object straight after the re-creation. client-go takes an empty record at once; the meshd
 //     holder writes its record again as soon as its watch shows the
 //     re-created object (at its next renew when it polls or is cut off),
 //     which shortens that window but cannot close it. A meshd candidate
