@@ -355,6 +355,9 @@ func TestOverlapExcusedForIstiodOnlyOnADestroyedRecord(t *testing.T) {
 		{"someone held it after the re-creation", join([]Record{held("a")}, destroyed("a"), []Record{held("b"), held("istiod-1")}), "istiod-1", false},
 		{"istiod took it from a live record", []Record{held("a"), held("istiod-1")}, "istiod-1", false},
 		{"a foreign write on the held record, then deletion", join([]Record{held("a"), {Holder: "a"}}, destroyed("a"), []Record{held("istiod-1")}), "istiod-1", true},
+		{"b had taken the lock from a, whose work stops", join([]Record{held("a"), held("b")}, destroyed("b"), []Record{held("istiod-1")}), "istiod-1", true},
+		{"a had handed the lock to b", join([]Record{held("a"), {Holder: "b", Writer: "a"}}, destroyed("b"), []Record{held("istiod-1")}), "istiod-1", false},
+		{"b took the lock from c, not from a", join([]Record{held("a"), held("c"), held("b")}, destroyed("b"), []Record{held("istiod-1")}), "istiod-1", false},
 	} {
 		w.records = tc.records
 		why := w.excuse(wk, tc.starter, w.clock.Now())

@@ -47,7 +47,8 @@ func (w *World) excuse(wk work, starter string, now time.Time) string {
 // together, and is excused in exactly that shape: the starter is not a
 // meshd candidate, its term began with the first write after the
 // re-creation (no holder in between), and the overlapped work is that of
-// the holder whose record the re-creation destroyed.
+// the holder whose record the re-creation destroyed, or of the holder it
+// had taken the lock from (whose work its fence protected while it stops).
 func (w *World) recordDestroyedForIstiod(holder, starter string) bool {
 	if !w.isIstiod(starter) {
 		return false
@@ -65,12 +66,23 @@ func (w *World) recordDestroyedForIstiod(holder, starter string) bool {
 		r := w.records[i]
 		switch {
 		case r.Deleted:
-			return r.Holder == holder
+			return r.Holder == holder || w.tookFromLocked(i, r.Holder, holder)
 		case r.Holder != "":
 			return false
 		}
 	}
 	return false
+}
+
+// tookFromLocked reports whether the term of thief that the record at
+// index end closed began with thief taking the lock from victim (its own
+// write over a record naming victim). Called with mu held.
+func (w *World) tookFromLocked(end int, thief, victim string) bool {
+	i := end - 1
+	for i >= 0 && w.records[i].Holder == thief && !w.records[i].Deleted {
+		i--
+	}
+	return i >= 0 && i+1 < end && w.records[i+1].Writer == thief && w.records[i].Holder == victim && !w.records[i].Deleted
 }
 
 // isIstiod reports whether name is a holder of client-go's shape.

@@ -133,6 +133,25 @@ func TestDisagreeingCandidatesDoNotStorm(t *testing.T) {
 	}
 }
 
+// The damper refuses a steal from a term seen to begin less than a
+// RetryPeriod ago, wakes the candidate when it may steal, and does not
+// hold a term found on at first sight against it.
+func TestStealDamperYoungTerm(t *testing.T) {
+	d := stealDamper{retry: time.Second, lease: 4 * time.Second}
+	if d.young(t0, time.Time{}) {
+		t.Fatal("a term found on at first sight counts as young")
+	}
+	if !d.young(t0.Add(999*time.Millisecond), t0) {
+		t.Fatal("a term seen to begin 999ms ago is not young")
+	}
+	if at := d.wakeAt(t0.Add(999 * time.Millisecond)); !at.Equal(t0.Add(time.Second)) {
+		t.Fatalf("wake at %v, want when the term is a RetryPeriod old", at)
+	}
+	if d.young(t0.Add(time.Second), t0) {
+		t.Fatal("a term a RetryPeriod old is still young")
+	}
+}
+
 // Case 1, the damper alone: at most one steal per RetryPeriod, a steal back
 // from the key that took the lock is a cycle, and agreement ends it.
 func TestStealDamper(t *testing.T) {

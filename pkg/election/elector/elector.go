@@ -174,7 +174,7 @@ func (le *LeaderElector) Run(ctx context.Context) {
 func (le *LeaderElector) backOff(ctx context.Context) bool {
 	wait := le.contendAt.Sub(le.clock.Now())
 	if wait <= 0 {
-		return ctx.Err() == nil
+		return true
 	}
 	le.log.Info("the run callback ended the last term; contending again after a back-off", zap.Duration("wait", wait))
 	timer := le.clock.NewTimer(wait)
@@ -353,7 +353,7 @@ func (le *LeaderElector) followerWait() time.Duration {
 	}
 	now := le.clock.Now()
 	deadline := seen.Add(lease)
-	for _, at := range []time.Time{le.damper.wakeAt(now), le.handoverWake(), le.emptyWake(now)} {
+	for _, at := range []time.Time{le.damper.wakeAt(now), le.handoverWake()} {
 		if !at.IsZero() && at.Before(deadline) {
 			deadline = at
 		}
