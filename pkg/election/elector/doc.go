@@ -121,4 +121,13 @@
 //     lead, but with the fenced start only the old one runs its work. The
 //     fence assumes the old holder stops its work within its lease after its
 //     last renew (true of client-go, istiod and meshd unless paused or hung).
+//   - A ConfigMap record stores times in whole seconds: with a RetryPeriod
+//     under a second, a renew in the same second as the previous one is
+//     invisible to followers, whose lease may then start up to a second
+//     early. With LeaseDuration - RenewDeadline of one second (ttl 2s) that
+//     uses up the whole tolerance; prefer a Lease lock at such a ttl.
+//   - A term already on when a candidate first looks counts as old, so
+//     that a candidate preempts at once when it starts: candidates that
+//     start within one RetryPeriod, each outranking the holder before it,
+//     may still move the lock once each.
 package elector

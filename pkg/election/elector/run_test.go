@@ -3,6 +3,7 @@ package elector
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -138,6 +139,20 @@ func TestTakeoverEndsTermWithoutRelease(t *testing.T) {
 
 func TestRenewDeadlineEndsTerm(t *testing.T) {
 	h := newHarness(t)
+	// The reactor is installed before the elector runs (the fake clientset
+	// must not be changed while in use) and switched on below.
+	var down atomic.Bool
+	var mu sync.Mutex
+	calls := 0
+	h.client.PrependReactor("*", "*", func(k8stesting.Action) (bool, runtime.Object, error) {
+		if !down.Load() {
+			return false, nil, nil
+		}
+		mu.Lock()
+		calls++
+		mu.Unlock()
+		return true, nil, apierrors.NewServiceUnavailable("down")
+	})
 	started := make(chan struct{})
 	le := h.elector("a", "", nil, func(ctx context.Context) { close(started); <-ctx.Done() })
 	done := make(chan struct{})
@@ -151,14 +166,7 @@ func TestRenewDeadlineEndsTerm(t *testing.T) {
 		}
 	})
 	// From now on the API server is unreachable.
-	var mu sync.Mutex
-	calls := 0
-	h.client.PrependReactor("*", "*", func(k8stesting.Action) (bool, runtime.Object, error) {
-		mu.Lock()
-		calls++
-		mu.Unlock()
-		return true, nil, apierrors.NewServiceUnavailable("down")
-	})
+	down.Store(true)
 	h.stepUntil(500*time.Millisecond, func() bool {
 		select {
 		case <-done:
