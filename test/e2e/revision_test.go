@@ -118,7 +118,9 @@ func TestLocalInstanceTakesOverFromRemote(t *testing.T) {
 
 // When the default revision changes, a remote instance of the new default
 // may be handed the namespace lock first; a local one of the same revision
-// must then take it within the same bound, every time.
+// must then take it, every time. That second move waits until the remote
+// instance's term is a RetryPeriod old (steals are damped to one per
+// RetryPeriod), so its bound is priorityBound plus a RetryPeriod.
 func TestDefaultChangeSettlesOnLocalInstance(t *testing.T) {
 	const ttl = 4 * time.Second
 	m := newMesh(t)
@@ -135,9 +137,9 @@ func TestDefaultChangeSettlesOnLocalInstance(t *testing.T) {
 			m.setDefault(step.rev)
 			took := w.wait(t, priorityBound+15*time.Second)[namespaceLock]
 			t.Logf("round %d, default %s: %s leads after %v", round, step.rev, step.want, took.Round(time.Millisecond))
-			if took > priorityBound {
+			if bound := priorityBound + ttl/4; took > bound {
 				t.Errorf("round %d, default %s: %s took %v to settle on %s, want within %v",
-					round, step.rev, namespaceLock, took, step.want, priorityBound)
+					round, step.rev, namespaceLock, took, step.want, bound)
 			}
 		}
 	}
