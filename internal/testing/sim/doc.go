@@ -38,7 +38,12 @@
 //     which shortens that window but cannot close it. A meshd candidate
 //     that takes the empty object is never excused.
 //   - transitions: in every window of the run, the holder of the record
-//     changes at most window/RetryPeriod + TransitionSlack times. A release
+//     changes at most window/RetryPeriod + TransitionSlack times, plus once
+//     for every actor that started or restarted in the window: an instance
+//     may preempt once on arrival (several that outrank each other and
+//     arrive within one RetryPeriod each take the lock once, with their
+//     work fenced), and the bound is there to catch the same candidates
+//     taking the lock back and forth. A release
 //     ends a term, so a holder that releases and takes the lock again
 //     changes it; a lock object re-created without a record (a fault) ends
 //     no term, so its holder writing its record again does not.

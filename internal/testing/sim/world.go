@@ -235,6 +235,7 @@ func (w *World) setup() error {
 	for _, s := range w.istiods {
 		s := s
 		w.pending = append(w.pending, Action{At: s.spec.StartAt, Name: "start " + s.spec.Name, Do: func(w *World) {
+			w.trans.joined()
 			if err := s.start(); err != nil {
 				w.j.violate("setup", "%v", err)
 			}
@@ -250,6 +251,7 @@ func (w *World) setup() error {
 // violation unless the schedule accepts it, and then ends the schedule.
 func (w *World) startCandidate(c *candidate) {
 	w.noteFault()
+	w.trans.joined()
 	err := c.start()
 	switch {
 	case err == nil:
