@@ -122,6 +122,14 @@ func (d *demo) step3() error {
 	d.scr.note("canary-1 takes both prioritized elections back. The old leader stops its controllers")
 	d.scr.note("first, then hands the lock over: no moment with two leaders. Times run from the label")
 	d.scr.note("update to the new lock record and to what the leaders report on /debug/elections.")
+	// Steals are damped to one per retry period per election: a flip back
+	// within a retry period of the last one waits for it. The demo lets the
+	// stable terms age by one retry period, so that what it shows is the
+	// handover itself.
+	retry := d.opts.ttl / 4
+	d.scr.note("(The default changes at most once per retry period here: meshd damps a flip back within")
+	d.scr.note("%v of the last one, so that candidates that disagree cannot take the lock back and forth.)", retry)
+	time.Sleep(retry)
 	oldNS, _ := d.locks.get(namespaceLock)
 	oldSt, _ := d.locks.get(statusLock)
 
