@@ -35,8 +35,13 @@
 //     that empty object straight after the re-creation. client-go takes an empty record at once; the meshd
 //     holder writes its record again as soon as its watch shows the
 //     re-created object (at its next renew when it polls or is cut off),
-//     which shortens that window but cannot close it. A meshd candidate
-//     that takes the empty object is never excused.
+//     which shortens that window but cannot close it. The same shape is
+//     excused the other way round: a polling meshd holder whose record was
+//     destroyed while it waited out its fenced start begins its work before
+//     its next request shows that the holder of client-go's shape took the
+//     empty object (a check of the lock right before a fenced start would
+//     close this window; it is not there yet). A meshd candidate that takes
+//     the empty object is never excused.
 //   - transitions: in every window of the run, the holder of the record
 //     changes at most window/RetryPeriod + TransitionSlack times, plus once
 //     for every actor that started or restarted in the window: an instance

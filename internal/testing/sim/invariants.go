@@ -31,6 +31,12 @@ func (w *World) excuse(wk work, starter string, now time.Time) string {
 		return fmt.Sprintf("it was told to stop at %v and overran, its lock taken or its holder cut off from the API", wk.cancelled.Sub(epoch))
 	case w.recordDestroyedForIstiod(wk.actor, starter):
 		return "the lock object was re-created without its record, and " + starter + " (client-go's shape) took the empty object"
+	case w.recordDestroyedForIstiod(starter, wk.actor):
+		// The same fault seen from the other side: the meshd holder whose
+		// record was destroyed was waiting out its fence, and started its
+		// work before it learned (at its next request) that the holder of
+		// client-go's shape had taken the empty object meanwhile.
+		return "the lock object was re-created without " + starter + "'s record, and " + wk.actor + " (client-go's shape) took the empty object before " + starter + "'s fenced start"
 	}
 	return ""
 }

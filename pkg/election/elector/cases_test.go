@@ -163,7 +163,7 @@ func TestStealDamper(t *testing.T) {
 	if v := d.check(t0.Add(999*time.Millisecond), "canary"); v != stealLater {
 		t.Fatalf("second steal within a RetryPeriod = %v", v)
 	}
-	d.stolen(t0.Add(2*time.Second), "canary")
+	d.stolen(t0.Add(2*time.Second), "canary", true)
 	if v := d.check(t0.Add(2500*time.Millisecond), "canary"); v != stealCycle {
 		t.Fatalf("steal back from the key that took the lock = %v, want a cycle", v)
 	}
@@ -174,13 +174,26 @@ func TestStealDamper(t *testing.T) {
 		t.Fatalf("after the hold-off = %v", v)
 	}
 	d.stole(t0.Add(7 * time.Second))
-	d.stolen(t0.Add(8*time.Second), "canary")
+	d.stolen(t0.Add(8*time.Second), "canary", true)
 	d.check(t0.Add(9*time.Second), "canary")
 	if d.state.Cycles != 2 || d.state.RetryAt != t0.Add(9*time.Second+8*time.Second) {
 		t.Fatalf("second cycle: %+v, want the hold-off doubled", d.state)
 	}
 	if !d.agree() || d.state.Suspended {
 		t.Fatal("agreement did not end the suspension")
+	}
+
+	// A holder that outranked this candidate by its own view too (the
+	// default changed and both saw it) took what it was entitled to: taking
+	// the lock back after the next change is no cycle, only spaced by a
+	// RetryPeriod.
+	d = stealDamper{retry: time.Second, lease: 4 * time.Second}
+	d.stolen(t0, "canary", false)
+	if v := d.check(t0.Add(500*time.Millisecond), "canary"); v != stealLater {
+		t.Fatalf("steal back within a RetryPeriod of an undisputed loss = %v, want later", v)
+	}
+	if v := d.check(t0.Add(1500*time.Millisecond), "canary"); v != stealAllowed || d.state.Suspended {
+		t.Fatalf("steal back after an undisputed loss = %v (%+v), want allowed", v, d.state)
 	}
 }
 

@@ -130,9 +130,16 @@ func (d *stealDamper) wakeAt(now time.Time) time.Time {
 func (d *stealDamper) stole(now time.Time) { d.lastSteal = now }
 
 // stolen records that a holder with key byKey took the lock from this
-// candidate while its lease was valid.
-func (d *stealDamper) stolen(now time.Time, byKey string) {
-	d.stolenBy, d.stolenAt = byKey, now
+// candidate while its lease was valid. disputed says whether, by this
+// candidate's own comparison at that moment, it outranks byKey: only then is
+// taking the lock back a cycle. A holder that outranks this candidate by its
+// view too (the default revision changed, and both saw it) took what it was
+// entitled to, and a later change may entitle this candidate again.
+func (d *stealDamper) stolen(now time.Time, byKey string, disputed bool) {
+	d.stolenBy, d.stolenAt = "", now
+	if disputed {
+		d.stolenBy = byKey
+	}
 }
 
 // agree is called when this candidate's comparison does not let it take the

@@ -202,7 +202,8 @@ func (le *LeaderElector) lostTo() {
 	le.log.Info("another holder took the lock; stopping leadership at once", zap.String("holder", rec.HolderIdentity))
 	now := le.clock.Now()
 	if rec.HolderIdentity != "" && now.Before(le.lastRenew.Add(le.cfg.LeaseDuration)) {
-		le.damper.stolen(now, rec.HolderKey)
+		disputed := le.cfg.KeyComparison != nil && le.cfg.KeyComparison(rec.HolderKey)
+		le.damper.stolen(now, rec.HolderKey, disputed)
 	}
 }
 
