@@ -65,7 +65,7 @@ func (r *Results) writeHeader(w io.Writer) {
 	fmt.Fprintf(w, "by side, all on `coordination.k8s.io/v1` Lease locks with the same ttl (LeaseDuration = ttl,\n")
 	fmt.Fprintf(w, "RenewDeadline = ttl/2, RetryPeriod = ttl/4):\n\n")
 	fmt.Fprintf(w, "- **meshd**: meshd with its defaults, watch-driven elections and cooperative handover;\n")
-	fmt.Fprintf(w, "- **meshd-polling**: meshd with `WithWatch(false)` and `WithHandover(false, 0)`, which is how istiod's elector behaves;\n")
+	fmt.Fprintf(w, "- **meshd-polling**: meshd with `WithWatch(false)`, `WithHandover(false, 0)` and `WithStartAtOnceAfterSteal(true)`, which is how istiod's elector behaves (its steals are still damped to one per retry period);\n")
 	fmt.Fprintf(w, "- **client-go**: `k8s.io/client-go/tools/leaderelection` with `resourcelock.LeaseLock`.\n\n")
 	fmt.Fprintf(w, "Each candidate has its own clientset whose transport counts the requests that leave the process,\n")
 	fmt.Fprintf(w, "so request counts are what reached the API server. Every run function writes its start and stop\n")
