@@ -159,17 +159,9 @@ func (g *Group) Run(ctx context.Context) error {
 		running.Go(func() { errs[i] = l.RunContext(ctx) })
 	}
 	running.Wait()
-	var list *multierror.Error
-	for _, err := range errs {
-		if err != nil {
-			list = multierror.Append(list, err)
-		}
-	}
-	if list == nil {
-		return nil
-	}
+	list := multierror.Append(nil, errs...) // nil errors are skipped
 	list.ErrorFormat = joinErrors
-	return list
+	return list.ErrorOrNil()
 }
 
 // Synced reports whether every default-revision watcher of the group has
