@@ -61,13 +61,13 @@ var (
 	RevisionLabel = RegisterString("REVISION_LABEL", revisions.DefaultRevisionLabel,
 		"Label of the default-revision webhook (see `DEFAULT_REVISION_WEBHOOK`) whose value is the default revision.")
 
-	// LeaderElectionStopTimeout bounds how long a leader that stops leading
-	// waits for its run functions to return before it releases the lock
-	// anyway. The default, 5s, is well below the default TTL, so a new leader
-	// is not delayed by more than that even when a run function ignores its
-	// stop channel.
+	// LeaderElectionStopTimeout is how long a leader that stops leading
+	// expects its run functions to take to return. It keeps the lock renewed
+	// until they have returned; past this time it logs it and fails its
+	// health check, so that a stuck process is restarted. It is capped at
+	// (TTL - TTL/4)/2, so that the stop a holder promises fits in its lease.
 	LeaderElectionStopTimeout = RegisterDuration("LEADER_ELECTION_STOP_TIMEOUT", election.DefaultStopTimeout,
-		"How long a leader that stops leading waits for its run functions to return before releasing the lock anyway.")
+		"How long a leader that stops leading expects its run functions to take to return; it keeps the lock until they have, and fails /healthz past this time. Capped at (TTL - TTL/4)/2.")
 
 	// LeaderElectionReleaseOnCancel makes a leader release its lock when it
 	// is stopped, so that another instance takes over at once instead of
@@ -87,10 +87,11 @@ var (
 	LeaderElectionHandover = RegisterBool("LEADER_ELECTION_HANDOVER", true,
 		"Cooperative preemption: a higher-priority candidate asks a meshd holder to stop and hand the lock over, instead of taking it while the holder still runs its work.")
 
-	// LeaderElectionHandoverGrace bounds how long a candidate waits for a
-	// holder to honour a handover request before taking the lock anyway. It
-	// should exceed LEADER_ELECTION_STOP_TIMEOUT, which bounds how long the
-	// holder waits for its work to stop before handing over.
+	// LeaderElectionHandoverGrace is how long a candidate waits for a meshd
+	// holder to answer a handover request before it takes the lock by force
+	// (with a fenced start). An accepted request is then waited for until the
+	// stop the holder promised. At least two retry periods are used, since a
+	// polling holder answers at its next renew.
 	LeaderElectionHandoverGrace = RegisterDuration("LEADER_ELECTION_HANDOVER_GRACE", election.DefaultHandoverGrace,
-		"How long a candidate waits for the holder to honour a handover request before taking the lock anyway. Should exceed LEADER_ELECTION_STOP_TIMEOUT.")
+		"How long a candidate waits for a meshd holder to answer a handover request before taking the lock by force; at least two retry periods (TTL/2).")
 )
