@@ -1,4 +1,4 @@
-package election
+package priority
 
 // LocationPrioritizedComparison is the steal rule. It reports whether
 // candidate may take a lock that is held, unexpired, by the holder whose key

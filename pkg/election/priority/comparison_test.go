@@ -1,4 +1,4 @@
-package election
+package priority
 
 import (
 	"fmt"
@@ -174,4 +174,46 @@ func FuzzParseKey(f *testing.F) {
 			t.Fatalf("ParseKey(%q).Key() = %q", key, c.Key())
 		}
 	})
+}
+
+// TestCompareAgreesWithStealRule checks, over every pair of keys from a
+// small mesh and every default, that the ranking puts first whoever the
+// steal rule lets take the lock.
+func TestCompareAgreesWithStealRule(t *testing.T) {
+	keys := []string{"stable", "^stable", "canary", "^canary", "default", "^default", ""}
+	for _, def := range []string{"", "stable", "canary", "default"} {
+		for _, hk := range keys {
+			if hk == "" {
+				continue // a keyless holder (client-go, istiod without a key) is never a ranked candidate
+			}
+			for _, ck := range keys {
+				cand, holder := ParseKey(ck), ParseKey(hk)
+				if LocationPrioritizedComparison(hk, cand, def) && Compare(cand, holder, def) >= 0 {
+					t.Errorf("default %q: %q may take the lock from %q but does not rank first", def, ck, hk)
+				}
+			}
+		}
+	}
+}
+
+func TestCompare(t *testing.T) {
+	for _, tc := range []struct {
+		a, b string
+		def  string
+		want int
+	}{
+		{"stable", "canary", "stable", -1},
+		{"^stable", "canary", "stable", -1},
+		{"canary", "stable", "stable", 1},
+		{"stable", "^stable", "", -1},
+		{"^stable", "stable", "stable", 1},
+		{"canary", "^blue", "stable", -1},
+		{"canary", "blue", "stable", 0},
+		{"canary", "stable", "", 0},
+		{"", "default", "default", 0},
+	} {
+		if got := Compare(ParseKey(tc.a), ParseKey(tc.b), tc.def); got != tc.want {
+			t.Errorf("Compare(%q, %q, default %q) = %d, want %d", tc.a, tc.b, tc.def, got, tc.want)
+		}
+	}
 }
