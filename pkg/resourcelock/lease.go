@@ -18,9 +18,29 @@ type LeaseLock struct {
 }
 
 var (
-	_ HandoverLock = (*LeaseLock)(nil)
-	_ Watchable    = (*LeaseLock)(nil)
+	_ HandoverLock    = (*LeaseLock)(nil)
+	_ Watchable       = (*LeaseLock)(nil)
+	_ CoordinatedLock = (*LeaseLock)(nil)
 )
+
+// CoordinatedLock is a lock whose object can carry a coordinator's
+// decision (coordinated leader election): the candidate the holder should
+// give the lock to.
+type CoordinatedLock interface {
+	Interface
+	// PreferredHolder returns spec.preferredHolder of the object version
+	// last read, written or watched, and the holder key written with it;
+	// empty when there is none.
+	PreferredHolder() (identity, key string)
+}
+
+// PreferredHolder implements CoordinatedLock.
+func (l *LeaseLock) PreferredHolder() (identity, key string) {
+	if !l.valid || l.obj.Spec.PreferredHolder == nil {
+		return "", ""
+	}
+	return *l.obj.Spec.PreferredHolder, l.obj.Annotations[LeasePreferredHolderKeyAnnotation]
+}
 
 // leaseKind is where the record lives in a Lease.
 var leaseKind = kindAdapter[*coordinationv1.Lease]{
@@ -73,9 +93,16 @@ func LeaseToRecord(lease *coordinationv1.Lease) *Record {
 }
 
 // ApplyRecordToLease writes r into lease's spec and holder-key annotation,
-// leaving the rest of the object alone. An empty key removes the annotation.
+// leaving the rest of the object alone (spec.strategy included). An empty
+// key removes the annotation. A record that changes the holder, or names
+// the preferred holder, fulfils or voids spec.preferredHolder: it is
+// cleared, with its key annotation.
 func ApplyRecordToLease(r Record, lease *coordinationv1.Lease) {
 	holder := r.HolderIdentity
+	if p := lease.Spec.PreferredHolder; p != nil && (*p == holder || lease.Spec.HolderIdentity == nil || *lease.Spec.HolderIdentity != holder) {
+		lease.Spec.PreferredHolder = nil
+		delete(lease.Annotations, LeasePreferredHolderKeyAnnotation)
+	}
 	duration := clampInt32(r.LeaseDurationSeconds)
 	transitions := clampInt32(r.LeaderTransitions)
 	lease.Spec.HolderIdentity = &holder

@@ -80,7 +80,14 @@ func (le *LeaderElector) renewFast(ctx context.Context) (outcome, error) {
 // handOff when it accepted one, readNeeded when there was nothing to act on.
 // A leader whose callback is stopping answers nothing.
 func (le *LeaderElector) answerRequest(ctx context.Context) (outcome, error) {
-	if le.handover == nil || le.stopping {
+	if le.stopping {
+		return readNeeded, nil
+	}
+	if h := le.preferredSuccessor(); h != nil {
+		le.handTo = h
+		return handOff, nil
+	}
+	if le.handover == nil {
 		return readNeeded, nil
 	}
 	h, err := le.handover.answer(ctx, le.clock.Now())
@@ -121,6 +128,9 @@ func (le *LeaderElector) readAndDecide(ctx context.Context, renewing, fromCache 
 		if !renewing && (le.holderMayBeWorking(now) || (err == nil && le.unknownHolder(now))) {
 			// Deleted or re-created without a record, not released: the
 			// holder may still be working.
+			return heldByOther, nil
+		}
+		if !renewing && le.leaveVacant(now) {
 			return heldByOther, nil
 		}
 		return le.writeFresh(ctx, apierrors.IsNotFound(err), now)
@@ -174,7 +184,14 @@ func (le *LeaderElector) decideAndWrite(ctx context.Context, renewing bool, rec 
 	}
 	desired.LeaderTransitions = rec.LeaderTransitions + 1
 	if rec.HolderIdentity == "" || !le.leaseValid(now) {
+		if le.leaveVacant(now) {
+			return heldByOther, nil
+		}
 		return le.write(ctx, desired, now)
+	}
+	le.vacantSince = time.Time{}
+	if le.coordinated() {
+		return heldByOther, nil // the coordinator moves a held lock, never a candidate
 	}
 	if out, err := le.mayPreempt(ctx, rec, now); out != acquired {
 		return out, err

@@ -126,6 +126,24 @@ type Config struct {
 	// older than LeaseDuration are ignored. Nil refuses every request.
 	AcceptHandover func(candidateKey string) bool
 
+	// Coordination, when set, makes this a candidate of a coordinated
+	// election (docs/coordinated.md): it never races for the lock and never
+	// takes it from a holder; it leads when a coordinator (or the previous
+	// holder) writes its identity into the record. A holder whose lock
+	// names another candidate as preferred holder stops its work, renewing
+	// meanwhile, and then hands the lock to that candidate. The lock must
+	// implement resourcelock.CoordinatedLock; KeyComparison and
+	// HandoverGrace must be unset.
+	Coordination *Coordination
+
+	// YieldOnRelease, if set, is asked how long this candidate lets others
+	// go first when it sees the lock released: a candidate that the
+	// election's rule ranks lower waits a little, so that the best
+	// candidate that watches the lock takes it and no lesser one holds it
+	// for a moment. A yielding candidate takes the lock after its wait if
+	// nobody has.
+	YieldOnRelease func() time.Duration
+
 	// Clock defaults to the real clock.
 	Clock clock.WithTicker
 	// Metrics defaults to a no-op implementation.
@@ -187,6 +205,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Callbacks.OnStartedLeading == nil {
 		add("Callbacks.OnStartedLeading must be set")
+	}
+	for _, msg := range c.Coordination.problems(c) {
+		add("%s", msg)
 	}
 	if errs == nil {
 		return nil

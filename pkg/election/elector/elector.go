@@ -68,15 +68,17 @@ type LeaderElector struct {
 	damper stealDamper
 
 	// Used only by the goroutine running Run.
-	acquiredAt time.Time              // when the attempt that won the current term started
-	lastRenew  time.Time              // when the last successful renew of this term was sent
-	startAt    time.Time              // the fence: the callback starts no earlier
-	contendAt  time.Time              // the back-off: Run contends no earlier
-	emptySince time.Time              // when an object without a record was first seen, no holder known
-	quickEnds  int                    // terms in a row that the callback ended early
-	stopping   bool                   // the callback is stopping: renew, answer nothing
-	handTo     *resourcelock.Handover // the request accepted by the last renew
-	paced      bool                   // the first attempt has been paced; see pace.go
+	acquiredAt  time.Time              // when the attempt that won the current term started
+	lastRenew   time.Time              // when the last successful renew of this term was sent
+	startAt     time.Time              // the fence: the callback starts no earlier
+	contendAt   time.Time              // the back-off: Run contends no earlier
+	emptySince  time.Time              // when an object without a record was first seen, no holder known
+	quickEnds   int                    // terms in a row that the callback ended early
+	stopping    bool                   // the callback is stopping: renew, answer nothing
+	handTo      *resourcelock.Handover // the request accepted by the last renew
+	paced       bool                   // the first attempt has been paced; see pace.go
+	vacantSince time.Time              // coordinated: when the lock was first seen vacant; see coordinate.go
+	yieldAt     time.Time              // the try after a release, when yielding to better candidates
 
 	mu              sync.Mutex
 	leading         bool
@@ -304,7 +306,7 @@ func (le *LeaderElector) acquire(ctx context.Context) bool {
 			tryNow = true
 		case <-le.watchEvents():
 			timer.Stop()
-			tryNow = le.watch.ingest() && le.worthTrying()
+			tryNow = le.watch.ingest() && le.worthTrying() && !le.yieldOnRelease(le.clock.Now())
 		}
 	}
 }
@@ -341,9 +343,13 @@ func (le *LeaderElector) followerWait() time.Duration {
 	if seen.IsZero() || (rec.HolderIdentity == "" && !corrupt) || rec.HolderIdentity == le.cfg.Lock.Identity() {
 		// Nothing known, free, or handed to this candidate: the last
 		// attempt failed, retry at the polling pace; an object without a
-		// record that may have an unknown holder is tried when it may not.
-		if at := le.emptyWake(le.clock.Now()); !at.IsZero() {
-			return min(poll, at.Sub(le.clock.Now())+expirySlack)
+		// record that may have an unknown holder is tried when it may not;
+		// a yielding or coordinated candidate tries when it may.
+		now := le.clock.Now()
+		for _, at := range []time.Time{le.emptyWake(now), le.yieldWake(now), le.vacancyWake()} {
+			if !at.IsZero() {
+				poll = min(poll, max(at.Sub(now), 0)+expirySlack)
+			}
 		}
 		return poll
 	}
@@ -360,6 +366,10 @@ func (le *LeaderElector) followerWait() time.Duration {
 	}
 	if left := deadline.Sub(now); left > 0 {
 		return left + expirySlack
+	}
+	if at := le.vacancyWake(); !at.IsZero() {
+		// Expired, left to the coordinator for a while.
+		return max(at.Sub(now), 0) + expirySlack
 	}
 	// The lock could already be taken, so the attempt that just ended failed
 	// (or lost a race): retry at the polling pace, not at once, which would
@@ -395,10 +405,13 @@ func (le *LeaderElector) worthTrying() bool {
 	switch {
 	case corrupt:
 		return false // the expiry timer decides
-	case rec.HolderIdentity == "" || rec.HolderIdentity == le.cfg.Lock.Identity():
+	case rec.HolderIdentity == le.cfg.Lock.Identity():
 		return true
-	case !le.leaseValid(le.clock.Now()):
-		return true
+	case rec.HolderIdentity == "" || !le.leaseValid(le.clock.Now()):
+		at := le.vacancyWake()
+		return !le.coordinated() || (!at.IsZero() && !le.clock.Now().Before(at))
+	case le.coordinated():
+		return false
 	default:
 		return le.cfg.KeyComparison != nil && le.cfg.KeyComparison(rec.HolderKey)
 	}

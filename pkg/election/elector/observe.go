@@ -29,6 +29,9 @@ func (le *LeaderElector) observe(rec *resourcelock.Record, raw []byte, now time.
 	le.observedTime = now
 	le.observedCorrupt = false
 	le.mu.Unlock()
+	if rec.HolderIdentity != "" {
+		le.vacantSince = time.Time{} // a holder renewed or took it: no longer vacant
+	}
 	le.reportLeader(rec.HolderIdentity)
 	le.warnLongLease(rec)
 }

@@ -159,6 +159,11 @@ func (le *LeaderElector) leaderSawEvent() *termEnd {
 		le.lostTo()
 		return &termEnd{}
 	}
+	if h := le.preferredSuccessor(); h != nil && !le.stopping {
+		le.log.Info("the coordinator prefers another holder; handing the lock over once the work stopped",
+			zap.String("candidate", h.Candidate), zap.String("candidateKey", h.CandidateKey))
+		return &termEnd{stillHeld: true, handTo: h}
+	}
 	return nil
 }
 
@@ -370,6 +375,10 @@ func (le *LeaderElector) finish(end termEnd) {
 				return
 			}
 		}
+		if h := le.directedSuccessor(); h != nil {
+			le.handOver(*h)
+			return
+		}
 		le.release()
 	}
 }
@@ -403,7 +412,7 @@ func (le *LeaderElector) writeSuccessor(h resourcelock.Handover, done string) bo
 		if prev.HolderIdentity != le.cfg.Lock.Identity() {
 			return false
 		}
-		if h.Candidate != "" && !le.requestStands(h) {
+		if h.RequestTime != nil && !le.requestStands(h) {
 			le.log.Info("the handover request changed; releasing instead")
 			h, done = resourcelock.Handover{}, "released the lock"
 		}

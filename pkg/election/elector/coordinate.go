@@ -1,0 +1,140 @@
+package elector
+
+import (
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/meshd-io/meshd/pkg/resourcelock"
+)
+
+// Coordination configures a candidate of a coordinated election: a
+// coordinator picks the holder and writes it into the lock, or names a
+// better candidate as the preferred holder; candidates follow.
+type Coordination struct {
+	// Successor returns the candidate this holder hands the lock to when its
+	// term ends gracefully (its run callback ended, or Run was cancelled
+	// with ReleaseOnCancel): the best live candidate other than itself,
+	// by the coordinator's rule. ok is false when none is known; the lock
+	// is then released and the coordinator assigns it. Nil: always release.
+	Successor func() (identity, key string, ok bool)
+	// Patience is how long this candidate leaves a vacant lock (free,
+	// expired or missing) to the coordinator before it takes the lock
+	// itself, so that an election never stays without a leader when no
+	// coordinator runs. Zero means LeaseDuration.
+	Patience time.Duration
+}
+
+// problems lists what is wrong with c for the elector configured by cfg.
+func (c *Coordination) problems(cfg *Config) []string {
+	if c == nil {
+		return nil
+	}
+	var msgs []string
+	if _, ok := cfg.Lock.(resourcelock.CoordinatedLock); cfg.Lock != nil && !ok {
+		msgs = append(msgs, "Coordination needs a lock that carries a preferred holder (a Lease)")
+	}
+	if cfg.KeyComparison != nil || cfg.HandoverGrace > 0 {
+		msgs = append(msgs, "a coordinated candidate never takes the lock from its holder: KeyComparison and HandoverGrace must be unset")
+	}
+	if c.Patience < 0 {
+		msgs = append(msgs, "Coordination.Patience must not be negative")
+	}
+	return msgs
+}
+
+// coordinated reports whether this candidate follows a coordinator.
+func (le *LeaderElector) coordinated() bool { return le.cfg.Coordination != nil }
+
+// patience is how long a vacant lock is left to the coordinator.
+func (le *LeaderElector) patience() time.Duration {
+	if p := le.cfg.Coordination.Patience; p > 0 {
+		return p
+	}
+	return le.cfg.LeaseDuration
+}
+
+// leaveVacant reports whether a coordinated candidate that found the lock
+// vacant at now must leave it to the coordinator: until it has seen the
+// lock vacant for Coordination.Patience. Racing candidates never leave it.
+func (le *LeaderElector) leaveVacant(now time.Time) bool {
+	if !le.coordinated() {
+		return false
+	}
+	if le.vacantSince.IsZero() {
+		le.vacantSince = now
+	}
+	if now.Before(le.vacantSince.Add(le.patience())) {
+		return true
+	}
+	le.log.Warn("no coordinator assigned the vacant lock; taking it as a racing candidate would",
+		zap.Duration("patience", le.patience()))
+	return false
+}
+
+// vacancyWake is when a coordinated candidate that saw the lock vacant may
+// take it itself; zero when it waits for nothing.
+func (le *LeaderElector) vacancyWake() time.Time {
+	if !le.coordinated() || le.vacantSince.IsZero() {
+		return time.Time{}
+	}
+	return le.vacantSince.Add(le.patience())
+}
+
+// preferredSuccessor returns the candidate named as preferred holder in
+// the lock object last seen, when it is another one than this holder.
+func (le *LeaderElector) preferredSuccessor() *resourcelock.Handover {
+	if !le.coordinated() {
+		return nil
+	}
+	name, key := le.cfg.Lock.(resourcelock.CoordinatedLock).PreferredHolder()
+	if name == "" || name == le.cfg.Lock.Identity() {
+		return nil
+	}
+	return &resourcelock.Handover{Holder: le.cfg.Lock.Identity(), Candidate: name, CandidateKey: key}
+}
+
+// directedSuccessor is who a holder ending its term gracefully hands the
+// lock to when no candidate asked: the preferred holder, else the best live
+// candidate Coordination.Successor knows. Nil: release.
+func (le *LeaderElector) directedSuccessor() *resourcelock.Handover {
+	if h := le.preferredSuccessor(); h != nil {
+		return h
+	}
+	if !le.coordinated() || le.cfg.Coordination.Successor == nil {
+		return nil
+	}
+	name, key, ok := le.cfg.Coordination.Successor()
+	if !ok || name == "" || name == le.cfg.Lock.Identity() {
+		return nil
+	}
+	return &resourcelock.Handover{Holder: le.cfg.Lock.Identity(), Candidate: name, CandidateKey: key}
+}
+
+// yieldWake is when a candidate that yields after a release tries; zero
+// when it does not yield.
+func (le *LeaderElector) yieldWake(now time.Time) time.Time {
+	if le.yieldAt.After(now) {
+		return le.yieldAt
+	}
+	return time.Time{}
+}
+
+// yieldOnRelease decides, for a watch event that shows the lock released,
+// whether this candidate tries at once (false) or lets better candidates
+// go first until yieldAt (true).
+func (le *LeaderElector) yieldOnRelease(now time.Time) bool {
+	if le.cfg.YieldOnRelease == nil {
+		return false
+	}
+	rec, _ := le.Observed()
+	if rec.HolderIdentity != "" || noRecord(&rec) {
+		return false
+	}
+	d := le.cfg.YieldOnRelease()
+	if d <= 0 {
+		return false
+	}
+	le.yieldAt = now.Add(d)
+	return true
+}
