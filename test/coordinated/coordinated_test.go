@@ -8,6 +8,7 @@ import (
 
 	"go.uber.org/zap/zaptest"
 	coordinationv1 "k8s.io/api/coordination/v1"
+	coordinationv1beta1 "k8s.io/api/coordination/v1beta1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
@@ -182,5 +183,76 @@ func checkCandidates(t *testing.T, ns string, names map[string]string) {
 			lc.Annotations[coordinated.IdentityAnnotation] != identity || lc.Spec.RenewTime == nil {
 			t.Fatalf("candidate of %s: %+v %+v", identity, lc.Annotations, lc.Spec)
 		}
+	}
+}
+
+// TestPingSkipsTheSilent publishes candidates whose renewTime soon grows
+// older than their lease (a long heartbeat), beside the object of a
+// candidate whose process is gone. The coordinator must ping both, get the
+// live one's answer, give up on the silent one after AckTimeout although it
+// ranks first, and assign the live one.
+func TestPingSkipsTheSilent(t *testing.T) {
+	ns := cluster.NewNamespace(t)
+	client := cluster.Client
+	roster, release, err := coordinated.AcquireRoster(client, ns, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer release()
+	bg := newBackground(t)
+	const lease = 1 * time.Second
+	p, err := coordinated.NewPublisher(client, roster, coordinated.CandidateSpec{
+		Namespace: ns, LeaseName: leaseName, Identity: "stable-local-1", Key: "stable",
+		Preempts: true, LeaseDuration: lease, Heartbeat: 30 * time.Second, BinaryVersion: "1.36.0",
+	}, zaptest.NewLogger(t), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bg.start("publisher", p.Run)
+
+	// The silent candidate ranks first: same key, older binary version.
+	silentName := coordinated.CandidateName(leaseName, "stable-local-0")
+	silent := &coordinationv1beta1.LeaseCandidate{
+		ObjectMeta: metav1.ObjectMeta{Name: silentName, Namespace: ns, Annotations: map[string]string{
+			coordinated.IdentityAnnotation: "stable-local-0", coordinated.HolderKeyAnnotation: "stable",
+			coordinated.PreemptsAnnotation: "true", coordinated.LeaseDurationAnnotation: "1",
+			coordinated.HeartbeatAnnotation: "30",
+		}},
+		Spec: coordinationv1beta1.LeaseCandidateSpec{
+			LeaseName: leaseName, Strategy: coordinated.Strategy, BinaryVersion: "1.0.0", EmulationVersion: "1.0.0",
+			RenewTime: &metav1.MicroTime{Time: time.Now()},
+		},
+	}
+	lcs := client.CoordinationV1beta1().LeaseCandidates(ns)
+	if _, err := lcs.Create(context.Background(), silent, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "both candidates to be older than their lease", func() (bool, error) {
+		return roster.HasSynced() && len(roster.Ranked(leaseName, "stable")) == 2, nil
+	})
+	time.Sleep(lease + 200*time.Millisecond)
+	if got := roster.Ranked(leaseName, "stable"); got[0].Name != silentName {
+		t.Fatalf("ranking %v: the silent candidate should rank first", got)
+	}
+
+	coord, err := coordinated.NewCoordinator(client, coordinated.CoordinatorConfig{
+		Namespace: ns, Default: func() string { return "stable" }, AckTimeout: 500 * time.Millisecond,
+		Logger: zaptest.NewLogger(t).Named("coordinator"),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bg.start("coordinator", coord.Run)
+	waitFor(t, "the live candidate to hold the lease", func() (bool, error) {
+		l, err := client.CoordinationV1().Leases(ns).Get(context.Background(), leaseName, metav1.GetOptions{})
+		return err == nil && ptr.Deref(l.Spec.HolderIdentity, "") == p.Spec().Name, nil
+	})
+	got, err := lcs.Get(context.Background(), silentName, metav1.GetOptions{})
+	if err != nil || got.Spec.PingTime == nil || !got.Spec.RenewTime.Before(got.Spec.PingTime) {
+		t.Fatalf("the silent candidate was not pinged: %+v, %v", got.Spec, err)
+	}
+	live, err := lcs.Get(context.Background(), p.Spec().Name, metav1.GetOptions{})
+	if err != nil || live.Spec.PingTime == nil || live.Spec.RenewTime.Before(live.Spec.PingTime) {
+		t.Fatalf("the live candidate was not pinged or did not answer: %+v, %v", live.Spec, err)
 	}
 }
