@@ -150,11 +150,18 @@ func unansweredPing(lc *coordinationv1beta1.LeaseCandidate) bool {
 	return lc.Spec.PingTime != nil && (lc.Spec.RenewTime == nil || lc.Spec.RenewTime.Before(lc.Spec.PingTime))
 }
 
+func samePing(a, b *coordinationv1beta1.LeaseCandidate) bool {
+	if a.Spec.PingTime == nil || b.Spec.PingTime == nil {
+		return a.Spec.PingTime == b.Spec.PingTime
+	}
+	return a.Spec.PingTime.Equal(b.Spec.PingTime)
+}
+
 // publish makes one create or renewal, with one retry after a conflict.
 func (p *Publisher) publish(ctx context.Context) error {
 	base := p.last
-	if cached, ok := p.roster.Get(p.spec.Name); ok && unansweredPing(cached) && (base == nil || cached.ResourceVersion != base.ResourceVersion) {
-		base = cached // it carries the ping, so it is newer than what we wrote
+	if cached, ok := p.roster.Get(p.spec.Name); ok && unansweredPing(cached) && (base == nil || !samePing(cached, base)) {
+		base = cached // it carries a ping we have not seen, so it is newer than what we wrote
 	}
 	if base == nil {
 		return p.create(ctx)

@@ -104,8 +104,14 @@ func (s CandidateSpec) validate() error {
 	if s.Identity == "" {
 		bad("Identity", s.Identity, "required")
 	}
-	if msgs := validation.IsQualifiedName(string(s.Strategy)); len(msgs) > 0 && s.Strategy != coordinationv1.OldestEmulationVersion {
-		bad("Strategy", string(s.Strategy), "not OldestEmulationVersion nor a qualified name: "+strings.Join(msgs, "; "))
+	if s.Strategy != coordinationv1.OldestEmulationVersion {
+		msgs := validation.IsQualifiedName(string(s.Strategy))
+		if !strings.Contains(string(s.Strategy), "/") {
+			msgs = append(msgs, "a third-party strategy needs a prefix (example.com/name)")
+		}
+		if len(msgs) > 0 {
+			bad("Strategy", string(s.Strategy), "not OldestEmulationVersion nor a qualified name: "+strings.Join(msgs, "; "))
+		}
 	}
 	bv, err := version.ParseSemantic(s.BinaryVersion)
 	if err != nil {

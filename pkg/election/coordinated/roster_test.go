@@ -1,0 +1,108 @@
+package coordinated
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
+	clocktesting "k8s.io/utils/clock/testing"
+)
+
+func TestRosterSharedAndReleased(t *testing.T) {
+	client := fake.NewClientset()
+	clk := clocktesting.NewFakeClock(t0)
+	a, releaseA, err := AcquireRoster(client, testNS, clk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, releaseB, err := AcquireRoster(client, testNS, clk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, releaseOther, err := AcquireRoster(client, "elsewhere", clk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a != b || a == other {
+		t.Fatal("rosters not shared per (client, namespace, clock)")
+	}
+	releaseA()
+	releaseA() // a second call is a no-op
+	eventually(t, "the roster syncs", b.HasSynced)
+	releaseB()
+	releaseOther()
+	c, releaseC, err := AcquireRoster(client, testNS, clk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer releaseC()
+	if c == a {
+		t.Fatal("a released roster was handed out again")
+	}
+	// goleak (TestMain) checks that the released rosters stopped.
+}
+
+func TestAcquireRosterRejects(t *testing.T) {
+	if _, _, err := AcquireRoster(nil, testNS, nil); err == nil {
+		t.Fatal("nil client accepted")
+	}
+	if _, _, err := AcquireRoster(fake.NewClientset(), "", nil); err == nil {
+		t.Fatal("empty namespace accepted")
+	}
+}
+
+func TestRosterCandidatesAndSubscribe(t *testing.T) {
+	sl := cand{name: "stable-local", key: "stable", preempts: true, renew: t0}
+	cn := cand{name: "canary", key: "canary", preempts: false, renew: t0, version: "1.1.0"}
+	dead := cand{name: "dead", key: "stable", renew: t0.Add(-time.Hour)}
+	otherLease := cand{name: "x", key: "stable", renew: t0}
+	ol := otherLease.object()
+	ol.Spec.LeaseName = "another"
+	client := fake.NewClientset(sl.object(), cn.object(), dead.object(), ol)
+	r, release, err := AcquireRoster(client, testNS, clocktesting.NewFakeClock(t0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer release()
+	eventually(t, "the roster syncs", r.HasSynced)
+
+	all := r.Candidates(testLease)
+	if len(all) != 3 || all[0].Name != "canary" || all[1].Name != "dead" || all[2].Name != "stable-local" {
+		t.Fatalf("candidates %+v", all)
+	}
+	c := all[0]
+	if c.Identity != "id-canary" || c.Key != "canary" || c.Preempts || c.BinaryVersion != "1.1.0" ||
+		c.LeaseDuration != leaseDur || !c.Live || !c.RenewTime.Equal(t0) || all[1].Live {
+		t.Fatalf("candidate %+v", c)
+	}
+	if got := r.Ranked(testLease, "canary"); len(got) != 2 || got[0] != (Member{"canary", "canary"}) || got[1] != (Member{"stable-local", "stable"}) {
+		t.Fatalf("ranked %+v", got)
+	}
+
+	var calls, allCalls atomic.Int32
+	unsubscribe := r.Subscribe("canary", func() { calls.Add(1) })
+	unsubscribeAll := r.SubscribeAll(func(lease string) {
+		if lease == testLease {
+			allCalls.Add(1)
+		}
+	})
+	lcs := client.CoordinationV1beta1().LeaseCandidates(testNS)
+	obj, _ := lcs.Get(context.Background(), "canary", metav1.GetOptions{})
+	obj.Spec.PingTime = &metav1.MicroTime{Time: t0}
+	if _, err := lcs.Update(context.Background(), obj, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the subscribers are told", func() bool { return calls.Load() == 1 && allCalls.Load() == 1 })
+	unsubscribe()
+	unsubscribeAll()
+	if err := lcs.Delete(context.Background(), "canary", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the delete reaches the roster", func() bool { _, ok := r.Get("canary"); return !ok })
+	if calls.Load() != 1 || allCalls.Load() != 1 {
+		t.Fatal("called after unsubscribing")
+	}
+}
