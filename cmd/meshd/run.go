@@ -10,6 +10,8 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	"go.uber.org/zap"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/meshd-io/meshd/internal/daemon"
 	"github.com/meshd-io/meshd/internal/monitoring"
@@ -29,6 +31,8 @@ type runOptions struct {
 	logFormat         string
 	ledgerFile        string
 	selfSignedRoot    bool
+	electionMode      string
+	podUID            string
 }
 
 func newRunCommand() *cobra.Command {
@@ -88,6 +92,9 @@ func (o *runOptions) register(fs *pflag.FlagSet, env *envBindings) {
 	fs.StringVar(&o.monitoringAddress, "monitoring-address", monitoring.DefaultAddress, "address of the health, readiness, metrics and debug endpoints")
 	fs.DurationVar(&o.ttl, "ttl", 0, "lease duration of every election; renew deadline ttl/2, retry period ttl/4 (default $"+
 		features.LeaderElectionTTL.Name()+", else "+features.LeaderElectionTTL.Default().String()+")")
+	env.stringVarP(fs, &o.electionMode, "election-mode", "", features.LeaderElectionMode.Name(), features.LeaderElectionMode.Default(),
+		"how meshd's Lease elections agree on a leader: racing, coordinated or oldest-emulation-version (istiod's ConfigMap elections always race)")
+	env.stringVarP(fs, &o.podUID, "pod-uid", "", "POD_UID", "", "UID of this instance's Pod; owner of its LeaseCandidates in coordinated mode, so that they go with the Pod")
 	fs.StringVar(&o.controllers, "controllers", kindList(daemon.AllKinds()), "comma-separated controllers to run")
 	fs.StringVar(&o.logLevel, "log-level", "info", "minimum log level: debug, info, warn or error")
 	fs.StringVar(&o.logFormat, "log-format", logFormatJSON, "log format: json or console")
@@ -125,6 +132,8 @@ func runDaemon(ctx context.Context, o *runOptions, kinds []daemon.Kind, cmd *cob
 		MonitoringAddress: o.monitoringAddress,
 		LedgerFile:        o.ledgerFile,
 		SelfSignedRoot:    o.selfSignedRoot,
+		ElectionMode:      election.Mode(o.electionMode),
+		Pod:               podOwner(o.identity, o.podUID),
 		ShutdownDeadline:  deadline,
 		Logger:            log,
 	})
@@ -155,4 +164,13 @@ func kindList(kinds []daemon.Kind) string {
 		names[i] = string(k)
 	}
 	return strings.Join(names, ",")
+}
+
+// podOwner is the owner reference of this instance's Pod, when its name
+// (the identity, from POD_NAME) and UID are both known; nil otherwise.
+func podOwner(name, uid string) *metav1.OwnerReference {
+	if name == "" || uid == "" {
+		return nil
+	}
+	return &metav1.OwnerReference{APIVersion: "v1", Kind: "Pod", Name: name, UID: types.UID(uid)}
 }

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/meshd-io/meshd/internal/daemon"
+	"github.com/meshd-io/meshd/pkg/election"
 	"github.com/meshd-io/meshd/pkg/features"
 )
 
@@ -101,6 +102,9 @@ func (o *runOptions) check(envErr error) ([]daemon.Kind, error) {
 		c.addf("--ttl %v: must not be negative", o.ttl)
 	case o.ttl > 0 && o.ttl < time.Second:
 		c.addf("--ttl %v: must be at least 1s", o.ttl)
+	}
+	if _, err := election.ParseMode(o.electionMode); err != nil {
+		c.addf("--election-mode: %v", err)
 	}
 	kinds, err := daemon.ParseKinds(o.controllers)
 	if err != nil {

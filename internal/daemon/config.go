@@ -9,6 +9,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/kubernetes"
 
@@ -140,6 +141,20 @@ type Config struct {
 	// LEADER_ELECTION_TTL.
 	TTL time.Duration
 
+	// ElectionMode is how the candidates of meshd's own Lease elections
+	// (status, revision) agree on a leader; default election.Racing.
+	// istiod's ConfigMap election (namespace) always races. With
+	// election.Coordinated the daemon also runs the namespace's
+	// coordinator election; when the API server does not serve
+	// LeaseCandidates it says so once and races.
+	ElectionMode election.Mode
+	// Pod, when set, owns this instance's LeaseCandidates, so that they go
+	// with the Pod.
+	Pod *metav1.OwnerReference
+	// BinaryVersion is what this instance's LeaseCandidates announce (a
+	// semantic version without "v"); default the module's version.
+	BinaryVersion string
+
 	// SelfSignedRoot lets the namespace controller mint a self-signed root
 	// when the mesh has no CA Secret (see package rootcert). Never set it
 	// beside a live istiod. Default false: without a CA Secret no root is
@@ -200,6 +215,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Revision == "" {
 		c.Revision = election.DefaultRevision
+	}
+	if c.ElectionMode == "" {
+		c.ElectionMode = election.Racing
 	}
 	if c.TTL == 0 {
 		c.TTL = features.LeaderElectionTTL.Get()

@@ -67,7 +67,8 @@ type Daemon struct {
 	// metricsReg registers into registry with the revision label.
 	metricsReg prometheus.Registerer
 	group      *election.Group
-	elections  []*election.LeaderElection // in Config.Kinds order
+	mode       election.Mode              // of the Lease elections, after the fallback
+	elections  []*election.LeaderElection // the coordinator's (if any), then in Config.Kinds order
 	// reporters are, per election, the controllers that can say why they
 	// do not do their work (controllers.Reporter).
 	reporters [][]controllers.Reporter
@@ -131,6 +132,12 @@ func New(cfg Config) (*Daemon, error) {
 	if d.group, err = election.NewGroup(cfg.ElectionClient, opts...); err != nil {
 		return nil, fmt.Errorf("daemon: %w", err)
 	}
+	d.mode = d.resolveMode()
+	if d.mode == election.Coordinated {
+		if err := d.newCoordinator(); err != nil {
+			return nil, fmt.Errorf("daemon: coordinator: %w", err)
+		}
+	}
 	for _, kind := range cfg.Kinds {
 		le, reporters, err := d.newElection(kind)
 		if err != nil {
@@ -156,13 +163,13 @@ func (d *Daemon) newElection(kind Kind) (*election.LeaderElection, []controllers
 	case KindNamespace:
 		spec.ElectionID, spec.Remote = election.NamespaceController, c.Remote
 	case KindStatus:
-		spec.ElectionID, spec.Lock = status.ElectionID, election.LeaseLock
+		spec.ElectionID, spec.Lock, spec.Mode = status.ElectionID, election.LeaseLock, d.mode
 	case KindRevision:
-		spec.ElectionID, spec.PerRevision = revision.ElectionID, true
+		spec.ElectionID, spec.PerRevision, spec.Mode = revision.ElectionID, true, d.mode
 	default:
 		return nil, nil, fmt.Errorf("unknown kind %q", kind)
 	}
-	le, err := d.group.New(spec)
+	le, err := d.group.New(spec, election.WithCandidateOwner(c.Pod), election.WithBinaryVersion(c.BinaryVersion))
 	if err != nil {
 		return nil, nil, err
 	}

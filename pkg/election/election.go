@@ -13,6 +13,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/clock"
 
+	"github.com/meshd-io/meshd/pkg/election/coordinated"
 	"github.com/meshd-io/meshd/pkg/election/elector"
 	"github.com/meshd-io/meshd/pkg/resourcelock"
 	"github.com/meshd-io/meshd/pkg/revisions"
@@ -22,19 +23,26 @@ import (
 // Group.New, or one of the istiod-style constructors), register work with Add
 // or AddRunFunction, then call Run or RunContext once.
 type LeaderElection struct {
-	spec        Spec // defaulted
-	lockName    string
-	candidate   Candidate
-	prioritized bool
-	enabled     bool
-	log         *zap.Logger
-	clock       clock.WithTicker
-	backoff     backoff
+	spec     Spec // defaulted
+	lockName string
+	// holderIdentity is what the lock names this instance by: the Spec's
+	// Identity, or its LeaseCandidate's name in a coordinated election.
+	holderIdentity string
+	candidate      Candidate
+	prioritized    bool
+	enabled        bool
+	log            *zap.Logger
+	clock          clock.WithTicker
+	backoff        backoff
 
 	watcher      revisions.DefaultWatcher
 	ownedWatcher bool       // started by this election, not by a Group or the caller
 	events       *eventSink // started by this election; nil in a Group
 	elector      *elector.LeaderElector
+	candidacy    *candidacy // coordinated elections only
+	// coordinatorWatcher is the default watcher of a standalone
+	// coordinator election, started with it.
+	coordinatorWatcher revisions.DefaultWatcher
 
 	mu       sync.Mutex
 	runFns   []RunFunc
@@ -122,13 +130,14 @@ type watcherSource func(revisions.Options) (w revisions.DefaultWatcher, owned bo
 // unless o names one.
 func build(client kubernetes.Interface, spec Spec, o *options, newWatcher watcherSource) (*LeaderElection, error) {
 	l := &LeaderElection{
-		spec:        spec,
-		lockName:    spec.lockName(),
-		candidate:   Candidate{Revision: spec.Revision, Remote: spec.Remote},
-		prioritized: !spec.PerRevision && o.prioritized,
-		enabled:     o.enabled,
-		clock:       o.clock,
-		backoff:     backoff{initial: o.backoff, max: o.maxBackoff},
+		spec:           spec,
+		lockName:       spec.lockName(),
+		holderIdentity: spec.Identity,
+		candidate:      Candidate{Revision: spec.Revision, Remote: spec.Remote},
+		prioritized:    !spec.PerRevision && o.prioritized,
+		enabled:        o.enabled,
+		clock:          o.clock,
+		backoff:        backoff{initial: o.backoff, max: o.maxBackoff},
 	}
 	l.log = o.logger.With(zap.String("election", l.lockName), zap.String("revision", spec.Revision), zap.Bool("remote", spec.Remote))
 	if !l.enabled {
@@ -142,9 +151,17 @@ func build(client kubernetes.Interface, spec Spec, o *options, newWatcher watche
 	if spec.Lock == LeaseLock {
 		kind = resourcelock.LeasesResourceLock
 	}
-	cooperative := l.prioritized && o.handover
+	cooperative := l.prioritized && o.handover && !spec.Mode.coordinatedMode()
+	identity := spec.Identity
+	if spec.Mode.coordinatedMode() {
+		// The Lease names the holder by its LeaseCandidate.
+		identity = coordinated.CandidateName(l.lockName, spec.Identity)
+		l.holderIdentity = identity
+		leaseDuration, _, _ := elector.TimingFromTTL(o.ttl)
+		l.candidacy = newCandidacy(client, spec, l.lockName, identity, o, leaseDuration, l.log)
+	}
 	lock, err := resourcelock.New(kind, spec.Namespace, l.lockName, client, resourcelock.Config{
-		Identity:      spec.Identity,
+		Identity:      identity,
 		Key:           l.candidate.Key(),
 		EventRecorder: o.eventRecorder,
 		Cooperative:   cooperative,
@@ -162,7 +179,7 @@ func build(client kubernetes.Interface, spec Spec, o *options, newWatcher watche
 	if l.elector, err = elector.New(l.electorConfig(lock, o, cooperative)); err != nil {
 		return nil, fmt.Errorf("election %q (ttl %v): %w", spec.ElectionID, o.ttl, err)
 	}
-	if l.prioritized {
+	if l.prioritized && l.candidacy == nil {
 		// A new default may entitle this instance to the lock: try at once.
 		l.watcher.AddHandler(func(string) { l.elector.Trigger() })
 	}
@@ -187,8 +204,17 @@ func (l *LeaderElection) electorConfig(lock resourcelock.Interface, o *options, 
 		StartAtOnceAfterSteal: o.startAtOnce,
 		Callbacks:             elector.Callbacks{OnStartedLeading: l.runLeading},
 	}
-	if l.prioritized {
+	switch {
+	case l.candidacy != nil:
+		cfg.Coordination = &elector.Coordination{
+			Successor: func() (string, string, bool) { return l.candidacy.successor(l.defaultRevision()) },
+			Live:      l.candidacy.live,
+		}
+	case l.prioritized:
 		cfg.KeyComparison = l.shouldSteal
+		cfg.YieldOnRelease = l.releaseYield
+	default:
+		cfg.YieldOnRelease = l.releaseYield
 	}
 	if cooperative {
 		cfg.HandoverGrace = max(o.handoverGrace, 2*retryPeriod) // a polling holder answers within a RetryPeriod

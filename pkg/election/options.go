@@ -9,6 +9,7 @@ import (
 	"github.com/hashicorp/go-multierror"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/clock"
@@ -66,6 +67,9 @@ type options struct {
 	registerer    prometheus.Registerer
 	eventRecorder resourcelock.EventRecorder
 	eventClient   kubernetes.Interface
+
+	binaryVersion  string                 // coordinated candidates
+	candidateOwner *metav1.OwnerReference // coordinated candidates
 }
 
 func defaultOptions() options {

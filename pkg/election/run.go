@@ -99,6 +99,8 @@ func (l *LeaderElection) RunContext(ctx context.Context) error {
 		l.log.Info("leader election disabled; run functions start at once")
 	}
 	defer l.startOwned()()
+	ctx, withdrawn := l.runCandidacy(ctx)
+	defer withdrawn()
 
 	inARow := 0 // terms ended by a failure, one after the other
 	for ctx.Err() == nil {
@@ -128,9 +130,37 @@ func (l *LeaderElection) startOwned() func() {
 	if l.ownedWatcher {
 		stopWatcher = startWatcher(l.watcher)
 	}
+	if l.coordinatorWatcher != nil {
+		stopWatcher = startWatcher(l.coordinatorWatcher)
+	}
 	return func() {
 		stopWatcher()
 		stopEvents()
+	}
+}
+
+// runCandidacy publishes the LeaseCandidate of a coordinated election for
+// as long as ctx lives. It returns the context the election runs with,
+// which ends only once ctx has ended and the candidate has been withdrawn:
+// when the lock is then handed over, neither the coordinator nor the
+// holder's successor choice counts this instance any more. The function
+// it returns waits for the withdrawal.
+func (l *LeaderElection) runCandidacy(ctx context.Context) (context.Context, func()) {
+	if l.candidacy == nil || !l.enabled {
+		return ctx, func() {}
+	}
+	withdraw, stop := l.candidacy.start(l.clock, l.elector.Trigger)
+	inner, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		<-ctx.Done()
+		withdraw()
+		cancel()
+	}()
+	return inner, func() {
+		<-done
+		stop()
 	}
 }
 
@@ -209,13 +239,13 @@ func (l *LeaderElection) runLeading(ctx context.Context) error {
 
 // currentTerm is the term just won, as the lock record says.
 func (l *LeaderElection) currentTerm() (Term, bool) {
-	t := Term{Lock: l.spec.Namespace + "/" + l.lockName, Identity: l.spec.Identity, Elected: l.enabled}
+	t := Term{Lock: l.spec.Namespace + "/" + l.lockName, Identity: l.holderIdentity, Elected: l.enabled}
 	if !l.enabled {
 		t.AcquireTime = l.clock.Now()
 		return t, true
 	}
 	rec, _ := l.elector.Observed()
-	if rec.HolderIdentity != l.spec.Identity {
+	if rec.HolderIdentity != l.holderIdentity {
 		return Term{}, false
 	}
 	t.Transitions = rec.LeaderTransitions

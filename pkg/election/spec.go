@@ -70,6 +70,10 @@ type Spec struct {
 	// the election is prioritized: one leader for the mesh, chosen by the
 	// steal rule (LocationPrioritizedComparison) unless WithPrioritized(false).
 	PerRevision bool
+	// Mode is how the candidates agree on a leader; empty means Racing.
+	// Every candidate of one election must use the same mode. Coordinated
+	// modes need a Lease lock, which is also their default.
+	Mode Mode
 }
 
 // withDefaults returns s with its empty optional fields filled in;
@@ -81,9 +85,12 @@ func (s Spec) withDefaults(defaultLock LockKind) Spec {
 	if s.Revision == "" {
 		s.Revision = DefaultRevision
 	}
+	if s.Mode == "" {
+		s.Mode = Racing
+	}
 	if s.Lock == "" {
 		s.Lock = defaultLock
-		if s.PerRevision {
+		if s.PerRevision || s.Mode.coordinatedMode() {
 			s.Lock = LeaseLock
 		}
 	}
@@ -118,6 +125,11 @@ func (s Spec) validate() error {
 	}
 	if s.PerRevision && s.Lock == ConfigMapLock {
 		add(errors.New("a per-revision election needs a Lease lock"))
+	}
+	if _, err := ParseMode(string(s.Mode)); err != nil {
+		add(err)
+	} else if s.Mode.coordinatedMode() && s.Lock == ConfigMapLock {
+		add(fmt.Errorf("a %s election needs a Lease lock", s.Mode))
 	}
 	if s.PerRevision && s.Remote {
 		add(errors.New("Remote applies only to prioritized elections, not per-revision ones"))

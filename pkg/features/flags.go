@@ -87,6 +87,13 @@ var (
 	LeaderElectionHandover = RegisterBool("LEADER_ELECTION_HANDOVER", true,
 		"Cooperative preemption: a higher-priority candidate asks a meshd holder to stop and hand the lock over, instead of taking it while the holder still runs its work.")
 
+	// LeaderElectionMode is how the candidates of meshd's own Lease
+	// elections agree on a leader (see election.Mode); the daemon applies
+	// it, falling back to racing when the API server has no LeaseCandidates.
+	LeaderElectionMode = RegisterString("LEADER_ELECTION_MODE", string(election.Racing),
+		"How the candidates of meshd's own Lease elections agree on a leader: `racing` (each writes the lock; istiod's way), `coordinated` (LeaseCandidates and a meshd coordinator that applies the mesh's priority rule; needs coordination.k8s.io/v1beta1, else meshd races) or `oldest-emulation-version` (Kubernetes' own coordinator). istiod's ConfigMap elections always race.",
+		OneOf(string(election.Racing), string(election.Coordinated), string(election.OldestEmulationVersion)))
+
 	// LeaderElectionHandoverGrace is how long a candidate waits for a meshd
 	// holder to answer a handover request before it takes the lock by force
 	// (with a fenced start). An accepted request is then waited for until the

@@ -18,6 +18,12 @@ type Coordination struct {
 	// by the coordinator's rule. ok is false when none is known; the lock
 	// is then released and the coordinator assigns it. Nil: always release.
 	Successor func() (identity, key string, ok bool)
+	// Live, if set, tells whether a candidate named as preferred holder is
+	// still a live candidate as far as this process knows. A preference
+	// for one that is not (it withdrew, or its heartbeat stopped) is
+	// ignored until the coordinator corrects it, so that the lock is never
+	// handed to a candidate that will not take it.
+	Live func(identity string) bool
 	// Patience is how long this candidate leaves a vacant lock (free,
 	// expired or missing) to the coordinator before it takes the lock
 	// itself, so that an election never stays without a leader when no
@@ -89,6 +95,9 @@ func (le *LeaderElector) preferredSuccessor() *resourcelock.Handover {
 	}
 	name, key := le.cfg.Lock.(resourcelock.CoordinatedLock).PreferredHolder()
 	if name == "" || name == le.cfg.Lock.Identity() {
+		return nil
+	}
+	if live := le.cfg.Coordination.Live; live != nil && !live(name) {
 		return nil
 	}
 	return &resourcelock.Handover{Holder: le.cfg.Lock.Identity(), Candidate: name, CandidateKey: key}

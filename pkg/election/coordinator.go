@@ -1,0 +1,119 @@
+package election
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/meshd-io/meshd/pkg/election/coordinated"
+	"github.com/meshd-io/meshd/pkg/revisions"
+)
+
+// CoordinatorElectionID is the election whose leader coordinates the
+// Coordinated elections of a namespace.
+const CoordinatorElectionID = "meshd-coordinator"
+
+// NewCoordinator returns the election of the coordinator of namespace's
+// Coordinated elections: a plain racing election on the Lease
+// CoordinatorElectionID whose leader runs a coordinated.Coordinator that
+// follows the default revision (read as the options say, like any
+// prioritized election). Every process that runs Coordinated elections in
+// the namespace should run one, so that one coordinates while any runs;
+// when the leader dies, another takes over within a lease, and the
+// coordinated elections keep their holders meanwhile.
+//
+// decisions, if not nil, is called for every decision the coordinator
+// writes (see coordinated.CoordinatorConfig.Metrics). Run the returned
+// election like any other (RunContext, or through a Group).
+func NewCoordinator(client kubernetes.Interface, namespace, identity string, decisions func(lease string, d coordinated.Decision), opts ...Option) (*LeaderElection, error) {
+	l, err := New(client, coordinatorSpec(namespace, identity), append(opts, WithPrioritized(false))...)
+	if err != nil {
+		return nil, err
+	}
+	o := defaultOptions()
+	o.apply(opts)
+	watcher, err := revisions.SharedDefaultWatcher(client, o.watcherOptions(namespace))
+	if err != nil {
+		return nil, fmt.Errorf("election %q: %w", CoordinatorElectionID, err)
+	}
+	l.coordinatorWatcher = watcher // started with the election
+	return coordinate(l, client, watcher, &o, decisions)
+}
+
+// NewCoordinator adds the coordinator election of namespace to the group
+// (see the package-level NewCoordinator), with the group's options and
+// then opts; it follows the group's default-revision watcher.
+func (g *Group) NewCoordinator(namespace, identity string, decisions func(lease string, d coordinated.Decision), opts ...Option) (*LeaderElection, error) {
+	l, err := g.New(coordinatorSpec(namespace, identity), append(opts, WithPrioritized(false))...)
+	if err != nil {
+		return nil, err
+	}
+	g.mu.Lock()
+	o := g.base
+	o.apply(opts)
+	watcher, _, err := g.watcher(o.watcherOptions(namespace))
+	g.mu.Unlock()
+	if err != nil {
+		return nil, fmt.Errorf("election %q: %w", CoordinatorElectionID, err)
+	}
+	return coordinate(l, g.client, watcher, &o, decisions)
+}
+
+func coordinatorSpec(namespace, identity string) Spec {
+	return Spec{Namespace: namespace, ElectionID: CoordinatorElectionID, Identity: identity, Lock: LeaseLock}
+}
+
+// coordinate registers the coordinator as l's work: while l leads, a
+// coordinated.Coordinator runs with watcher's default revision. It starts
+// deciding once the watcher has read the cluster, so that a new
+// coordinator never undoes a predecessor's decision for want of knowing
+// the default.
+func coordinate(l *LeaderElection, client kubernetes.Interface, watcher revisions.DefaultWatcher, o *options,
+	decisions func(string, coordinated.Decision)) (*LeaderElection, error) {
+	if !l.enabled {
+		return nil, fmt.Errorf("election %q: a coordinator needs leader election enabled", CoordinatorElectionID)
+	}
+	var current atomic.Pointer[coordinated.Coordinator]
+	watcher.AddHandler(func(string) {
+		if c := current.Load(); c != nil {
+			c.Trigger()
+		}
+	})
+	l.Add(func(ctx context.Context) error {
+		if !waitSynced(ctx, watcher) {
+			return nil
+		}
+		c, err := coordinated.NewCoordinator(client, coordinated.CoordinatorConfig{
+			Namespace: l.spec.Namespace,
+			Default:   watcher.GetDefault,
+			Clock:     o.clock,
+			Logger:    o.logger.Named("coordinator"),
+			Metrics:   decisions,
+		})
+		if err != nil {
+			return err
+		}
+		current.Store(c)
+		defer current.Store(nil)
+		return c.Run(ctx)
+	})
+	return l, nil
+}
+
+// waitSynced waits until w has read the cluster; false when ctx ended
+// first.
+func waitSynced(ctx context.Context, w revisions.DefaultWatcher) bool {
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for !w.HasSynced() {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-tick.C:
+		}
+	}
+	return true
+}
