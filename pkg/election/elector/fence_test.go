@@ -31,11 +31,23 @@ func (h *harness) fencedSteal(poll bool, started *atomic.Bool) *candidate {
 	c.le.Trigger()
 	waitFor(h.t, "c to take the lock", func() bool { return h.record().HolderIdentity == "c" })
 	entitled.Store(false) // c never takes the lock back from the next writer
-	h.steps(9, 250*time.Millisecond)
+	h.parkedSteps(9, 250*time.Millisecond, 2)
 	// A ConfigMap record keeps whole seconds: the renew at t0+3.5s shows as t0+3s.
 	renewed := t0.Add(3 * time.Second)
 	waitFor(h.t, "c's renew at t0+3.5s", func() bool { return h.record().RenewTime.Time.Equal(renewed) })
 	return c
+}
+
+// parkedSteps advances the fake clock n times by d, each step only once
+// the fake clock has the given number of waiters (a term loop waiting for
+// its fence and its next renew has two), so that a renew is never late
+// because the machine is slow.
+func (h *harness) parkedSteps(n int, d time.Duration, waiters int) {
+	h.t.Helper()
+	for i := 0; i < n; i++ {
+		waitFor(h.t, "the elector to wait on its timers", func() bool { return h.clock.Waiters() == waiters })
+		h.clock.Step(d)
+	}
 }
 
 // A holder that took the lock by force and learns of nothing but what it
@@ -96,7 +108,12 @@ func TestFencedStartWaitsForASuccessfulRenew(t *testing.T) {
 	})
 	c := h.fencedSteal(true, &started)
 	failing.Store(true)
-	h.steps(4, 100*time.Millisecond) // t0+4.15s: the renew at the fence fails
+	h.parkedSteps(3, 100*time.Millisecond, 2) // t0+4.05s: the fence passes,
+	waitFor(t, "the renew at the fence to fail, or the work to start", func() bool { return c.le.LastError() != nil || started.Load() })
+	if started.Load() {
+		t.Fatal("the work started at the fence without a successful renew")
+	}
+	h.parkedSteps(1, 100*time.Millisecond, 1) // t0+4.15s
 	if started.Load() {
 		t.Fatal("the work started although the renew at the fence failed")
 	}
@@ -104,11 +121,11 @@ func TestFencedStartWaitsForASuccessfulRenew(t *testing.T) {
 		t.Fatalf("LastError = %v, want the failed renew", err)
 	}
 	failing.Store(false)
-	h.steps(3, 250*time.Millisecond) // t0+4.9s: no renew since the fence
+	h.parkedSteps(3, 250*time.Millisecond, 1) // t0+4.9s: no renew since the fence
 	if started.Load() {
 		t.Fatal("the work started before a renew succeeded")
 	}
-	h.steps(1, 250*time.Millisecond) // t0+5.15s: the renew at t0+5.05s succeeds
+	h.clock.Step(250 * time.Millisecond) // t0+5.15s: the renew due at t0+5.05s succeeds
 	waitFor(t, "the work to start after the successful renew", started.Load)
 	if rec := h.record(); rec.HolderIdentity != "c" || !c.le.IsLeader() {
 		t.Fatalf("record %+v, leader %v", rec, c.le.IsLeader())
@@ -122,11 +139,11 @@ func TestFencedStartWithoutInterference(t *testing.T) {
 		h := newHarness(t)
 		var started atomic.Bool
 		h.fencedSteal(poll, &started)
-		h.steps(2, 100*time.Millisecond) // t0+3.95s
+		h.parkedSteps(2, 100*time.Millisecond, 2) // t0+3.95s
 		if started.Load() {
 			t.Fatalf("poll=%v: the work started before the fence", poll)
 		}
-		h.steps(1, 100*time.Millisecond) // t0+4.05s
+		h.clock.Step(100 * time.Millisecond) // t0+4.05s
 		waitFor(t, "the work to start at the fence", started.Load)
 		if rec := h.record(); rec.HolderIdentity != "c" {
 			t.Fatalf("poll=%v: record %+v", poll, rec)
