@@ -7,7 +7,8 @@
 // Files by concern: impl*.go adapt the three implementations to Candidate;
 // transport.go counts the requests each clientset sends; track.go records
 // run-function intervals in a ledger and waits on them; takeover.go,
-// steal.go and requests.go are the in-process scenarios; scale.go and
-// replica.go run replicas as separate processes; report*.go and table.go
-// render Markdown; stats.go computes medians, quantiles and ratios.
+// steal.go, forced.go and requests.go are the in-process scenarios;
+// scale.go and replica.go run replicas as separate processes; report*.go
+// and table.go render Markdown; stats.go computes medians, quantiles and
+// ratios.
 package bench

@@ -19,6 +19,8 @@ type Results struct {
 
 	Handover []TakeoverResult
 	Steal    []StealResult
+	// Forced is the forced steal from client-go's elector, beside Steal.
+	Forced   []ForcedResult
 	Failover []TakeoverResult
 
 	// LongTTL repeats handover and steal at a second, longer ttl.
@@ -50,6 +52,7 @@ func (r *Results) WriteMarkdown(w io.Writer) {
 	r.writeSummary(w)
 	r.writeHandover(w)
 	r.writeSteal(w)
+	r.writeForced(w)
 	r.writeFailover(w)
 	r.writeRequests(w)
 	r.writeRerun(w)
@@ -172,6 +175,7 @@ func (r *Results) writeSummary(w io.Writer) {
 		handoverRow(t, d.Config.TTL, d.Handover)
 		stealRow(t, d.Config.TTL, d.Steal)
 	}
+	forcedRow(t, r.Config.TTL, r.Forced)
 	if m, ok := requestsFor(r.Requests, Meshd); ok && len(m.Errors) == 0 {
 		n := 0
 		for _, f := range m.Followers {
@@ -299,6 +303,7 @@ func (r *Results) writeNotes(w io.Writer) {
 		"A poller's takeover waits for its next jittered retry, which scales with the ttl; meshd's watch-driven takeover takes a few API round trips whatever the ttl. The ratios therefore grow with the ttl, which is why handover and steal are measured at two ttls. With three candidates the successor is whichever of two followers acts first, so the polling figures are well under one retry period.",
 		"Latencies are taken from the ledger's timestamps inside the benchmark process: from the action (cancel, default change) to a run function's first instruction, including every API round trip and watch delivery on loopback. On a real cluster each round trip costs more, which adds to meshd's few-millisecond figures.",
 		"The default revision is changed through a shared StaticDefaultWatcher, so the change reaches both candidates at the same instant; with the real webhook watcher each would learn it one watch event later. meshd-polling still reacts to the change at once (the election triggers an attempt on a default change; istiod waits for its next retry) and steals by force, but its old leader notices only at its next renew, up to one retry period later, and both run until then. meshd's holder stops its work before it writes the record naming its successor.",
+		"In the forced-steal table, meshd's work starts about one lease after the change by design (the fence; a cooperating meshd holder is asked instead and needs no fence). client-go's elector stops its work at most RetryPeriod + RenewDeadline after its last renew, which is a RetryPeriod before its lease ends as the candidate saw it: that margin is what keeps the overlap at 0 ms, and also what a slow or paused holder would have to exceed to overlap.",
 		"In the failover table, followers time a lease from when they saw the holder's last write, so \"crash → start\" depends on where in the renew cycle the crash fell (the benchmark waits a random time before crashing); \"last renew → start − lease\" removes that.",
 		"client-go starts OnStartedLeading in a goroutine and does not wait for it when a term ends; the benchmark's run functions return as soon as their context ends, so this creates no overlap here.",
 		"Settle times of meshd-polling and client-go with several replicas are bimodal: replicas that start together race to create each Lease, and a loser learns the leader only at its next jittered retry (1 to 2.2 retry periods, 7.5-16.5 s at ttl 30s). Whether a cell shows milliseconds or seconds depends on that race, so their settle figures and growth factors vary from run to run.",

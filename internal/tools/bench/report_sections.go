@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"time"
 
 	"github.com/meshd-io/meshd/pkg/features"
 )
@@ -175,4 +176,55 @@ func zeroRatio(a, b float64) string {
 		return "both 0"
 	}
 	return ratio(a, b)
+}
+
+func (r *Results) writeForced(w io.Writer) {
+	if len(r.Forced) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "### Forced steal from a holder that does not cooperate\n\n")
+	fmt.Fprintf(w, "The holder is client-go's own elector on a Lease: it writes no holder key, which the default\n")
+	fmt.Fprintf(w, "revision outranks by the steal rule, and knows nothing of the handover protocol, so the candidate\n")
+	fmt.Fprintf(w, "takes the lock by force and the holder learns of it only at its next renew; client-go then keeps its\n")
+	fmt.Fprintf(w, "work running until its renew deadline. Each trial uses a fresh Lease: client-go's elector leads, a\n")
+	fmt.Fprintf(w, "candidate of revision %q follows while %q is the default, then the default becomes %q.\n", revA, revB, revA)
+	fmt.Fprintf(w, "Measured from that change to the return of the candidate's write that took the lock, to its run\n")
+	fmt.Fprintf(w, "function start, and to the holder's run function stop. meshd (its defaults) starts its work at the\n")
+	fmt.Fprintf(w, "fence: the holder's last renew as it observed it plus the holder's lease (%v), by which any holder\n", r.Config.TTL)
+	fmt.Fprintf(w, "whose renew deadline is shorter than its lease has stopped. meshd-polling starts at once, as istiod's\n")
+	fmt.Fprintf(w, "elector does: its overlap is what a forced steal costs without the fence.\n\n")
+	t := newTable("candidate", "its work starts", "lock taken", "candidate's work starts", "holder's work stops", "overlap", "trials")
+	t.right[1] = false
+	for _, x := range r.Forced {
+		rule := "at the fence"
+		if x.Impl == MeshdPolling {
+			rule = "at once (as istiod)"
+		}
+		t.add(string(x.Impl), rule, medP99(x.Write), medP99(x.Start), medP99(x.Stop), fmtOverlap(x.Overlap), trials(len(x.Start), x.Errors))
+	}
+	t.write(w)
+}
+
+// forcedRow is the Summary's target for forced steals: meshd's fenced start
+// never overlaps the work of a holder that does not cooperate.
+func forcedRow(t *table, ttl time.Duration, rs []ForcedResult) {
+	m, ok := forcedFor(rs, Meshd)
+	if !ok {
+		return
+	}
+	got := fmt.Sprintf("meshd: %d steals, %s", len(m.Start), fmtOverlap(m.Overlap))
+	if p, ok := forcedFor(rs, MeshdPolling); ok {
+		got += fmt.Sprintf("; meshd-polling (starts at once, as istiod): %d steals, %s", len(p.Start), fmtOverlap(p.Overlap))
+	}
+	t.add(fmt.Sprintf("ttl %v: forced steal from a holder that does not cooperate (client-go's elector): 0 ms overlap", ttl), got,
+		verdict(len(m.Start) > 0 && m.Overlap.Pairs == 0))
+}
+
+func forcedFor(rs []ForcedResult, impl Impl) (ForcedResult, bool) {
+	for _, x := range rs {
+		if x.Impl == impl {
+			return x, true
+		}
+	}
+	return ForcedResult{}, false
 }

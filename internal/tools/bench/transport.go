@@ -63,10 +63,17 @@ type Counter struct {
 	mu        sync.Mutex
 	counts    Counts
 	lastWrite time.Time // end of the latest successful create or update
+	// updates are the ends of the latest successful updates, oldest first,
+	// at most maxRecentUpdates of them.
+	updates []time.Time
 	// serverErrors counts responses with a 5xx status and requests that
 	// got no response at all (time-outs, refused connections).
 	serverErrors int
 }
+
+// maxRecentUpdates bounds the update times a Counter keeps: enough for the
+// few writes of a trial, and no growth over a long run.
+const maxRecentUpdates = 64
 
 // NewCounter returns an empty counter.
 func NewCounter() *Counter { return &Counter{counts: Counts{}} }
@@ -109,6 +116,20 @@ func (c *Counter) LastWrite() time.Time {
 	return c.lastWrite
 }
 
+// FirstUpdateAfter is when the first successful update that returned after
+// t returned, among the latest maxRecentUpdates; ok is false if there is
+// none.
+func (c *Counter) FirstUpdateAfter(t time.Time) (at time.Time, ok bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, u := range c.updates {
+		if u.After(t) {
+			return u, true
+		}
+	}
+	return time.Time{}, false
+}
+
 type countingRoundTripper struct {
 	c    *Counter
 	next http.RoundTripper
@@ -129,6 +150,12 @@ func (rt *countingRoundTripper) RoundTrip(req *http.Request) (*http.Response, er
 		now := time.Now()
 		rt.c.mu.Lock()
 		rt.c.lastWrite = now
+		if verb == VerbUpdate {
+			if len(rt.c.updates) == maxRecentUpdates {
+				rt.c.updates = append(rt.c.updates[:0], rt.c.updates[1:]...)
+			}
+			rt.c.updates = append(rt.c.updates, now)
+		}
 		rt.c.mu.Unlock()
 	}
 	return resp, err

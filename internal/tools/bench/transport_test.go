@@ -65,3 +65,36 @@ func TestCounterCountsAndLastWrite(t *testing.T) {
 		t.Fatalf("Sub = %v", d)
 	}
 }
+
+func TestCounterFirstUpdateAfter(t *testing.T) {
+	c := NewCounter()
+	ok := &countingRoundTripper{c: c, next: fixedRT(200)}
+	conflict := &countingRoundTripper{c: c, next: fixedRT(409)}
+	put := func(rt http.RoundTripper) {
+		_, _ = rt.RoundTrip(httptest.NewRequest("PUT", "/apis/coordination.k8s.io/v1/namespaces/ns/leases/x", nil))
+	}
+	put(ok)
+	mark := time.Now()
+	if _, found := c.FirstUpdateAfter(mark); found {
+		t.Fatal("an update before the mark was found")
+	}
+	_, _ = ok.RoundTrip(httptest.NewRequest("POST", "/api/v1/namespaces/ns/events", nil))
+	put(conflict)
+	if _, found := c.FirstUpdateAfter(mark); found {
+		t.Fatal("a create or a failed update counted as an update")
+	}
+	put(ok)
+	first, found := c.FirstUpdateAfter(mark)
+	if !found || !first.After(mark) {
+		t.Fatalf("FirstUpdateAfter = %v, %v", first, found)
+	}
+	for i := 0; i < 2*maxRecentUpdates; i++ {
+		put(ok)
+	}
+	if got, _ := c.FirstUpdateAfter(mark); !got.After(first) {
+		t.Fatal("the oldest updates were not dropped")
+	}
+	if n := len(c.updates); n != maxRecentUpdates {
+		t.Fatalf("%d update times kept, want %d", n, maxRecentUpdates)
+	}
+}

@@ -102,6 +102,25 @@ func (le *LeaderElector) fenceTimer(t *term) clockTimer {
 	return le.clock.NewTimer(wait)
 }
 
+// fencePassed is called when the fence has passed. With a healthy watch the
+// elector has seen every write since it took the lock (a pending event is
+// taken in now): it ends the term if another holder wrote, or starts the
+// callback. Without one (polling, or the watch is broken) a holder that
+// took the lock meanwhile may be unseen, so the callback must not start
+// before a renew has shown the lock still held: renewFirst asks the caller
+// to renew now and to start the callback only once a renew succeeded.
+func (le *LeaderElector) fencePassed(t *term) (end *termEnd, renewFirst bool) {
+	if le.watch == nil || !le.watch.healthy() {
+		le.log.Info("the previous holder's lease has run out; renewing before the run callback starts, as no watch shows whether the lock is still held")
+		return nil, true
+	}
+	if end := le.leaderSawEvent(); end != nil {
+		return end, false
+	}
+	le.startCallback(t)
+	return nil, false
+}
+
 // renew keeps the lock until ctx is cancelled, the term is lost (another
 // holder appeared, or no renew succeeded for RenewDeadline), a candidate is
 // granted the lock, or the callback returns.
@@ -115,6 +134,7 @@ func (le *LeaderElector) renew(ctx context.Context, t *term) termEnd {
 	// A request may already wait: one addressed to this candidate while the
 	// previous holder was handing the lock to it.
 	answerNow := le.requestPending()
+	startOnRenew := false // the fence passed; start after the next successful renew
 	for {
 		if !answerNow {
 			select {
@@ -122,8 +142,12 @@ func (le *LeaderElector) renew(ctx context.Context, t *term) termEnd {
 				return termEnd{stillHeld: true}
 			case <-timerC(fence):
 				fence = nil
-				le.startCallback(t)
-				continue
+				if end, renewFirst := le.fencePassed(t); end != nil {
+					return *end
+				} else if !renewFirst {
+					continue
+				}
+				startOnRenew = true
 			case <-t.doneCh():
 				return le.callbackEnded(t)
 			case <-le.trigger:
@@ -144,6 +168,12 @@ func (le *LeaderElector) renew(ctx context.Context, t *term) termEnd {
 		answerNow = false
 		if end := le.renewOnce(ctx); end != nil {
 			return *end
+		}
+		// A renew that did not end the term either succeeded (no error:
+		// still the holder) or failed (try again at the next renew).
+		if startOnRenew && le.LastError() == nil {
+			startOnRenew = false
+			le.startCallback(t)
 		}
 		timer.Reset(le.nextRenew())
 	}

@@ -207,6 +207,13 @@ func run(ctx context.Context, o options) error {
 			}
 			res.Steal = append(res.Steal, bench.RunSteal(ctx, env, cfg, impl))
 		}
+		logf("forced steal from client-go's elector (%d trials)", cfg.Trials)
+		for _, impl := range impls {
+			if impl == bench.ClientGo {
+				continue // the holder
+			}
+			res.Forced = append(res.Forced, bench.RunForced(ctx, env, cfg, impl))
+		}
 	}
 	if sections["failover"] {
 		logf("failover after a crash (%d trials)", cfg.Trials)

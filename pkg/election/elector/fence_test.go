@@ -1,0 +1,152 @@
+package elector
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	k8stesting "k8s.io/client-go/testing"
+)
+
+// fencedSteal sets up a forced steal with a fenced start: the holder
+// "istiod-a" (no handover annotation: it does not cooperate) is seen at t0
+// with a 4s lease; candidate c becomes entitled at t0+1.5s and takes the
+// lock, so its work may start at t0+4s. c renews at t0+2.5s and t0+3.5s;
+// fencedSteal returns at t0+3.75s, after the second renew, with the
+// fence still ahead and c's next renew at t0+4.5s.
+func (h *harness) fencedSteal(poll bool, started *atomic.Bool) *candidate {
+	h.t.Helper()
+	h.writeRecord(held("istiod-a", "canary", 4))
+	var entitled atomic.Bool
+	c := h.start(candidateOpts{identity: "c", key: "stable", poll: poll, noHandover: true,
+		stealFn: func(string) bool { return entitled.Load() },
+		work:    func(ctx context.Context) error { started.Store(true); <-ctx.Done(); return nil }})
+	waitFor(h.t, "c to see the holder", func() bool { return c.le.GetLeader() == "istiod-a" })
+	h.steps(6, 250*time.Millisecond)
+	entitled.Store(true)
+	c.le.Trigger()
+	waitFor(h.t, "c to take the lock", func() bool { return h.record().HolderIdentity == "c" })
+	entitled.Store(false) // c never takes the lock back from the next writer
+	h.parkedSteps(9, 250*time.Millisecond, 2)
+	// A ConfigMap record keeps whole seconds: the renew at t0+3.5s shows as t0+3s.
+	renewed := t0.Add(3 * time.Second)
+	waitFor(h.t, "c's renew at t0+3.5s", func() bool { return h.record().RenewTime.Time.Equal(renewed) })
+	return c
+}
+
+// parkedSteps advances the fake clock n times by d, each step only once
+// the fake clock has the given number of waiters (a term loop waiting for
+// its fence and its next renew has two), so that a renew is never late
+// because the machine is slow.
+func (h *harness) parkedSteps(n int, d time.Duration, waiters int) {
+	h.t.Helper()
+	for i := 0; i < n; i++ {
+		waitFor(h.t, "the elector to wait on its timers", func() bool { return h.clock.Waiters() == waiters })
+		h.clock.Step(d)
+	}
+}
+
+// A holder that took the lock by force and learns of nothing but what it
+// reads (polling) must not start its work at the fence if another holder
+// took the lock meanwhile: it renews first. Before the fix the work
+// started at the fence beside the new holder and ran until the next renew.
+// A watching holder has already ended its term when the watch showed the
+// new holder.
+func TestFencedStartChecksTheLockIsStillHeld(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		poll bool
+	}{{"polling", true}, {"watching", false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t)
+			var started atomic.Bool
+			c := h.fencedSteal(tc.poll, &started)
+			x := held("x", "other", 4)
+			x.AcquireTime, x.RenewTime = metav1.NewTime(h.clock.Now()), metav1.NewTime(h.clock.Now())
+			h.writeRecord(x) // another holder takes the lock before the fence
+			if !tc.poll {
+				waitFor(t, "the watch to end c's term", func() bool { return !c.le.IsLeader() })
+			}
+			h.client.ClearActions()
+			h.steps(4, 100*time.Millisecond) // t0+4.15s: past the fence, before c's next renew
+			if started.Load() {
+				t.Fatal("the work started at the fence although another holder had taken the lock")
+			}
+			if tc.poll {
+				waitFor(t, "c's term to end", func() bool { return !c.le.IsLeader() })
+				// The fence made c renew: its update conflicted and the read
+				// showed x (then c contends again as a follower).
+				got := h.verbs()
+				assertVerbs(t, got[:min(2, len(got))], "update configmaps", "get configmaps")
+			}
+			h.steps(4, 250*time.Millisecond) // t0+5.15s
+			if started.Load() {
+				t.Fatal("the work started after the lock was lost")
+			}
+			if rec := h.record(); rec.HolderIdentity != "x" {
+				t.Fatalf("record %+v, want x's", rec)
+			}
+		})
+	}
+}
+
+// A polling holder whose renew at the fence fails does not know whether it
+// still holds the lock: its work starts only after the next renew
+// succeeded.
+func TestFencedStartWaitsForASuccessfulRenew(t *testing.T) {
+	h := newHarness(t)
+	var started, failing atomic.Bool
+	h.client.PrependReactor("update", "configmaps", func(k8stesting.Action) (bool, runtime.Object, error) {
+		if failing.Load() {
+			return true, nil, apierrors.NewServiceUnavailable("etcd is down")
+		}
+		return false, nil, nil
+	})
+	c := h.fencedSteal(true, &started)
+	failing.Store(true)
+	h.parkedSteps(3, 100*time.Millisecond, 2) // t0+4.05s: the fence passes,
+	waitFor(t, "the renew at the fence to fail, or the work to start", func() bool { return c.le.LastError() != nil || started.Load() })
+	if started.Load() {
+		t.Fatal("the work started at the fence without a successful renew")
+	}
+	h.parkedSteps(1, 100*time.Millisecond, 1) // t0+4.15s
+	if started.Load() {
+		t.Fatal("the work started although the renew at the fence failed")
+	}
+	if err := c.le.LastError(); !apierrors.IsServiceUnavailable(err) {
+		t.Fatalf("LastError = %v, want the failed renew", err)
+	}
+	failing.Store(false)
+	h.parkedSteps(3, 250*time.Millisecond, 1) // t0+4.9s: no renew since the fence
+	if started.Load() {
+		t.Fatal("the work started before a renew succeeded")
+	}
+	h.clock.Step(250 * time.Millisecond) // t0+5.15s: the renew due at t0+5.05s succeeds
+	waitFor(t, "the work to start after the successful renew", started.Load)
+	if rec := h.record(); rec.HolderIdentity != "c" || !c.le.IsLeader() {
+		t.Fatalf("record %+v, leader %v", rec, c.le.IsLeader())
+	}
+}
+
+// The fence itself still holds for a watching and a polling holder that
+// nobody disturbs: no start before it, a start right after it.
+func TestFencedStartWithoutInterference(t *testing.T) {
+	for _, poll := range []bool{true, false} {
+		h := newHarness(t)
+		var started atomic.Bool
+		h.fencedSteal(poll, &started)
+		h.parkedSteps(2, 100*time.Millisecond, 2) // t0+3.95s
+		if started.Load() {
+			t.Fatalf("poll=%v: the work started before the fence", poll)
+		}
+		h.clock.Step(100 * time.Millisecond) // t0+4.05s
+		waitFor(t, "the work to start at the fence", started.Load)
+		if rec := h.record(); rec.HolderIdentity != "c" {
+			t.Fatalf("poll=%v: record %+v", poll, rec)
+		}
+	}
+}
