@@ -63,16 +63,19 @@ func (m Mode) strategy() coordinationv1.CoordinatedLeaseStrategy {
 	return coordinated.Strategy
 }
 
-// releaseYieldStep is how long a racing candidate waits, per rank below
-// the best, before it takes a released lock: long enough for a better
-// candidate's watch event and write to land first on a loopback or
-// in-cluster API server, short against any retry period.
-const releaseYieldStep = 25 * time.Millisecond
+// releaseYieldStep is how long a racing candidate waits, per class below
+// the best, before it takes a released or expired lock. All candidates
+// see a release at about the same time through their watches; a better
+// candidate's write that reaches the API server first makes a lesser one's
+// write of the same version conflict, so the step only needs to cover the
+// spread of watch delivery, not a whole write.
+const releaseYieldStep = 15 * time.Millisecond
 
 // releaseYield is how long this racing candidate lets better ones go first
-// after a release: none for an instance of the default revision (or when
-// no default is known) that is local; a step more for a remote instance;
-// two steps more for an instance of another revision than the default.
+// after a release or expiry, by its class in the priority rule
+// (priority.Compare): none for a local instance of the default revision
+// (or when no default is known); one step for a remote one; two more
+// steps for an instance of another revision than the default.
 func (l *LeaderElection) releaseYield() time.Duration {
 	steps := 0
 	if def := l.defaultRevision(); def != "" && l.spec.Revision != def {

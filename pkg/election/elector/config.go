@@ -137,8 +137,8 @@ type Config struct {
 	Coordination *Coordination
 
 	// YieldOnRelease, if set, is asked how long this candidate lets others
-	// go first when it sees the lock released: a candidate that the
-	// election's rule ranks lower waits a little, so that the best
+	// go first when it sees the lock released or expired: a candidate that
+	// the election's rule ranks lower waits a little, so that the best
 	// candidate that watches the lock takes it and no lesser one holds it
 	// for a moment. A yielding candidate takes the lock after its wait if
 	// nobody has.

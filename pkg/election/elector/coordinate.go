@@ -120,6 +120,15 @@ func (le *LeaderElector) directedSuccessor() *resourcelock.Handover {
 	return &resourcelock.Handover{Holder: le.cfg.Lock.Identity(), Candidate: name, CandidateKey: key}
 }
 
+// yieldDelay is how long this candidate lets better ones go first when the
+// lock is up for grabs (released or expired); zero without YieldOnRelease.
+func (le *LeaderElector) yieldDelay() time.Duration {
+	if le.cfg.YieldOnRelease == nil {
+		return 0
+	}
+	return max(le.cfg.YieldOnRelease(), 0)
+}
+
 // yieldWake is when a candidate that yields after a release tries; zero
 // when it does not yield.
 func (le *LeaderElector) yieldWake(now time.Time) time.Time {
@@ -140,7 +149,7 @@ func (le *LeaderElector) yieldOnRelease(now time.Time) bool {
 	if rec.HolderIdentity != "" || noRecord(&rec) {
 		return false
 	}
-	d := le.cfg.YieldOnRelease()
+	d := le.yieldDelay()
 	if d <= 0 {
 		return false
 	}

@@ -358,7 +358,9 @@ func (le *LeaderElector) followerWait() time.Duration {
 		lease = honouredLease(rec)
 	}
 	now := le.clock.Now()
-	deadline := seen.Add(lease)
+	// An expired lock is a race like a released one: lesser candidates
+	// let better ones go first.
+	deadline := seen.Add(lease + le.yieldDelay())
 	for _, at := range []time.Time{le.damper.wakeAt(now), le.handoverWake()} {
 		if !at.IsZero() && at.Before(deadline) {
 			deadline = at

@@ -1,0 +1,53 @@
+package integration
+
+import (
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/meshd-io/meshd/internal/testing/testcluster"
+	"github.com/meshd-io/meshd/internal/testing/testutil"
+	"github.com/meshd-io/meshd/pkg/election"
+)
+
+// A racing holder that stops hands its lock to whoever writes first. The
+// candidates a better one outranks yield for a moment, so that the lock
+// goes straight to the best candidate watching it and no lesser one leads
+// in between (a remote instance, then a local one taking it back).
+func TestReleasedLockGoesStraightToTheBestCandidate(t *testing.T) {
+	cluster := testcluster.Get(t)
+	ns := cluster.NewNamespace(t)
+	client := cluster.Client
+	setDefaultRevision(t, client, ns, "canary")
+	spec := func(identity, revision string, remote bool) election.Spec {
+		return election.Spec{Namespace: ns, ElectionID: "release-order", Identity: identity, Revision: revision,
+			Remote: remote, Lock: election.LeaseLock}
+	}
+	start := func(identity, revision string, remote bool) *instance {
+		le, err := election.New(client, spec(identity, revision, remote), opts(t)...)
+		return newInstance(t, identity, le, err)
+	}
+	remote := start("stable-remote-1", "stable", true)
+	local := start("stable-1", "stable", false)
+	testutil.Eventually(t, 10*time.Second, testutil.Check("one stable instance to lead", func() bool { return len(leaders(remote, local)) == 1 }))
+	for i := range 5 {
+		name := fmt.Sprintf("canary-%d", i)
+		canary := start(name, "canary", false)
+		testutil.Eventually(t, 10*time.Second, testutil.Check(name+" to lead", func() bool { return slices.Equal(leaders(canary, remote, local), []string{name}) }))
+		startsBefore := remote.startCount()
+		canary.stop()
+		testutil.Eventually(t, 10*time.Second, testutil.Check("stable-1 to lead after "+name+" stopped", func() bool { return local.leads() }))
+		time.Sleep(50 * time.Millisecond)
+		if n := remote.startCount(); n != startsBefore {
+			t.Fatalf("trial %d: the remote instance led for a moment after %s released the lock", i, name)
+		}
+	}
+}
+
+// startCount is how many times the instance's run function started.
+func (in *instance) startCount() int {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	return len(in.started)
+}
