@@ -201,7 +201,7 @@ func TestPublisherVerbs(t *testing.T) {
 	want := []string{
 		"create " + name, "update " + name, // create, heartbeat
 		"delete " + name, "update " + name, "create " + name, // deleted by the test; renew fails; re-create
-		"update " + name, // heartbeat
+		"update " + name,                   // heartbeat
 		"update " + name, "update " + name, // the test's ping; the answer
 		"delete " + name, // graceful stop
 	}
