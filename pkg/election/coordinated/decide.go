@@ -83,6 +83,9 @@ func (v view) preference(live []Candidate) plan {
 			}
 		}
 	}
+	if len(eligible) > 0 && eligible[0].Name == current && v.lease.Annotations[PreferredHolderKeyAnnotation] == eligible[0].Key {
+		return plan{} // keeping a decision needs no new ping, only a live candidate
+	}
 	best, pings, wake := v.choose(eligible)
 	p := plan{ping: pings, wake: wake}
 	switch {

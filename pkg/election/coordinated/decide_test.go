@@ -110,6 +110,10 @@ func TestDecide(t *testing.T) {
 			[]cand{cn, sl}, outcome{wake: leaseDur}},
 		{"ping a stale better candidate before preferring it", withStrategy(held("stable-remote", "^stable")), false, "stable",
 			[]cand{sr, staleSL}, outcome{pings: []string{"stable-local"}, wake: 2 * time.Second}},
+		{"keeping a preference needs no new ping", withPreferred(held("stable-remote", "^stable"), "stable-local", "stable"), false, "stable",
+			[]cand{sr, staleSL}, outcome{wake: leaseDur}},
+		{"preferred holder now holds: cleared", withPreferred(held("canary", "canary"), "canary", "canary"), false, "canary",
+			[]cand{cn, sl}, outcome{clear: true, wake: leaseDur}},
 		{"set the strategy of a held lease", held("stable-local", "stable"), false, "stable",
 			[]cand{sl}, outcome{setStrategy: true, wake: leaseDur}},
 	} {

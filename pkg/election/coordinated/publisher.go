@@ -30,7 +30,7 @@ const (
 // the same name, fixing its fields and keeping foreign labels, annotations
 // and owner references), renews spec.renewTime every heartbeat, answers a
 // ping (spec.pingTime later than spec.renewTime) at once, re-creates the
-// candidate if someone deletes it, and deletes it when Run ends.
+// candidate as soon as it sees it deleted, and deletes it when Run ends.
 //
 // A renewal updates the last object this Publisher wrote, with optimistic
 // concurrency and no read first. After a conflict it retries once from the
@@ -136,9 +136,10 @@ func backoff(failures int, limit time.Duration) time.Duration {
 	return min(d, limit)
 }
 
-// onChange runs on the Roster's event goroutine.
+// onChange runs on the Roster's event goroutine: a ping, or the deletion
+// of the candidate, makes Run publish at once.
 func (p *Publisher) onChange() {
-	if lc, ok := p.roster.Get(p.spec.Name); ok && unansweredPing(lc) {
+	if lc, ok := p.roster.Get(p.spec.Name); !ok || unansweredPing(lc) {
 		select {
 		case p.ping <- struct{}{}:
 		default:

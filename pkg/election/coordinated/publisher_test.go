@@ -169,13 +169,17 @@ func TestPublisherVerbs(t *testing.T) {
 	clk.Step(2 * leaseDur)
 	eventually(t, "a renewal", renewedAt(t0.Add(2*leaseDur)))
 
-	// Deleted by someone: created again on the next heartbeat.
+	// Deleted by someone: created again as soon as the Roster shows it gone,
+	// without waiting for the next heartbeat.
 	if err := lcs.Delete(context.Background(), name, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	eventually(t, "the candidate is created again", func() bool {
+		return strings.Count(strings.Join(verbs(client, "leasecandidates"), ","), "create ") == 2 && get() != nil
+	})
 	eventually(t, "the heartbeat timer", clk.HasWaiters)
 	clk.Step(2 * leaseDur)
-	eventually(t, "the candidate is created again", renewedAt(t0.Add(4*leaseDur)))
+	eventually(t, "a renewal of the new object", renewedAt(t0.Add(4*leaseDur)))
 
 	// A ping is answered at once, with a renewTime not before the ping even
 	// when the pinger's clock is ahead.
@@ -197,6 +201,7 @@ func TestPublisherVerbs(t *testing.T) {
 	want := []string{
 		"create " + name, "update " + name, // create, heartbeat
 		"delete " + name, "update " + name, "create " + name, // deleted by the test; renew fails; re-create
+		"update " + name,                   // heartbeat
 		"update " + name, "update " + name, // the test's ping; the answer
 		"delete " + name, // graceful stop
 	}

@@ -87,19 +87,19 @@ func (c *Coordinator) execute(ctx context.Context, name string, v view, p plan) 
 	return nil
 }
 
-// sendPing sets the candidate's pingTime; errors are logged only (the
-// candidate is then skipped after AckTimeout like a silent one).
+// sendPing sets the candidate's pingTime. A failed ping is logged and sent
+// again when the Lease is looked at next (at the latest after AckTimeout).
 func (c *Coordinator) sendPing(ctx context.Context, cand Candidate, now time.Time) {
 	lc, ok := c.roster.Get(cand.Name)
 	if !ok {
 		return
 	}
 	lc.Spec.PingTime = &metav1.MicroTime{Time: now}
-	_, err := c.client.CoordinationV1beta1().LeaseCandidates(c.cfg.Namespace).Update(ctx, lc, metav1.UpdateOptions{})
-	c.pinged[cand.Name] = now
-	if err != nil {
-		c.log.Info("pinging a lease candidate failed", zap.String("candidate", cand.Name), zap.Error(err))
+	if _, err := c.client.CoordinationV1beta1().LeaseCandidates(c.cfg.Namespace).Update(ctx, lc, metav1.UpdateOptions{}); err != nil {
+		c.log.Info("pinging a lease candidate failed; trying again after the ack timeout", zap.String("candidate", cand.Name), zap.Error(err))
+		return
 	}
+	c.pinged[cand.Name] = now
 }
 
 // prunePings forgets own pings long past any use.
