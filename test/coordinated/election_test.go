@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"go.uber.org/zap/zaptest"
-	admissionv1 "k8s.io/api/admissionregistration/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -18,9 +17,9 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/meshd-io/meshd/internal/ledger"
+	"github.com/meshd-io/meshd/internal/testing/kubetest"
 	"github.com/meshd-io/meshd/pkg/election"
 	"github.com/meshd-io/meshd/pkg/election/coordinated"
-	"github.com/meshd-io/meshd/pkg/revisions"
 )
 
 // electionTTL is the ttl of the elections built through package election.
@@ -129,31 +128,6 @@ func followLease(t *testing.T, b *background, client kubernetes.Interface, ns, n
 	return log
 }
 
-// setDefault creates or updates the webhook naming the default revision.
-func setDefault(t *testing.T, client kubernetes.Interface, ns, revision string) {
-	t.Helper()
-	ctx := context.Background()
-	name := revisions.DefaultWebhookName(ns)
-	hooks := client.AdmissionregistrationV1().MutatingWebhookConfigurations()
-	wh, err := hooks.Get(ctx, name, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		wh = &admissionv1.MutatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: name,
-			Labels: map[string]string{revisions.DefaultRevisionLabel: revision}}}
-		if _, err := hooks.Create(ctx, wh, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = hooks.Delete(context.Background(), name, metav1.DeleteOptions{}) })
-		return
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	wh.Labels[revisions.DefaultRevisionLabel] = revision
-	if _, err := hooks.Update(ctx, wh, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-}
-
 // leaseHolder reads the Lease's holder and strategy.
 func leaseHolder(ns string) (holder, strategy string, err error) {
 	lease, err := cluster.Client.CoordinationV1().Leases(ns).Get(context.Background(), statusLease, metav1.GetOptions{})
@@ -185,7 +159,7 @@ func TestCoordinatedElectionThroughThePublicAPI(t *testing.T) {
 	b := newBackground(t)
 	l := &ledger.Ledger{}
 	holders := followLease(t, b, cluster.Client, ns, statusLease)
-	setDefault(t, cluster.Client, ns, "stable")
+	kubetest.SetDefaultRevision(t, cluster.Client, ns, "stable")
 	name := func(identity string) string { return coordinated.CandidateName(statusLease, identity) }
 
 	startInstance(t, b, ns, "stable-remote-1", "stable", true, l)
@@ -207,7 +181,7 @@ func TestCoordinatedElectionThroughThePublicAPI(t *testing.T) {
 
 	// The default flips: canary leads through preferredHolder, and the two
 	// never work at once.
-	setDefault(t, cluster.Client, ns, "canary")
+	kubetest.SetDefaultRevision(t, cluster.Client, ns, "canary")
 	waitFor(t, "canary-1 to lead", func() (bool, error) { return slices.Equal(running(l), []string{"canary-1"}), nil })
 	if o := l.Overlaps(); len(o) != 0 {
 		t.Fatalf("two leaders worked at once: %+v", o)
@@ -226,7 +200,7 @@ func TestGracefulStopHandsToTheNextBestCandidate(t *testing.T) {
 	b := newBackground(t)
 	l := &ledger.Ledger{}
 	holders := followLease(t, b, cluster.Client, ns, statusLease)
-	setDefault(t, cluster.Client, ns, "canary")
+	kubetest.SetDefaultRevision(t, cluster.Client, ns, "canary")
 	name := func(identity string) string { return coordinated.CandidateName(statusLease, identity) }
 
 	startInstance(t, b, ns, "stable-remote-1", "stable", true, l)

@@ -10,16 +10,14 @@ import (
 	"time"
 
 	"go.uber.org/zap/zaptest"
-	admissionv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/meshd-io/meshd/internal/testing/kubetest"
 	"github.com/meshd-io/meshd/internal/testing/testcluster"
 	"github.com/meshd-io/meshd/pkg/election"
 	"github.com/meshd-io/meshd/pkg/resourcelock"
-	"github.com/meshd-io/meshd/pkg/revisions"
 )
 
 func TestMain(m *testing.M) { testcluster.Main(m) }
@@ -107,41 +105,9 @@ func opts(t *testing.T, extra ...election.Option) []election.Option {
 	}, extra...)
 }
 
-// setDefaultRevision creates or updates the webhook that names the default
-// revision for mesh namespace ns; an empty revision removes the label.
+// setDefaultRevision makes revision the default of mesh namespace ns.
 func setDefaultRevision(t *testing.T, client kubernetes.Interface, ns, revision string) {
-	t.Helper()
-	ctx := context.Background()
-	name := revisions.DefaultWebhookName(ns)
-	hooks := client.AdmissionregistrationV1().MutatingWebhookConfigurations()
-	wh, err := hooks.Get(ctx, name, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		wh = &admissionv1.MutatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: name}}
-		setLabel(wh, revision)
-		if _, err := hooks.Create(ctx, wh, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = hooks.Delete(context.Background(), name, metav1.DeleteOptions{}) })
-		return
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	setLabel(wh, revision)
-	if _, err := hooks.Update(ctx, wh, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-}
-
-func setLabel(wh *admissionv1.MutatingWebhookConfiguration, revision string) {
-	if wh.Labels == nil {
-		wh.Labels = map[string]string{}
-	}
-	if revision == "" {
-		delete(wh.Labels, revisions.DefaultRevisionLabel)
-		return
-	}
-	wh.Labels[revisions.DefaultRevisionLabel] = revision
+	kubetest.SetDefaultRevision(t, client, ns, revision)
 }
 
 // configMapRecord reads the record of a ConfigMap lock.

@@ -56,16 +56,7 @@ func (h *harness) startOnLease(o coordOpts) *candidate {
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	c := &candidate{le: le, stop: cancel, done: make(chan struct{})}
-	go func() {
-		defer close(c.done)
-		for ctx.Err() == nil {
-			le.Run(ctx)
-		}
-	}()
-	h.t.Cleanup(func() { cancel(); <-c.done })
-	return c
+	return h.run(le)
 }
 
 // lease reads the Lease lockName.

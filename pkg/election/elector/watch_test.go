@@ -97,6 +97,12 @@ func (h *harness) start(o candidateOpts) *candidate {
 	if err != nil {
 		h.t.Fatal(err)
 	}
+	return h.run(le)
+}
+
+// run runs le, term after term, until the candidate is stopped or the test
+// ends.
+func (h *harness) run(le *LeaderElector) *candidate {
 	ctx, cancel := context.WithCancel(context.Background())
 	c := &candidate{le: le, stop: cancel, done: make(chan struct{})}
 	go func() {
