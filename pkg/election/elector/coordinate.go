@@ -70,12 +70,20 @@ func (le *LeaderElector) leaveVacant(now time.Time) bool {
 	if le.vacantSince.IsZero() {
 		le.vacantSince = now
 	}
-	if now.Before(le.vacantSince.Add(le.patience())) {
-		return true
+	return now.Before(le.vacantSince.Add(le.patience()))
+}
+
+// acquiredVacancy notes that this candidate took the lock: a coordinated
+// one that took a vacant lock no coordinator assigned says so.
+func (le *LeaderElector) acquiredVacancy() {
+	// A lock a coordinator assigned was observed naming this candidate,
+	// which cleared vacantSince; only a lock taken by this candidate's own
+	// write after its patience leaves it set.
+	if le.coordinated() && !le.vacantSince.IsZero() {
+		le.log.Warn("no coordinator assigned the vacant lock within the patience; took it as a racing candidate would",
+			zap.Duration("patience", le.patience()))
 	}
-	le.log.Warn("no coordinator assigned the vacant lock; taking it as a racing candidate would",
-		zap.Duration("patience", le.patience()))
-	return false
+	le.vacantSince = time.Time{}
 }
 
 // vacancyWake is when a coordinated candidate that saw the lock vacant may

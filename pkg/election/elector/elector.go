@@ -319,6 +319,7 @@ func (le *LeaderElector) tryAcquire(ctx context.Context) bool {
 	switch out {
 	case acquired:
 		le.acquiredAt = started
+		le.acquiredVacancy()
 		le.log.Info("acquired leadership")
 		return true
 	case failed:
@@ -410,8 +411,7 @@ func (le *LeaderElector) worthTrying() bool {
 	case rec.HolderIdentity == le.cfg.Lock.Identity():
 		return true
 	case rec.HolderIdentity == "" || !le.leaseValid(le.clock.Now()):
-		at := le.vacancyWake()
-		return !le.coordinated() || (!at.IsZero() && !le.clock.Now().Before(at))
+		return !le.coordinated() || !le.leaveVacant(le.clock.Now())
 	case le.coordinated():
 		return false
 	default:
