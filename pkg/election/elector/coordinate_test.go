@@ -15,6 +15,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/meshd-io/meshd/internal/ledger"
+	"github.com/meshd-io/meshd/internal/testing/kubetest"
 	"github.com/meshd-io/meshd/pkg/resourcelock"
 )
 
@@ -236,5 +237,26 @@ func TestCoordinationValidation(t *testing.T) {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q does not mention %q", err, want)
 		}
+	}
+}
+
+func TestCoordinatedCandidateDoesNotWriteAReleasedLock(t *testing.T) {
+	h := newHarness(t)
+	h.assign("old", "stable")
+	h.coordinate(func(l *coordinationv1.Lease) {
+		rec := resourcelock.LeaseToRecord(l)
+		rec.HolderIdentity, rec.HolderKey, rec.LeaseDurationSeconds = "", "", 1
+		resourcelock.ApplyRecordToLease(*rec, l)
+	})
+	h.client.ClearActions()
+	c := h.startOnLease(coordOpts{identity: "c1", key: "stable"})
+	time.Sleep(100 * time.Millisecond)
+	for _, v := range kubetest.Verbs(h.client) {
+		if strings.HasPrefix(v, "update") || strings.HasPrefix(v, "create") {
+			t.Fatalf("a coordinated candidate wrote a released lock within its patience: %v", kubetest.Verbs(h.client))
+		}
+	}
+	if c.le.IsLeader() {
+		t.Fatal("led a released lock without being assigned it")
 	}
 }
