@@ -2,8 +2,6 @@ package coordinated
 
 import (
 	"context"
-	"errors"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -11,11 +9,9 @@ import (
 
 	"go.uber.org/zap/zaptest"
 	coordinationv1 "k8s.io/api/coordination/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
-	k8stesting "k8s.io/client-go/testing"
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 
@@ -212,33 +208,4 @@ func TestNewCoordinatorValidates(t *testing.T) {
 		!strings.Contains(err.Error(), "client") || !strings.Contains(err.Error(), "Namespace") || !strings.Contains(err.Error(), "AckTimeout") {
 		t.Fatalf("error %v", err)
 	}
-}
-
-// withResourceVersions makes the fake client assign resource versions and
-// refuse a write whose resource version is not the stored one (optimistic
-// concurrency as the API server does it), so that a write from a stale
-// cache conflicts as it would in a cluster.
-func withResourceVersions(client *fake.Clientset) {
-	var mu sync.Mutex
-	next := 100
-	client.PrependReactor("*", "*", func(action k8stesting.Action) (bool, runtime.Object, error) {
-		var obj metav1.Object
-		switch a := action.(type) {
-		case k8stesting.CreateAction:
-			obj = a.GetObject().(metav1.Object)
-		case k8stesting.UpdateAction:
-			obj = a.GetObject().(metav1.Object)
-			stored, err := client.Tracker().Get(a.GetResource(), a.GetNamespace(), obj.GetName())
-			if err == nil && obj.GetResourceVersion() != "" && stored.(metav1.Object).GetResourceVersion() != obj.GetResourceVersion() {
-				return true, nil, apierrors.NewConflict(a.GetResource().GroupResource(), obj.GetName(), errors.New("stale resourceVersion"))
-			}
-		default:
-			return false, nil, nil
-		}
-		mu.Lock()
-		next++
-		obj.SetResourceVersion(strconv.Itoa(next))
-		mu.Unlock()
-		return false, nil, nil
-	})
 }

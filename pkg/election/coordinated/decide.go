@@ -129,7 +129,7 @@ func preempts(live []Candidate) bool {
 // within its lease duration, or answered a ping. A stale candidate is
 // pinged, and nothing worse than it is chosen until it answers or AckTimeout
 // passes; one that did not answer is skipped until its lease duration after
-// the ping has passed, then pinged again. Every stale candidate that needs
+// the ping has passed, then pinged again (wake asks for that look). Every stale candidate that needs
 // a ping gets it in the same round.
 func (v view) choose(ranked []Candidate) (pick *Candidate, pings []Candidate, wake time.Time) {
 	waiting := false
@@ -149,7 +149,8 @@ func (v view) choose(ranked []Candidate) (pick *Candidate, pings []Candidate, wa
 			waiting = true
 			wake = earliest(wake, pingAt.Add(v.ackTimeout))
 		case unanswered && v.now.Before(pingAt.Add(c.LeaseDuration)):
-			// did not answer its last ping: skip it for now
+			// did not answer its last ping: skip it, ping again later
+			wake = earliest(wake, pingAt.Add(c.LeaseDuration))
 		default:
 			pings = append(pings, c)
 			waiting = true

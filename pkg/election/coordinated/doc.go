@@ -23,6 +23,19 @@
 // and holder key travel as annotations (IdentityAnnotation,
 // HolderKeyAnnotation).
 //
+// Liveness. A Publisher renews spec.renewTime every heartbeat (default twice
+// the election's lease) and announces both in annotations. A candidate is
+// live while renewTime + LivenessFactor x heartbeat has not passed: with the
+// defaults, four leases after its last renewal, so a killed instance leaves
+// the ranking within that time (a graceful stop deletes the candidate at
+// once). Liveness alone never makes a candidate the holder: before writing
+// a decision the coordinator wants a renewal within the candidate's lease
+// duration, and pings (sets spec.pingTime) every candidate without one,
+// waiting up to AckTimeout for renewTime >= pingTime; a Publisher answers a
+// ping at once. Times on candidates come from the nodes' clocks; the
+// windows tolerate offsets below one heartbeat, and an answer to a ping is
+// never earlier than the ping itself.
+//
 // The API server must serve coordination.k8s.io/v1beta1 (kube-apiserver
 // flags --feature-gates=CoordinatedLeaderElection=true and
 // --runtime-config=coordination.k8s.io/v1beta1=true); Supported tells.

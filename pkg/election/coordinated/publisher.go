@@ -115,17 +115,34 @@ func (p *Publisher) Run(ctx context.Context) error {
 	return p.remove()
 }
 
-// wait returns false when ctx ends, true after delay or a ping.
+// wait returns false when ctx ends, and true once delay has passed or the
+// Roster shows something to answer at once (see urgent). Wake-ups with
+// nothing to answer are ignored.
 func (p *Publisher) wait(ctx context.Context, delay time.Duration) bool {
 	t := p.clock.NewTimer(delay)
 	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C():
-	case <-p.ping:
+	for {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-t.C():
+			return true
+		case <-p.ping:
+			if p.urgent() {
+				return true
+			}
+		}
 	}
-	return true
+}
+
+// urgent reports whether the cached candidate is missing or carries a ping
+// this Publisher has not answered yet.
+func (p *Publisher) urgent() bool {
+	cached, ok := p.roster.Get(p.spec.Name)
+	if !ok {
+		return true
+	}
+	return unansweredPing(cached) && (p.last == nil || !samePing(cached, p.last))
 }
 
 func backoff(failures int, limit time.Duration) time.Duration {
@@ -137,9 +154,9 @@ func backoff(failures int, limit time.Duration) time.Duration {
 }
 
 // onChange runs on the Roster's event goroutine: a ping, or the deletion
-// of the candidate, makes Run publish at once.
-func (p *Publisher) onChange() {
-	if lc, ok := p.roster.Get(p.spec.Name); !ok || unansweredPing(lc) {
+// of the candidate, wakes Run, which then checks the cache (urgent).
+func (p *Publisher) onChange(lc *coordinationv1beta1.LeaseCandidate) {
+	if lc == nil || unansweredPing(lc) {
 		select {
 		case p.ping <- struct{}{}:
 		default:

@@ -20,13 +20,18 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 )
 
-// eventually polls cond in real time for up to 10s.
-func eventually(t *testing.T, what string, cond func() bool) {
+// eventually polls cond in real time for up to 10s; on failure it reports
+// what the optional state functions return.
+func eventually(t *testing.T, what string, cond func() bool, state ...func() string) {
 	t.Helper()
 	err := wait.PollUntilContextTimeout(context.Background(), 5*time.Millisecond, 10*time.Second, true,
 		func(context.Context) (bool, error) { return cond(), nil })
 	if err != nil {
-		t.Fatalf("timed out waiting for %s", what)
+		var seen []string
+		for _, f := range state {
+			seen = append(seen, f())
+		}
+		t.Fatalf("timed out waiting for %s %v", what, seen)
 	}
 }
 
@@ -110,6 +115,7 @@ func TestNewPublisherValidates(t *testing.T) {
 // function that returns Run's error.
 func runPublisher(t *testing.T, client *fake.Clientset, clk *clocktesting.FakeClock, spec CandidateSpec) (*Publisher, func() error) {
 	t.Helper()
+	withResourceVersions(client)
 	roster, release, err := AcquireRoster(client, testNS, clk)
 	if err != nil {
 		t.Fatal(err)
@@ -164,10 +170,18 @@ func TestPublisherVerbs(t *testing.T) {
 		t.Fatalf("created candidate %+v", lc)
 	}
 
+	// The publisher learns of pings and deletes through the Roster's watch:
+	// let it see the candidate before changing anything.
+	eventually(t, "the roster sees the candidate", func() bool { _, ok := p.roster.Get(name); return ok })
+
 	// A heartbeat renews by update, without a read.
 	eventually(t, "the heartbeat timer", clk.HasWaiters)
 	clk.Step(2 * leaseDur)
 	eventually(t, "a renewal", renewedAt(t0.Add(2*leaseDur)))
+	eventually(t, "the roster sees the renewal", func() bool {
+		lc, ok := p.roster.Get(name)
+		return ok && lc.Spec.RenewTime.Time.Equal(t0.Add(2*leaseDur))
+	})
 
 	// Deleted by someone: created again as soon as the Roster shows it gone,
 	// without waiting for the next heartbeat.
@@ -176,7 +190,7 @@ func TestPublisherVerbs(t *testing.T) {
 	}
 	eventually(t, "the candidate is created again", func() bool {
 		return strings.Count(strings.Join(verbs(client, "leasecandidates"), ","), "create ") == 2 && get() != nil
-	})
+	}, func() string { return strings.Join(dropGets(verbs(client, "leasecandidates")), ",") })
 	eventually(t, "the heartbeat timer", clk.HasWaiters)
 	clk.Step(2 * leaseDur)
 	eventually(t, "a renewal of the new object", renewedAt(t0.Add(4*leaseDur)))

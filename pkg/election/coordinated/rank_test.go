@@ -4,6 +4,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"k8s.io/apimachinery/pkg/util/version"
 )
 
 func TestRank(t *testing.T) {
@@ -78,5 +80,28 @@ func TestLiveness(t *testing.T) {
 	delete(obj.Annotations, HeartbeatAnnotation)
 	if got := candidateFrom(obj, t0); got.Live {
 		t.Error("a candidate without a lease duration is live")
+	}
+}
+
+func TestAcked(t *testing.T) {
+	for _, tc := range []struct {
+		c    cand
+		want bool
+	}{
+		{cand{name: "never pinged", renew: t0}, true},
+		{cand{name: "answered", renew: t0, ping: t0}, true},
+		{cand{name: "pending", renew: t0, ping: t0.Add(time.Millisecond)}, false},
+		{cand{name: "pinged, never renewed", ping: t0}, false},
+	} {
+		if got := tc.c.candidate(t0).Acked(); got != tc.want {
+			t.Errorf("%s: Acked = %v, want %v", tc.c.name, got, tc.want)
+		}
+	}
+}
+
+func TestDefaultBinaryVersion(t *testing.T) {
+	v := DefaultBinaryVersion()
+	if _, err := version.ParseSemantic(v); err != nil {
+		t.Fatalf("DefaultBinaryVersion() = %q: %v", v, err)
 	}
 }

@@ -145,7 +145,7 @@ func (c *Coordinator) assign(ctx context.Context, name string, v view, cand Cand
 	if err != nil {
 		return fmt.Errorf("assign lease %s to %s: %w", name, cand.Name, err)
 	}
-	c.decided(name, DecisionAssign, zap.String("holder", cand.Name), zap.String("key", cand.Key),
+	c.decided(name, DecisionAssign, v.defaultRevision, zap.String("holder", cand.Name), zap.String("key", cand.Key),
 		zap.String("identity", cand.Identity), zap.Int32("transitions", transitions))
 	return nil
 }
@@ -178,14 +178,14 @@ func (c *Coordinator) amend(ctx context.Context, v view, p plan) error {
 		return fmt.Errorf("update lease %s: %w", l.Name, err)
 	}
 	for _, k := range kinds {
-		c.decided(l.Name, k, fields...)
+		c.decided(l.Name, k, v.defaultRevision, fields...)
 	}
 	return nil
 }
 
 // decided logs and counts one decision written to the API server.
-func (c *Coordinator) decided(lease string, d Decision, fields ...zap.Field) {
+func (c *Coordinator) decided(lease string, d Decision, defaultRevision string, fields ...zap.Field) {
 	c.cfg.Metrics(lease, d)
 	c.log.Info("coordinated lease", append([]zap.Field{zap.String("lease", lease), zap.String("decision", string(d)),
-		zap.String("default", c.cfg.Default())}, fields...)...)
+		zap.String("default", defaultRevision)}, fields...)...)
 }

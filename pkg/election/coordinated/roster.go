@@ -35,7 +35,7 @@ type Roster struct {
 
 	mu     sync.Mutex
 	nextID int
-	byName map[string]map[int]func()
+	byName map[string]map[int]func(*coordinationv1beta1.LeaseCandidate)
 	all    map[int]func(leaseName string)
 }
 
@@ -92,13 +92,13 @@ func startRoster(key rosterKey) (*Roster, error) {
 	r := &Roster{
 		key: key, clock: key.clock, factory: factory, informer: inf,
 		stop:   make(chan struct{}),
-		byName: map[string]map[int]func(){},
+		byName: map[string]map[int]func(*coordinationv1beta1.LeaseCandidate){},
 		all:    map[int]func(string){},
 	}
 	reg, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    r.notify,
-		UpdateFunc: func(_, obj any) { r.notify(obj) },
-		DeleteFunc: r.notify,
+		AddFunc:    func(obj any) { r.notify(obj, false) },
+		UpdateFunc: func(_, obj any) { r.notify(obj, false) },
+		DeleteFunc: func(obj any) { r.notify(obj, true) },
 	})
 	if err != nil {
 		return nil, fmt.Errorf("coordinated: watch lease candidates: %w", err)
@@ -171,17 +171,19 @@ func (r *Roster) Ranked(leaseName, defaultRevision string) []Member {
 	return members(liveRanked(r.Candidates(leaseName), defaultRevision))
 }
 
-// Subscribe calls fn after every change (create, update, delete) of the
-// LeaseCandidate name, from the Roster's event goroutine: fn must return
-// quickly and must not call AcquireRoster or a release. Call the returned
-// function to stop.
-func (r *Roster) Subscribe(name string, fn func()) (unsubscribe func()) {
+// Subscribe calls fn after every change of the LeaseCandidate name with the
+// object as that change left it (nil after a delete), from the Roster's
+// event goroutine. Events arrive in order but may trail the cache: judge a
+// change by the object passed, not by Get. fn must not modify the object,
+// must return quickly and must not call AcquireRoster or a release. Call
+// the returned function to stop.
+func (r *Roster) Subscribe(name string, fn func(*coordinationv1beta1.LeaseCandidate)) (unsubscribe func()) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	id := r.nextID
 	r.nextID++
 	if r.byName[name] == nil {
-		r.byName[name] = map[int]func(){}
+		r.byName[name] = map[int]func(*coordinationv1beta1.LeaseCandidate){}
 	}
 	r.byName[name][id] = fn
 	return func() {
@@ -209,7 +211,7 @@ func (r *Roster) SubscribeAll(fn func(leaseName string)) (unsubscribe func()) {
 	}
 }
 
-func (r *Roster) notify(obj any) {
+func (r *Roster) notify(obj any, deleted bool) {
 	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 		obj = t.Obj
 	}
@@ -217,10 +219,14 @@ func (r *Roster) notify(obj any) {
 	if !ok {
 		return
 	}
+	state := lc
+	if deleted {
+		state = nil
+	}
 	r.mu.Lock()
 	var fns []func()
 	for _, fn := range r.byName[lc.Name] {
-		fns = append(fns, fn)
+		fns = append(fns, func() { fn(state) })
 	}
 	for _, fn := range r.all {
 		fns = append(fns, func() { fn(lc.Spec.LeaseName) })

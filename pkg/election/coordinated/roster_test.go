@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	coordinationv1beta1 "k8s.io/api/coordination/v1beta1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
 	clocktesting "k8s.io/utils/clock/testing"
@@ -83,7 +84,14 @@ func TestRosterCandidatesAndSubscribe(t *testing.T) {
 	}
 
 	var calls, allCalls atomic.Int32
-	unsubscribe := r.Subscribe("canary", func() { calls.Add(1) })
+	var deletes atomic.Int32
+	unsubscribe := r.Subscribe("canary", func(lc *coordinationv1beta1.LeaseCandidate) {
+		if lc == nil {
+			deletes.Add(1)
+		} else if lc.Spec.PingTime != nil {
+			calls.Add(1)
+		}
+	})
 	unsubscribeAll := r.SubscribeAll(func(lease string) {
 		if lease == testLease {
 			allCalls.Add(1)
@@ -96,13 +104,17 @@ func TestRosterCandidatesAndSubscribe(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, "the subscribers are told", func() bool { return calls.Load() == 1 && allCalls.Load() == 1 })
-	unsubscribe()
-	unsubscribeAll()
 	if err := lcs.Delete(context.Background(), "canary", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the delete reaches the roster", func() bool { _, ok := r.Get("canary"); return !ok })
-	if calls.Load() != 1 || allCalls.Load() != 1 {
+	eventually(t, "the delete is told", func() bool { return deletes.Load() == 1 && allCalls.Load() == 2 })
+	unsubscribe()
+	unsubscribeAll()
+	if _, err := lcs.Create(context.Background(), cn.object(), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the new object reaches the roster", func() bool { _, ok := r.Get("canary"); return ok })
+	if calls.Load() != 1 || allCalls.Load() != 2 || deletes.Load() != 1 {
 		t.Fatal("called after unsubscribing")
 	}
 }
