@@ -45,7 +45,16 @@ func newStatusCommand() *cobra.Command {
 Locks written by istiod and client-go are read too.
 
 RENEWED and EXPIRES IN come from the record's renew time and this machine's
-clock, so they are estimates: electors judge expiry on their own clocks.`,
+clock, so they are estimates: electors judge expiry on their own clocks.
+
+A Lease of a coordinated election (--election-mode coordinated) is followed
+by a table of its LeaseCandidates, ranked as the coordinator ranks them under
+the mesh's default revision (RANK "-" for a candidate that is not live and is
+never picked), with the Lease's strategy and preferred holder. HOLDER then
+names a candidate, not a meshd identity: the candidate table maps one to the
+other. Reading candidates needs list and watch on
+leasecandidates.coordination.k8s.io; without them, or on an API server that
+does not serve LeaseCandidates, the locks are shown alone.`,
 		Args: cobra.NoArgs,
 		PreRunE: func(cmd *cobra.Command, _ []string) error {
 			var c settingsCheck
