@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strconv"
 	"text/tabwriter"
 	"time"
 
@@ -44,7 +45,16 @@ func newStatusCommand() *cobra.Command {
 Locks written by istiod and client-go are read too.
 
 RENEWED and EXPIRES IN come from the record's renew time and this machine's
-clock, so they are estimates: electors judge expiry on their own clocks.`,
+clock, so they are estimates: electors judge expiry on their own clocks.
+
+A Lease of a coordinated election (--election-mode coordinated) is followed
+by a table of its LeaseCandidates, ranked as the coordinator ranks them under
+the mesh's default revision (RANK "-" for a candidate that is not live and is
+never picked), with the Lease's strategy and preferred holder. HOLDER then
+names a candidate, not a meshd identity: the candidate table maps one to the
+other. Reading candidates needs list and watch on
+leasecandidates.coordination.k8s.io; without them, or on an API server that
+does not serve LeaseCandidates, the locks are shown alone.`,
 		Args: cobra.NoArgs,
 		PreRunE: func(cmd *cobra.Command, _ []string) error {
 			var c settingsCheck
@@ -79,6 +89,8 @@ func runStatus(cmd *cobra.Command, o statusOptions) error {
 			return err
 		}
 	}
+	now := clock()
+	cands := attachCandidates(cmd, client, o.kube.namespace, locks, now)
 	if o.output == outputJSON {
 		return writeLocksJSON(cmd.OutOrStdout(), locks)
 	}
@@ -86,7 +98,10 @@ func runStatus(cmd *cobra.Command, o statusOptions) error {
 		fmt.Fprintf(cmd.ErrOrStderr(), "No election locks found in namespace %s.\n", o.kube.namespace)
 		return nil
 	}
-	if err := writeLocksTable(cmd.OutOrStdout(), locks, clock()); err != nil {
+	if err := writeLocksTable(cmd.OutOrStdout(), locks, now); err != nil {
+		return err
+	}
+	if err := writeCandidateTables(cmd.OutOrStdout(), locks, cands.DefaultRevision, now); err != nil {
 		return err
 	}
 	for _, l := range locks {
@@ -95,6 +110,20 @@ func runStatus(cmd *cobra.Command, o statusOptions) error {
 		}
 	}
 	return nil
+}
+
+// attachCandidates gives the Lease locks their LeaseCandidates. Failing to
+// read them is a warning on stderr, not an error: the locks are still shown.
+func attachCandidates(cmd *cobra.Command, client kubernetes.Interface, ns string, locks []lockstatus.Lock, now time.Time) lockstatus.Candidates {
+	cands, err := lockstatus.ListCandidates(cmd.Context(), client, ns, now)
+	if err != nil {
+		fmt.Fprintf(cmd.ErrOrStderr(), "warning: candidates of coordinated elections not shown: %v\n", err)
+	}
+	if cands.Warning != "" {
+		fmt.Fprintf(cmd.ErrOrStderr(), "warning: %s\n", cands.Warning)
+	}
+	lockstatus.Attach(locks, cands)
+	return cands
 }
 
 // namespaceExists returns an error when namespace ns does not exist. A
@@ -134,6 +163,48 @@ func writeLocksTable(w io.Writer, locks []lockstatus.Lock, now time.Time) error 
 			orDash(l.Revision), l.Remote, renewed, expires, l.Transitions)
 	}
 	return tw.Flush()
+}
+
+// writeCandidateTables prints, after the table of locks, one table per Lease
+// that has LeaseCandidates: its strategy and preferred holder, then its
+// candidates ranked as the coordinator ranks them under defaultRevision.
+func writeCandidateTables(w io.Writer, locks []lockstatus.Lock, defaultRevision string, now time.Time) error {
+	for _, l := range locks {
+		if len(l.Candidates) == 0 {
+			continue
+		}
+		fmt.Fprintf(w, "\nCandidates of Lease %s (strategy %s, preferred holder %s, default revision %s):\n",
+			l.Election, orDash(l.Strategy), orDash(l.PreferredHolder), orDash(defaultRevision))
+		tw := tabwriter.NewWriter(w, 0, 8, 3, ' ', 0)
+		fmt.Fprintln(tw, "RANK\tCANDIDATE\tIDENTITY\tREVISION\tREMOTE\tVERSION\tHEARTBEAT\tLIVE\tROLE")
+		for _, c := range l.Candidates {
+			rank, beat := "-", "-"
+			if c.Rank > 0 {
+				rank = strconv.Itoa(c.Rank)
+			}
+			if !c.RenewTime.IsZero() {
+				beat = duration.HumanDuration(now.Sub(c.RenewTime)) + " ago"
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%t\t%s\t%s\t%t\t%s\n", rank, c.Name, orDash(c.Identity), orDash(c.Revision),
+				c.Remote, orDash(c.BinaryVersion), beat, c.Live, candidateRole(l, c.Name))
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// candidateRole says whether the candidate holds the lock or is the one a
+// coordinator wants to hold it.
+func candidateRole(l lockstatus.Lock, name string) string {
+	switch name {
+	case l.Holder:
+		return "holder"
+	case l.PreferredHolder:
+		return "preferred"
+	}
+	return "-"
 }
 
 // lockJSON is a lock as -o json prints it: lockstatus.Lock with the lease

@@ -9,6 +9,7 @@ import (
 	"sort"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
@@ -33,6 +34,16 @@ type Lock struct {
 	Transitions   int           `json:"transitions"`
 	// Error is set when the record cannot be decoded.
 	Error string `json:"error,omitempty"`
+	// Strategy is a Lease's spec.strategy: set on a coordinated election.
+	Strategy string `json:"strategy,omitempty"`
+	// PreferredHolder is a Lease's spec.preferredHolder, the candidate a
+	// coordinator wants the holder to hand the lock to, and
+	// PreferredHolderKey that candidate's holder key.
+	PreferredHolder    string `json:"preferredHolder,omitempty"`
+	PreferredHolderKey string `json:"preferredHolderKey,omitempty"`
+	// Candidates are a Lease's LeaseCandidates, ranked; see
+	// ListCandidates and Attach.
+	Candidates []Candidate `json:"candidates,omitempty"`
 }
 
 // Held reports whether the record names a holder.
@@ -73,6 +84,7 @@ func List(ctx context.Context, client kubernetes.Interface, namespace string) ([
 	for i := range leases.Items {
 		l := Lock{Election: leases.Items[i].Name, Kind: election.LeaseLock, Namespace: namespace}
 		l.fill(resourcelock.LeaseToRecord(&leases.Items[i]))
+		l.fillCoordination(&leases.Items[i])
 		locks = append(locks, l)
 	}
 	sort.Slice(locks, func(i, j int) bool {
@@ -93,4 +105,25 @@ func (l *Lock) fill(rec *resourcelock.Record) {
 	l.RenewTime = rec.RenewTime.Time
 	l.LeaseDuration = time.Duration(rec.LeaseDurationSeconds) * time.Second
 	l.Transitions = rec.LeaderTransitions
+}
+
+// fillCoordination copies what a coordinator wrote into lease.
+func (l *Lock) fillCoordination(lease *coordinationv1.Lease) {
+	if s := lease.Spec.Strategy; s != nil {
+		l.Strategy = string(*s)
+	}
+	if p := lease.Spec.PreferredHolder; p != nil {
+		l.PreferredHolder = *p
+		l.PreferredHolderKey = lease.Annotations[resourcelock.LeasePreferredHolderKeyAnnotation]
+	}
+}
+
+// Attach gives every Lease lock of locks its candidates from c. Candidates
+// of a Lease that does not exist yet are not shown.
+func Attach(locks []Lock, c Candidates) {
+	for i := range locks {
+		if locks[i].Kind == election.LeaseLock {
+			locks[i].Candidates = c.ByLease[locks[i].Election]
+		}
+	}
 }

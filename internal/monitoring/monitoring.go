@@ -5,8 +5,10 @@
 //	/readyz           200 once the daemon is running; 503 with the reason
 //	                  before that and during shutdown (readiness)
 //	/metrics          Prometheus metrics of the daemon's registry
-//	/debug/elections  JSON array of Election, one per election: its status,
-//	                  this process's identity and what stops its work
+//	/debug/elections  JSON array of Election, one per election: its status
+//	                  (with its mode and, when coordinated, its strategy and
+//	                  the preferred holder last seen), this process's
+//	                  identity and what stops its work
 //
 // The endpoints read the daemon through the small Source interface, so they
 // can be tested without a cluster. Only GET (and HEAD) are served.

@@ -133,11 +133,12 @@ func TestDebugElections(t *testing.T) {
 	src := &fakeSource{statuses: []Election{{Status: election.Status{
 		ID: election.NamespaceController, Lock: election.ConfigMapLock, Namespace: "istio-system",
 		Name: election.NamespaceController, Leader: true, Holder: "meshd-a", HolderKey: "^canary",
-		Revision: "canary", Remote: true, Cycle: 2, Transitions: 5, LastTransitionTime: changed,
+		Revision: "canary", Remote: true, Cycle: 2, Transitions: 5, LastTransitionTime: changed, Mode: election.Racing,
 	}, Identity: "meshd-a", Problems: []string{"no mesh root certificate"}}, {Status: election.Status{
 		ID: "meshd-revision", Lock: election.LeaseLock, Namespace: "istio-system",
 		Name: "meshd-revision-canary", Holder: "meshd-b", HolderKey: "canary",
-		Revision: "canary", Cycle: 1, LastError: "forbidden",
+		Revision: "canary", Cycle: 1, LastError: "forbidden", Mode: election.Coordinated,
+		Strategy: "meshd.io/prioritized", PreferredHolder: "meshd-revision-canary-meshd-c-0a1b2c3d4e",
 	}, Identity: "host_0123456789abcdef"}}}
 	ts := newTestServer(t, src, prometheus.NewRegistry())
 
@@ -157,7 +158,7 @@ func TestDebugElections(t *testing.T) {
 		"id": "istio-namespace-controller-election", "lock": "ConfigMap", "namespace": "istio-system",
 		"name": "istio-namespace-controller-election", "leader": true, "holder": "meshd-a", "holderKey": "^canary",
 		"revision": "canary", "remote": true, "cycle": 2.0, "transitions": 5.0, "lastTransitionTime": "2026-01-02T03:04:05Z",
-		"identity": "meshd-a",
+		"identity": "meshd-a", "mode": "racing",
 	}
 	for k, v := range want {
 		if raw[0][k] != v {
@@ -168,8 +169,14 @@ func TestDebugElections(t *testing.T) {
 		t.Errorf("problems = %#v", raw[0]["problems"])
 	}
 	if raw[1]["lock"] != "Lease" || raw[1]["name"] != "meshd-revision-canary" || raw[1]["lastError"] != "forbidden" ||
-		raw[1]["identity"] != "host_0123456789abcdef" {
+		raw[1]["identity"] != "host_0123456789abcdef" || raw[1]["mode"] != "coordinated" ||
+		raw[1]["strategy"] != "meshd.io/prioritized" || raw[1]["preferredHolder"] != "meshd-revision-canary-meshd-c-0a1b2c3d4e" {
 		t.Errorf("second election: %v", raw[1])
+	}
+	for _, k := range []string{"strategy", "preferredHolder"} {
+		if _, ok := raw[0][k]; ok {
+			t.Errorf("racing election shows %s: %v", k, raw[0])
+		}
 	}
 	if _, ok := raw[1]["problems"]; ok {
 		t.Errorf("second election lists problems: %v", raw[1])

@@ -39,7 +39,8 @@ type LeaderElection struct {
 	ownedWatcher bool       // started by this election, not by a Group or the caller
 	events       *eventSink // started by this election; nil in a Group
 	elector      *elector.LeaderElector
-	candidacy    *candidacy // coordinated elections only
+	candidacy    *candidacy     // coordinated elections only
+	coordLock    *preferredLock // coordinated elections only
 	// coordinatorWatcher is the default watcher of a standalone
 	// coordinator election, started with it.
 	coordinatorWatcher revisions.DefaultWatcher
@@ -169,6 +170,10 @@ func build(client kubernetes.Interface, spec Spec, o *options, newWatcher watche
 	if err != nil {
 		return fail(err)
 	}
+	if ll, ok := lock.(*resourcelock.LeaseLock); ok && l.candidacy != nil {
+		l.coordLock = &preferredLock{LeaseLock: ll}
+		lock = l.coordLock
+	}
 	if l.prioritized {
 		if l.watcher = o.watcher; l.watcher == nil {
 			if l.watcher, l.ownedWatcher, err = newWatcher(o.watcherOptions(spec.Namespace)); err != nil {
@@ -295,6 +300,14 @@ type Status struct {
 	RunFailures int `json:"runFailures"`
 	// LastRunError is the latest such error.
 	LastRunError string `json:"lastRunError,omitempty"`
+	// Mode is how the candidates agree on a leader (Spec.Mode).
+	Mode Mode `json:"mode"`
+	// Strategy is the coordinated lease strategy of a coordinated mode; ""
+	// when racing.
+	Strategy string `json:"strategy,omitempty"`
+	// PreferredHolder is, in a coordinated mode, the candidate a coordinator
+	// named in the Lease last seen (spec.preferredHolder); "" when none.
+	PreferredHolder string `json:"preferredHolder,omitempty"`
 }
 
 // Status returns what this instance knows about its election.
@@ -309,6 +322,13 @@ func (l *LeaderElection) Status() Status {
 		Remote:             l.candidate.Remote,
 		Cycle:              l.Cycle(),
 		LastTransitionTime: l.lastTransitionTime(),
+		Mode:               l.spec.Mode,
+	}
+	if l.spec.Mode.coordinatedMode() {
+		s.Strategy = string(l.spec.Mode.strategy())
+	}
+	if l.coordLock != nil {
+		s.PreferredHolder = l.coordLock.lastPreferred()
 	}
 	l.mu.Lock()
 	s.RunFailures = l.failures

@@ -131,10 +131,10 @@ type release struct {
 
 // install renders the chart for revision in ns and creates every object,
 // as "helm install" would. Cluster-scoped objects are deleted at the end.
-func install(t *testing.T, c *testcluster.Cluster, ns, revision string) release {
+func install(t *testing.T, c *testcluster.Cluster, ns, revision, mode string) release {
 	t.Helper()
 	manifest, err := render.Render(chartDir, render.Release{Name: "meshd-" + revision, Namespace: ns,
-		Values: map[string]any{"revision": revision, "ttlSeconds": 4}})
+		Values: map[string]any{"revision": revision, "ttlSeconds": 4, "electionMode": mode}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -176,21 +176,30 @@ func install(t *testing.T, c *testcluster.Cluster, ns, revision string) release 
 }
 
 // createPods creates the Deployment's replicas from its Pod template, as
-// its ReplicaSet would (no controller manager runs here), and returns their
-// names.
-func (r release) createPods(t *testing.T, c *testcluster.Cluster) []string {
+// its ReplicaSet would (no controller manager runs here), and returns
+// them as created.
+func (r release) createPods(t *testing.T, c *testcluster.Cluster) []*corev1.Pod {
 	t.Helper()
-	var names []string
+	var created []*corev1.Pod
 	for i := range int(*r.deployment.Spec.Replicas) {
 		pod := &corev1.Pod{
 			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s-%d", r.deployment.Name, i), Namespace: r.deployment.Namespace,
 				Labels: r.deployment.Spec.Template.Labels, Annotations: r.deployment.Spec.Template.Annotations},
 			Spec: r.deployment.Spec.Template.Spec,
 		}
-		if _, err := c.Client.CoreV1().Pods(pod.Namespace).Create(context.Background(), pod, metav1.CreateOptions{}); err != nil {
+		got, err := c.Client.CoreV1().Pods(pod.Namespace).Create(context.Background(), pod, metav1.CreateOptions{})
+		if err != nil {
 			t.Fatal(err)
 		}
-		names = append(names, pod.Name)
+		created = append(created, got)
+	}
+	return created
+}
+
+func podNames(pods []*corev1.Pod) []string {
+	names := make([]string, len(pods))
+	for i, p := range pods {
+		names[i] = p.Name
 	}
 	return names
 }
@@ -203,7 +212,35 @@ var permissionError = regexp.MustCompile(`(?i)forbidden|cannot (get|list|watch|c
 // (the container's arguments and environment, the release's ServiceAccount
 // token), does every job without a single permission error.
 func TestTwoRevisionsFromTheChart(t *testing.T) {
-	c := testcluster.Get(t)
+	runTwoRevisions(t, testcluster.Get(t), "racing")
+}
+
+// coordinatedAPIServerFlags serve LeaseCandidates (coordinated leader
+// election, beta and off by default).
+var coordinatedAPIServerFlags = []string{
+	"--feature-gates=CoordinatedLeaderElection=true",
+	"--runtime-config=coordination.k8s.io/v1beta1=true",
+}
+
+// The same with electionMode coordinated, on an API server that serves
+// LeaseCandidates: the chart's RBAC lets every instance publish its
+// candidates and the coordinator decide, and "meshd status" shows them.
+func TestTwoRevisionsFromTheChartCoordinated(t *testing.T) {
+	c, err := testcluster.Start(testcluster.Options{APIServerFlags: coordinatedAPIServerFlags})
+	if err != nil {
+		t.Fatalf("start a control plane with LeaseCandidates: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := c.Stop(); err != nil {
+			t.Errorf("stop the control plane: %v", err)
+		}
+	})
+	runTwoRevisions(t, c, "coordinated")
+}
+
+// runTwoRevisions installs the stable and canary releases in mode and runs
+// two instances of each with their release's permissions.
+func runTwoRevisions(t *testing.T, c *testcluster.Cluster, mode string) {
 	ns := c.NewNamespace(t)
 	app := c.NewNamespace(t)
 	ctx := context.Background()
@@ -218,8 +255,8 @@ func TestTwoRevisionsFromTheChart(t *testing.T) {
 		_ = c.Client.AdmissionregistrationV1().MutatingWebhookConfigurations().Delete(ctx, webhook.Name, metav1.DeleteOptions{})
 	})
 
-	stable, canary := install(t, c, ns, "stable"), install(t, c, ns, "canary")
-	pods := map[string][]string{"stable": stable.createPods(t, c), "canary": canary.createPods(t, c)}
+	stable, canary := install(t, c, ns, "stable", mode), install(t, c, ns, "canary", mode)
+	pods := map[string][]*corev1.Pod{"stable": stable.createPods(t, c), "canary": canary.createPods(t, c)}
 	for _, r := range []release{stable, canary} {
 		for what, sel := range map[string]*metav1.LabelSelector{"Deployment": r.deployment.Spec.Selector, "PodDisruptionBudget": r.pdb.Spec.Selector} {
 			selector, err := metav1.LabelSelectorAsSelector(sel)
@@ -234,8 +271,8 @@ func TestTwoRevisionsFromTheChart(t *testing.T) {
 			for _, p := range list.Items {
 				got = append(got, p.Name)
 			}
-			if strings.Join(got, ",") != strings.Join(pods[r.revision], ",") {
-				t.Errorf("%s %s selects %v, want only its own Pods %v", r.revision, what, got, pods[r.revision])
+			if want := podNames(pods[r.revision]); strings.Join(got, ",") != strings.Join(want, ",") {
+				t.Errorf("%s %s selects %v, want only its own Pods %v", r.revision, what, got, want)
 			}
 		}
 	}
@@ -243,8 +280,10 @@ func TestTwoRevisionsFromTheChart(t *testing.T) {
 	meshd := buildMeshd(t)
 	logDir := t.TempDir()
 	var procs []*meshdproc.Process
+	kubeconfigs := map[string]string{}
 	for _, r := range []release{stable, canary} {
 		kubeconfig := serviceAccountKubeconfig(t, c, ns, r.sa.Name)
+		kubeconfigs[r.revision] = kubeconfig
 		for _, pod := range pods[r.revision] {
 			procs = append(procs, startAsPod(t, meshd, r, pod, ns, kubeconfig, logDir))
 		}
@@ -278,6 +317,9 @@ func TestTwoRevisionsFromTheChart(t *testing.T) {
 	want := map[string]string{"istio-namespace-controller-election": "stable", "meshd-status-leader": "stable",
 		"meshd-revision-stable": "stable", "meshd-revision-canary": "canary"}
 	eventually(t, 30*time.Second, func() error { return checkLeaders(ctx, procs, want) })
+	if mode == "coordinated" {
+		checkCoordinated(t, c, ns, meshd, kubeconfigs["stable"], append(pods["stable"], pods["canary"]...))
+	}
 
 	for _, p := range procs {
 		if err := p.Stop(10 * time.Second); err != nil {
@@ -294,16 +336,29 @@ func TestTwoRevisionsFromTheChart(t *testing.T) {
 }
 
 // startAsPod runs meshd the way the release's container runs it: the image
-// entrypoint "meshd run" with the container's arguments, POD_NAME and
-// POD_NAMESPACE from the Pod, the other environment as rendered.
-func startAsPod(t *testing.T, meshd string, r release, pod, ns, kubeconfig, logDir string) *meshdproc.Process {
+// entrypoint "meshd run" with the container's arguments, POD_NAME,
+// POD_NAMESPACE and POD_UID from the Pod through the chart's downward API
+// references, the other environment as rendered.
+func startAsPod(t *testing.T, meshd string, r release, pod *corev1.Pod, ns, kubeconfig, logDir string) *meshdproc.Process {
 	t.Helper()
 	ctr := r.deployment.Spec.Template.Spec.Containers[0]
-	env := []string{"POD_NAME=" + pod, "POD_NAMESPACE=" + ns, "GORACE=atexit_sleep_ms=0"}
+	// The downward API fields the chart may use, as the kubelet fills them.
+	fromPod := map[string]string{"metadata.name": pod.Name, "metadata.namespace": ns, "metadata.uid": string(pod.UID)}
+	env := []string{"GORACE=atexit_sleep_ms=0"}
 	for _, e := range ctr.Env {
 		if e.ValueFrom == nil {
 			env = append(env, e.Name+"="+e.Value)
+			continue
 		}
+		var v string
+		var ok bool
+		if f := e.ValueFrom.FieldRef; f != nil {
+			v, ok = fromPod[f.FieldPath]
+		}
+		if !ok {
+			t.Fatalf("env %s: unexpected source %+v", e.Name, e.ValueFrom)
+		}
+		env = append(env, e.Name+"="+v)
 	}
 	var args []string
 	for _, a := range ctr.Args {
@@ -311,7 +366,7 @@ func startAsPod(t *testing.T, meshd string, r release, pod, ns, kubeconfig, logD
 			args = append(args, a)
 		}
 	}
-	p, err := meshdproc.Start(meshdproc.Options{Binary: meshd, Name: pod, Kubeconfig: kubeconfig, Namespace: ns,
+	p, err := meshdproc.Start(meshdproc.Options{Binary: meshd, Name: pod.Name, Kubeconfig: kubeconfig, Namespace: ns,
 		NoIdentity: true, LogDir: logDir, Env: env, Args: args})
 	if err != nil {
 		t.Fatal(err)
@@ -405,5 +460,81 @@ func eventually(t *testing.T, timeout time.Duration, cond func() error) {
 			t.Fatalf("not true within %v: %v", timeout, err)
 		}
 		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// checkCoordinated checks, while the instances run, that every one
+// publishes a LeaseCandidate owned by its Pod for meshd-status-leader, that
+// the Lease carries meshd's strategy and a stable candidate holds it, and
+// that "meshd status", run with a release's ServiceAccount as "kubectl exec"
+// would run it, ranks the candidates with the two stable ones first.
+func checkCoordinated(t *testing.T, c *testcluster.Cluster, ns, meshd, kubeconfig string, pods []*corev1.Pod) {
+	t.Helper()
+	ctx := context.Background()
+	const lease = "meshd-status-leader"
+	eventually(t, 30*time.Second, func() error {
+		list, err := c.Client.CoordinationV1beta1().LeaseCandidates(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return err
+		}
+		owners := map[string]string{}
+		for _, lc := range list.Items {
+			if lc.Spec.LeaseName == lease && len(lc.OwnerReferences) == 1 && lc.OwnerReferences[0].Kind == "Pod" {
+				owners[lc.OwnerReferences[0].Name] = string(lc.OwnerReferences[0].UID)
+			}
+		}
+		for _, p := range pods {
+			if owners[p.Name] != string(p.UID) {
+				return fmt.Errorf("no candidate of %s owned by Pod %s (uid %s): %v", lease, p.Name, p.UID, owners)
+			}
+		}
+		l, err := c.Client.CoordinationV1().Leases(ns).Get(ctx, lease, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if l.Spec.Strategy == nil || *l.Spec.Strategy != "meshd.io/prioritized" {
+			return fmt.Errorf("lease %s strategy %v", lease, l.Spec.Strategy)
+		}
+		return nil
+	})
+
+	out, err := exec.Command(meshd, "status", "--kubeconfig", kubeconfig, "-n", ns).CombinedOutput()
+	if err != nil {
+		t.Fatalf("meshd status: %v\n%s", err, out)
+	}
+	text := string(out)
+	if permissionError.MatchString(text) || strings.Contains(text, "warning:") {
+		t.Errorf("meshd status with the release's ServiceAccount:\n%s", text)
+	}
+	head := "Candidates of Lease " + lease + " (strategy meshd.io/prioritized, "
+	i := strings.Index(text, head)
+	if i < 0 {
+		t.Fatalf("meshd status shows no candidates of %s:\n%s", lease, text)
+	}
+	section := strings.Split(strings.TrimSpace(text[i:]), "\n\n")[0]
+	lines := strings.Split(section, "\n")
+	if len(lines) != 2+len(pods) {
+		t.Fatalf("candidates of %s:\n%s", lease, section)
+	}
+	holders := 0
+	for rank, line := range lines[2:] {
+		f := strings.Fields(line)
+		rev := "stable"
+		if rank >= 2 {
+			rev = "canary"
+		}
+		// RANK CANDIDATE IDENTITY REVISION REMOTE VERSION HEARTBEAT(2 fields) LIVE ROLE
+		if len(f) != 10 || f[0] != fmt.Sprint(rank+1) || !strings.HasPrefix(f[2], "meshd-"+rev+"-") || f[3] != rev || f[8] != "true" {
+			t.Errorf("rank %d: %q", rank+1, line)
+		}
+		if f[9] == "holder" {
+			holders++
+			if rev != "stable" {
+				t.Errorf("a %s candidate holds %s: %q", rev, lease, line)
+			}
+		}
+	}
+	if holders != 1 {
+		t.Errorf("%d holders among the candidates:\n%s", holders, section)
 	}
 }

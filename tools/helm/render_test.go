@@ -1,9 +1,12 @@
 package helm
 
 import (
+	"cmp"
+	"slices"
 	"strings"
 	"testing"
 
+	appsv1 "k8s.io/api/apps/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 
 	"github.com/meshd-io/meshd/tools/helm/render"
@@ -73,9 +76,15 @@ func TestRBACFollowsTheControllers(t *testing.T) {
 		}
 		for _, r := range append(role.Rules, cr.Rules...) {
 			for _, verb := range r.Verbs {
-				if verb == "delete" || verb == "deletecollection" || verb == "*" || (verb == "patch" && r.Resources[0] != "events") {
+				if verb == "delete" || verb == "create" || verb == "update" {
+					continue // checked below for LeaseCandidates; locks and ConfigMaps need them
+				}
+				if verb == "deletecollection" || verb == "*" || (verb == "patch" && r.Resources[0] != "events") {
 					t.Errorf("controllers %v: rule %v grants %s", tc.controllers, r.Resources, verb)
 				}
+			}
+			if slices.Contains(r.Verbs, "delete") && !slices.Equal(r.Resources, []string{"leasecandidates"}) {
+				t.Errorf("controllers %v: rule %v grants delete", tc.controllers, r.Resources)
 			}
 			if grantsResource(r, "secrets") && len(r.ResourceNames) != 2 {
 				t.Errorf("Secrets readable beyond the two CA Secrets: %v", r.ResourceNames)
@@ -103,4 +112,55 @@ func grantsResource(r rbacv1.PolicyRule, resource string) bool {
 		}
 	}
 	return false
+}
+
+// LeaseCandidates are readable in every mode (for "meshd status") and
+// writable, deletable included, only in a coordinated mode.
+func TestRBACFollowsTheElectionMode(t *testing.T) {
+	for _, tc := range []struct {
+		mode  string
+		verbs []string
+	}{
+		{"", []string{"get", "list", "watch"}}, // the default: racing
+		{"racing", []string{"get", "list", "watch"}},
+		{"coordinated", []string{"get", "list", "watch", "create", "update", "delete"}},
+		{"oldest-emulation-version", []string{"get", "list", "watch", "create", "update", "delete"}},
+	} {
+		values := map[string]any{}
+		if tc.mode != "" {
+			values["electionMode"] = tc.mode
+		}
+		manifest, err := render.Render(chartDir, render.Release{Name: "meshd", Namespace: "mesh", Values: values})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got [][]string
+		var env string
+		for _, obj := range objects(t, manifest) {
+			switch o := obj.(type) {
+			case *rbacv1.Role:
+				for _, r := range o.Rules {
+					if grantsResource(r, "leasecandidates") {
+						got = append(got, r.Verbs)
+					}
+				}
+			case *appsv1.Deployment:
+				for _, e := range o.Spec.Template.Spec.Containers[0].Env {
+					if e.Name == "LEADER_ELECTION_MODE" {
+						env = e.Value
+					}
+				}
+			}
+		}
+		if len(got) != 1 || !slices.Equal(got[0], tc.verbs) {
+			t.Errorf("mode %q: leasecandidates verbs %v, want %v", tc.mode, got, tc.verbs)
+		}
+		if want := cmp.Or(tc.mode, "racing"); env != want {
+			t.Errorf("mode %q: LEADER_ELECTION_MODE=%q, want %q", tc.mode, env, want)
+		}
+	}
+	if _, err := render.Render(chartDir, render.Release{Name: "meshd", Namespace: "mesh",
+		Values: map[string]any{"electionMode": "fastest"}}); err == nil || !strings.Contains(err.Error(), "electionMode") {
+		t.Fatalf("electionMode fastest: %v", err)
+	}
 }
