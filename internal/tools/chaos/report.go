@@ -15,6 +15,8 @@ type Report struct {
 	Seed      uint64
 	Instances []string
 	TTL       time.Duration
+	// Mode is the instances' election mode ("" or racing, coordinated, ...).
+	Mode string
 	// Bound is the liveness bound (see Bound).
 	Bound time.Duration
 	// Duration is how long faults were injected.
@@ -110,8 +112,12 @@ func (r *Report) Print(w io.Writer) {
 	lease, renew, retry := Timing(r.TTL)
 	fmt.Fprintf(w, "seed %d: %d faults in %v; %d instances: %s\n", r.Seed, len(r.Faults), r.Duration.Round(time.Second),
 		len(r.Instances), strings.Join(r.Instances, ", "))
-	fmt.Fprintf(w, "ttl %v: lease %v, renew deadline %v, retry period %v; liveness bound %v (lease + %.1f x retry + slack)\n\n",
-		r.TTL, lease, renew, retry, r.Bound, 1+elector.JitterFactor)
+	bound := fmt.Sprintf("lease + %.1f x retry + slack", 1+elector.JitterFactor)
+	if r.Mode != "" && r.Mode != "racing" {
+		bound = fmt.Sprintf("2 x lease + %.1f x retry + slack: election mode %s", 1+elector.JitterFactor, r.Mode)
+	}
+	fmt.Fprintf(w, "ttl %v: lease %v, renew deadline %v, retry period %v; liveness bound %v (%s)\n\n",
+		r.TTL, lease, renew, retry, r.Bound, bound)
 
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "fault\tinjected\tlongest gap\twithout leader after reference\tover bound\t")
@@ -189,9 +195,9 @@ const thrashPerFault = 3
 
 // analyse turns the ledgers and the fault records into a Report.
 func analyse(in analysisInput) *Report {
-	bound := Bound(in.cfg.TTL, in.cfg.Slack)
+	bound := in.cfg.bound()
 	r := &Report{
-		Seed: in.cfg.Seed, Instances: in.instances, TTL: in.cfg.TTL, Bound: bound,
+		Seed: in.cfg.Seed, Instances: in.instances, TTL: in.cfg.TTL, Bound: bound, Mode: in.cfg.ElectionMode,
 		Duration: in.faultsUntil.Sub(in.faultsFrom), Faults: in.faults,
 		Overlaps: Overlaps(in.intervals), Lost: in.lost, Crashes: in.crashes, Unclean: in.unclean,
 	}

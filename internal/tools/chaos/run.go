@@ -21,6 +21,7 @@ import (
 	"github.com/meshd-io/meshd/internal/errlist"
 	"github.com/meshd-io/meshd/internal/testing/faultproxy"
 	"github.com/meshd-io/meshd/internal/testing/testcluster"
+	"github.com/meshd-io/meshd/pkg/election/coordinated"
 	"github.com/meshd-io/meshd/pkg/election/elector"
 	"github.com/meshd-io/meshd/pkg/resourcelock"
 	"github.com/meshd-io/meshd/pkg/revisions"
@@ -55,6 +56,9 @@ type Config struct {
 	Revisions []string
 	// Slack is added to the liveness bound (see Bound); default 1s.
 	Slack time.Duration
+	// ElectionMode is meshd's --election-mode; empty means racing. A
+	// coordinated mode needs a Cluster that serves LeaseCandidates.
+	ElectionMode string
 
 	// Log receives a line per step; default none.
 	Log io.Writer
@@ -139,6 +143,21 @@ func Timing(ttl time.Duration) (lease, renewDeadline, retry time.Duration) {
 func Bound(ttl, slack time.Duration) time.Duration {
 	lease, _, retry := Timing(ttl)
 	return lease + time.Duration(float64(retry)*(1+elector.JitterFactor)) + slack
+}
+
+// bound is the run's liveness bound. In a coordinated mode it is a lease
+// longer (docs/coordinated.md): when the holder and the coordinator vanish
+// together, the next coordinator takes over within a lease and then judges
+// the holder's lease by its own observation, which starts when it does;
+// candidates left without any coordinator take a vacant lock after the
+// same time.
+func (c Config) bound() time.Duration {
+	b := Bound(c.TTL, c.Slack)
+	if c.ElectionMode != "" && c.ElectionMode != "racing" {
+		lease, _, _ := Timing(c.TTL)
+		b += lease
+	}
+	return b
 }
 
 // FaultRecord is what happened when one fault was injected.
@@ -319,7 +338,7 @@ func (r *runner) startInstances() error {
 		in := &instance{
 			name: name, revision: rev, proxy: p, kubeconfig: kubeconfig, monitoring: addr,
 			binary: r.cfg.MeshdBinary, dir: r.cfg.Dir,
-			args: []string{"--namespace", r.mesh.namespace, "--ttl", r.cfg.TTL.String(), "--log-level", "info"},
+			args: r.instanceArgs(),
 		}
 		in.onExit = r.exited
 		r.instances = append(r.instances, in)
@@ -428,13 +447,28 @@ func (r *runner) allLed(ctx context.Context) bool {
 	return true
 }
 
+// instanceArgs are the meshd run flags every instance gets besides its own.
+func (r *runner) instanceArgs() []string {
+	args := []string{"--namespace", r.mesh.namespace, "--ttl", r.cfg.TTL.String(), "--log-level", "info"}
+	if r.cfg.ElectionMode != "" {
+		args = append(args, "--election-mode", r.cfg.ElectionMode)
+	}
+	return args
+}
+
+// holds reports whether the record's holder is instance in: its identity,
+// or its LeaseCandidate's name in a coordinated election.
+func holds(holder string, in *instance, l lockRef) bool {
+	return holder == in.name || holder == coordinated.CandidateName(l.name, in.name)
+}
+
 // leader returns the running instance holding lock l, or a random one when
 // the holder is not a running instance (a bogus holder, none).
 func (r *runner) leader(ctx context.Context, l lockRef) (*instance, string) {
 	rec, err := r.mesh.record(ctx, l)
 	if err == nil {
 		for _, in := range r.instances {
-			if in.name == rec.HolderIdentity && in.running() {
+			if holds(rec.HolderIdentity, in, l) && in.running() {
 				return in, in.name + " (holds " + l.name + ")"
 			}
 		}

@@ -24,6 +24,7 @@ import (
 
 	"github.com/meshd-io/meshd/internal/testing/testcluster"
 	"github.com/meshd-io/meshd/internal/tools/chaos"
+	"github.com/meshd-io/meshd/pkg/election"
 )
 
 func main() {
@@ -44,6 +45,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		dir       = fs.String("dir", "", "work directory for logs and ledgers; empty makes a temporary one")
 		keep      = fs.Bool("keep", false, "keep the work directory even when every check passed")
 		quiet     = fs.Bool("quiet", false, "print only the seed and the report, not every fault")
+		mode      = fs.String("election-mode", "racing", "meshd --election-mode; a coordinated mode starts the control plane with coordinated leader election on")
 	)
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -52,6 +54,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "chaos: unexpected arguments %q\n", fs.Args())
 		return 2
 	}
+	electionMode, err := election.ParseMode(*mode)
+	if err != nil {
+		fmt.Fprintf(stderr, "chaos: -election-mode: %v\n", err)
+		return 2
+	}
+	*mode = string(electionMode)
 	selected, err := chaos.ParseKinds(*kinds)
 	if err != nil {
 		fmt.Fprintf(stderr, "chaos: %v\n", err)
@@ -109,7 +117,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 		progress = io.Discard
 	}
 	fmt.Fprintln(progress, "chaos: starting kube-apiserver and etcd on 127.0.0.1")
-	cluster, err := testcluster.Start(testcluster.Options{Dir: filepath.Join(work, "cluster"), APIServerFlags: []string{"--shutdown-watch-termination-grace-period=2s"}})
+	apiFlags := []string{"--shutdown-watch-termination-grace-period=2s"}
+	if *mode != "racing" {
+		apiFlags = append(apiFlags, "--feature-gates=CoordinatedLeaderElection=true", "--runtime-config=coordination.k8s.io/v1beta1=true")
+	}
+	cluster, err := testcluster.Start(testcluster.Options{Dir: filepath.Join(work, "cluster"), APIServerFlags: apiFlags})
 	if err != nil {
 		fmt.Fprintf(stderr, "chaos: %v\n", err)
 		return 2
@@ -121,16 +133,17 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}()
 
 	rep, err := chaos.Run(ctx, chaos.Config{
-		Cluster:     cluster,
-		MeshdBinary: binary,
-		Dir:         filepath.Join(work, "meshd"),
-		Seed:        *seed,
-		Duration:    *duration,
-		MaxFaults:   *maxFaults,
-		Instances:   *instances,
-		TTL:         *ttl,
-		Kinds:       selected,
-		Log:         progress,
+		Cluster:      cluster,
+		MeshdBinary:  binary,
+		Dir:          filepath.Join(work, "meshd"),
+		Seed:         *seed,
+		Duration:     *duration,
+		MaxFaults:    *maxFaults,
+		Instances:    *instances,
+		TTL:          *ttl,
+		Kinds:        selected,
+		Log:          progress,
+		ElectionMode: *mode,
 	})
 	if err != nil {
 		if errors.Is(err, context.Canceled) {
