@@ -63,9 +63,15 @@ func (m *mesh) leadsAlone(name string, procs ...*meshdproc.Process) error {
 	if h := holderOf(l); h != candidateName(name) {
 		return fmt.Errorf("the Lease names %q, want %q", h, candidateName(name))
 	}
+	alive := map[string]bool{}
+	for _, p := range procs {
+		alive[p.Name()] = p.Running()
+	}
+	// A term that has not stopped ends at the last entry of any ledger;
+	// a killed process's terms never stop, so only live ones count.
 	var running []string
 	for _, in := range m.ledger() {
-		if in.Stop.Equal(m.lastEntry()) {
+		if in.Stop.Equal(m.lastEntry()) && alive[in.Holder] {
 			running = append(running, in.Holder)
 		}
 	}
