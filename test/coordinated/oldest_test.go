@@ -7,8 +7,10 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/meshd-io/meshd/internal/ledger"
 	"github.com/meshd-io/meshd/pkg/election"
@@ -61,9 +63,16 @@ func apiServerLogged(t *testing.T, parts ...string) bool {
 // With Kubernetes' own strategy and no meshd coordinator, the API server's
 // leader-election controller decides: it gives the vacant Lease to the
 // only candidate, prefers the candidate with the oldest emulation version
-// when it joins (the holder hands over), and when that one stops the lock
-// goes straight to the next oldest.
+// when it joins (the holder hands over), ignores a newer one joining, and
+// when the oldest stops the lock goes straight to the next oldest.
 func TestOldestEmulationVersionWithoutMeshdCoordinator(t *testing.T) {
+	// The API server's controller runs once the API server has won its
+	// own election, a few seconds after it is ready; until then meshd's
+	// candidates would wait their patience out and race.
+	waitFor(t, "the API server's leader-election controller", func() (bool, error) {
+		l, err := cluster.Client.CoordinationV1().Leases("kube-system").Get(context.Background(), "leader-election-controller", metav1.GetOptions{})
+		return err == nil && l.Spec.HolderIdentity != nil && *l.Spec.HolderIdentity != "", nil
+	})
 	ns := cluster.NewNamespace(t)
 	b := newBackground(t)
 	l := &ledger.Ledger{}
@@ -85,7 +94,6 @@ func TestOldestEmulationVersionWithoutMeshdCoordinator(t *testing.T) {
 	}
 
 	stopOldest := startOldest(t, b, ns, "oldest", "1.34.0", l)
-	startOldest(t, b, ns, "middle", "1.35.0", l)
 	waitFor(t, "the oldest candidate leading", func() (bool, error) {
 		holder, _, err := leaseHolder(ns)
 		return holder == name("oldest") && slices.Equal(running(l), []string{"oldest"}), err
@@ -95,6 +103,22 @@ func TestOldestEmulationVersionWithoutMeshdCoordinator(t *testing.T) {
 	}
 	if got, want := holders.list(), []string{name("newest"), name("oldest")}; !slices.Equal(slices.DeleteFunc(got, func(h string) bool { return h == "" }), want) {
 		t.Errorf("holders: %v, want %v", got, want)
+	}
+
+	// A newer candidate joining changes nothing: the oldest keeps the lock
+	// and nobody is preferred.
+	startOldest(t, b, ns, "middle", "1.35.0", l)
+	waitFor(t, "the middle candidate announced", func() (bool, error) {
+		c, err := cluster.Client.CoordinationV1beta1().LeaseCandidates(ns).Get(context.Background(), name("middle"), metav1.GetOptions{})
+		return err == nil && c.Spec.RenewTime != nil, nil
+	})
+	time.Sleep(time.Second) // the controller decides on every candidate event
+	got, err := cluster.Client.CoordinationV1().Leases(ns).Get(context.Background(), statusLease, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Spec.PreferredHolder != nil || holders.last() != name("oldest") {
+		t.Errorf("after a newer candidate joined: holder %q, preferred %v; want the oldest, no preference", holders.last(), got.Spec.PreferredHolder)
 	}
 
 	stopOldest()
