@@ -8,6 +8,8 @@
 // transport.go counts the requests each clientset sends; track.go records
 // run-function intervals in a ledger and waits on them; takeover.go,
 // steal.go, forced.go and requests.go are the in-process scenarios;
+// coordinated.go measures the coordinated mode, on a control plane started
+// with CoordinatedAPIServerFlags;
 // scale.go and replica.go run replicas as separate processes; report*.go
 // and table.go render Markdown; stats.go computes medians, quantiles and
 // ratios.

@@ -28,10 +28,18 @@ type Env struct {
 	dir        string
 }
 
-// StartEnv starts a fresh etcd and kube-apiserver on 127.0.0.1.
-func StartEnv() (*Env, error) {
+// CoordinatedAPIServerFlags turn on coordinated leader election
+// (LeaseCandidates and the API server's leader-election controller).
+var CoordinatedAPIServerFlags = []string{
+	"--feature-gates=CoordinatedLeaderElection=true",
+	"--runtime-config=coordination.k8s.io/v1beta1=true",
+}
+
+// StartEnv starts a fresh etcd and kube-apiserver on 127.0.0.1, with
+// apiServerFlags added to kube-apiserver's command line.
+func StartEnv(apiServerFlags ...string) (*Env, error) {
 	quietKlog()
-	c, err := testcluster.Start(testcluster.Options{})
+	c, err := testcluster.Start(testcluster.Options{APIServerFlags: apiServerFlags})
 	if err != nil {
 		return nil, err
 	}

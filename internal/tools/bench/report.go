@@ -26,6 +26,10 @@ type Results struct {
 	// LongTTL repeats handover and steal at a second, longer ttl.
 	LongTTL *Rerun
 
+	// Coordinated is the coordinated mode, measured on a second control
+	// plane that serves LeaseCandidates; nil when the section did not run.
+	Coordinated *CoordinatedResult
+
 	Requests       []RequestsResult
 	RequestsWindow time.Duration
 
@@ -56,6 +60,7 @@ func (r *Results) WriteMarkdown(w io.Writer) {
 	r.writeFailover(w)
 	r.writeRequests(w)
 	r.writeRerun(w)
+	r.writeCoordinated(w)
 	r.writeScale(w)
 	r.writeNotes(w)
 }

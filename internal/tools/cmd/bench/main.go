@@ -52,7 +52,7 @@ type options struct {
 	impl    string
 }
 
-var allSections = []string{"handover", "steal", "failover", "requests", "long-ttl", "scale"}
+var allSections = []string{"handover", "steal", "failover", "requests", "long-ttl", "coordinated", "scale"}
 
 func main() {
 	var o options
@@ -240,6 +240,11 @@ func run(ctx context.Context, o options) error {
 		logf("handover and steal again at ttl %v (%d trials, implementations side by side)", long.TTL, long.Trials)
 		res.LongTTL = rerun(ctx, env, long, impls)
 	}
+	if sections["coordinated"] {
+		if err := runCoordinated(ctx, cfg, res); err != nil {
+			return err
+		}
+	}
 	if sections["scale"] {
 		sc := bench.ScaleConfig{
 			TTL: o.scaleTTL, Pause: 2 * time.Second, Window: o.scaleWindow,
@@ -264,6 +269,25 @@ func run(ctx context.Context, o options) error {
 		}
 		logf("wrote %s", o.out)
 	}
+	return nil
+}
+
+// runCoordinated measures the coordinated mode on a control plane of its
+// own, with coordinated leader election turned on, so that the other
+// sections run on a plain API server like istiod's clusters have.
+func runCoordinated(ctx context.Context, cfg bench.Config, res *bench.Results) error {
+	logf("coordinated mode (%d trials): starting a second control plane with %v", cfg.Trials, bench.CoordinatedAPIServerFlags)
+	env, err := bench.StartEnv(bench.CoordinatedAPIServerFlags...)
+	if err != nil {
+		return fmt.Errorf("coordinated: %w", err)
+	}
+	defer func() {
+		if err := env.Stop(); err != nil {
+			logf("stopping the coordinated control plane: %v", err)
+		}
+	}()
+	c := bench.RunCoordinated(ctx, env, cfg)
+	res.Coordinated = &c
 	return nil
 }
 
