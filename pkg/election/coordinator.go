@@ -89,9 +89,12 @@ func coordinate(l *LeaderElection, client kubernetes.Interface, watcher revision
 		c, err := coordinated.NewCoordinator(client, coordinated.CoordinatorConfig{
 			Namespace: l.spec.Namespace,
 			Default:   watcher.GetDefault,
-			Clock:     o.clock,
-			Logger:    o.logger.Named("coordinator"),
-			Metrics:   decisions,
+			// A silent candidate must be skipped well within a lease, or a
+			// dead better one would hold up every decision at a short ttl.
+			AckTimeout: min(coordinated.DefaultAckTimeout, o.ttl/2),
+			Clock:      o.clock,
+			Logger:     o.logger.Named("coordinator"),
+			Metrics:    decisions,
 		})
 		if err != nil {
 			return err

@@ -215,6 +215,7 @@ func (l *LeaderElection) electorConfig(lock resourcelock.Interface, o *options, 
 			Successor: func() (string, string, bool) { return l.candidacy.successor(l.defaultRevision()) },
 			Live:      l.candidacy.live,
 		}
+		cfg.YieldOnRelease = l.releaseYield // ranks the fallback when no coordinator decides
 	case l.prioritized:
 		cfg.KeyComparison = l.shouldSteal
 		cfg.YieldOnRelease = l.releaseYield

@@ -27,7 +27,12 @@ type Coordination struct {
 	// Patience is how long this candidate leaves a vacant lock (free,
 	// expired or missing) to the coordinator before it takes the lock
 	// itself, so that an election never stays without a leader when no
-	// coordinator runs. Zero means LeaseDuration.
+	// coordinator runs. It must exceed what a coordinator that takes over
+	// from a dead one needs: its own election's lease, then a lease of its
+	// own observation before it calls a silent holder's lease expired.
+	// Zero means 2 x LeaseDuration. A candidate that the election ranks
+	// lower (YieldOnRelease) waits that much longer, so that the best one
+	// takes the lock when no coordinator does.
 	Patience time.Duration
 }
 
@@ -54,10 +59,11 @@ func (le *LeaderElector) coordinated() bool { return le.cfg.Coordination != nil 
 
 // patience is how long a vacant lock is left to the coordinator.
 func (le *LeaderElector) patience() time.Duration {
-	if p := le.cfg.Coordination.Patience; p > 0 {
-		return p
+	p := le.cfg.Coordination.Patience
+	if p <= 0 {
+		p = 2 * le.cfg.LeaseDuration
 	}
-	return le.cfg.LeaseDuration
+	return p + le.yieldDelay()
 }
 
 // leaveVacant reports whether a coordinated candidate that found the lock
