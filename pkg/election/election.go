@@ -211,9 +211,11 @@ func (l *LeaderElection) electorConfig(lock resourcelock.Interface, o *options, 
 	}
 	switch {
 	case l.candidacy != nil:
-		cfg.Coordination = &elector.Coordination{
-			Successor: func() (string, string, bool) { return l.candidacy.successor(l.defaultRevision()) },
-			Live:      l.candidacy.live,
+		cfg.Coordination = &elector.Coordination{Live: l.candidacy.live}
+		if l.spec.Mode == Coordinated {
+			// The mesh's rule picks the successor; with Kubernetes' own
+			// strategy the lock is released and its controller picks.
+			cfg.Coordination.Successor = func() (string, string, bool) { return l.candidacy.successor(l.defaultRevision()) }
 		}
 		cfg.YieldOnRelease = l.releaseYield // ranks the fallback when no coordinator decides
 	case l.prioritized:
