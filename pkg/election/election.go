@@ -211,11 +211,14 @@ func (l *LeaderElection) electorConfig(lock resourcelock.Interface, o *options, 
 	}
 	switch {
 	case l.candidacy != nil:
-		cfg.Coordination = &elector.Coordination{Live: l.candidacy.live}
-		if l.spec.Mode == Coordinated {
-			// The mesh's rule picks the successor; with Kubernetes' own
-			// strategy the lock is released and its controller picks.
-			cfg.Coordination.Successor = func() (string, string, bool) { return l.candidacy.successor(l.defaultRevision()) }
+		cfg.Coordination = &elector.Coordination{
+			Live: l.candidacy.live,
+			Successor: func() (string, string, bool) {
+				if l.spec.Mode == OldestEmulationVersion {
+					return l.candidacy.oldestSuccessor()
+				}
+				return l.candidacy.successor(l.defaultRevision())
+			},
 		}
 		cfg.YieldOnRelease = l.releaseYield // ranks the fallback when no coordinator decides
 	case l.prioritized:

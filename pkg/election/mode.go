@@ -9,7 +9,9 @@ import (
 
 	"go.uber.org/zap"
 	coordinationv1 "k8s.io/api/coordination/v1"
+	coordinationv1beta1 "k8s.io/api/coordination/v1beta1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/version"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/clock"
 
@@ -205,6 +207,68 @@ func (c *candidacy) successor(def string) (name, key string, ok bool) {
 		}
 	}
 	return "", "", false
+}
+
+// oldestSuccessor is the live candidate other than this one that
+// Kubernetes' OldestEmulationVersion strategy picks: the oldest emulation
+// version, then the oldest binary version, then the earliest created.
+func (c *candidacy) oldestSuccessor() (name, key string, ok bool) {
+	c.mu.Lock()
+	roster := c.roster
+	c.mu.Unlock()
+	if roster == nil {
+		return "", "", false
+	}
+	var best *coordinationv1beta1.LeaseCandidate
+	for _, cand := range roster.Candidates(c.spec.LeaseName) {
+		if !cand.Live || cand.Name == c.spec.Name {
+			continue
+		}
+		if obj, found := roster.Get(cand.Name); found && validVersions(obj) && (best == nil || olderCandidate(obj, best)) {
+			best, key = obj, cand.Key
+		}
+	}
+	if best == nil {
+		return "", "", false
+	}
+	return best.Name, key, true
+}
+
+// validVersions reports whether the strategy may pick c: both versions are
+// semantic versions.
+func validVersions(c *coordinationv1beta1.LeaseCandidate) bool {
+	_, errE := version.ParseSemantic(c.Spec.EmulationVersion)
+	_, errB := version.ParseSemantic(c.Spec.BinaryVersion)
+	return errE == nil && errB == nil
+}
+
+// olderCandidate orders candidates of valid versions as the
+// OldestEmulationVersion strategy does.
+func olderCandidate(a, b *coordinationv1beta1.LeaseCandidate) bool {
+	if d := compareVersions(a.Spec.EmulationVersion, b.Spec.EmulationVersion); d != 0 {
+		return d < 0
+	}
+	if d := compareVersions(a.Spec.BinaryVersion, b.Spec.BinaryVersion); d != 0 {
+		return d < 0
+	}
+	if !a.CreationTimestamp.Equal(&b.CreationTimestamp) {
+		return a.CreationTimestamp.Before(&b.CreationTimestamp)
+	}
+	return a.Name < b.Name
+}
+
+func compareVersions(a, b string) int {
+	va, errA := version.ParseSemantic(a)
+	vb, errB := version.ParseSemantic(b)
+	switch {
+	case errA != nil || errB != nil:
+		return 0 // not reached: validVersions filtered them
+	case va.LessThan(vb):
+		return -1
+	case vb.LessThan(va):
+		return 1
+	}
+	return 0
 }
 
 // WithBinaryVersion sets the binary version a coordinated candidate

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	coordinationv1beta1 "k8s.io/api/coordination/v1beta1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/meshd-io/meshd/internal/testing/kubetest"
@@ -49,5 +50,29 @@ func TestStatusOfARacingElection(t *testing.T) {
 	}
 	if st := le.Status(); st.Mode != Racing || st.Strategy != "" || st.PreferredHolder != "" {
 		t.Fatalf("status = %+v", st)
+	}
+}
+
+func TestOlderCandidateOrdersAsKubernetes(t *testing.T) {
+	at := func(sec int64) metav1.Time { return metav1.Unix(sec, 0) }
+	cand := func(name, emu, bin string, created int64) *coordinationv1beta1.LeaseCandidate {
+		return &coordinationv1beta1.LeaseCandidate{
+			ObjectMeta: metav1.ObjectMeta{Name: name, CreationTimestamp: at(created)},
+			Spec:       coordinationv1beta1.LeaseCandidateSpec{EmulationVersion: emu, BinaryVersion: bin},
+		}
+	}
+	for _, tc := range []struct {
+		a, b *coordinationv1beta1.LeaseCandidate
+		want bool
+	}{
+		{cand("a", "1.34.0", "1.36.0", 5), cand("b", "1.35.0", "1.35.0", 1), true},
+		{cand("a", "1.35.0", "1.36.0", 1), cand("b", "1.35.0", "1.35.0", 5), false},
+		{cand("a", "1.35.0", "1.35.0", 1), cand("b", "1.35.0", "1.35.0", 5), true},
+		{cand("b", "1.35.0", "1.35.0", 1), cand("a", "1.35.0", "1.35.0", 1), false},
+	} {
+		if got := olderCandidate(tc.a, tc.b); got != tc.want {
+			t.Errorf("olderCandidate(%s %s/%s, %s %s/%s) = %v, want %v", tc.a.Name, tc.a.Spec.EmulationVersion, tc.a.Spec.BinaryVersion,
+				tc.b.Name, tc.b.Spec.EmulationVersion, tc.b.Spec.BinaryVersion, got, tc.want)
+		}
 	}
 }
