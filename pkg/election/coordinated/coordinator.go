@@ -9,6 +9,7 @@ import (
 
 	"go.uber.org/zap"
 	coordinationv1 "k8s.io/api/coordination/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	coordlisters "k8s.io/client-go/listers/coordination/v1"
@@ -97,10 +98,13 @@ type Coordinator struct {
 	wakeAt   map[string]time.Time   // owned by Run
 }
 
-// observation is when this process last saw a Lease's record change.
+// observation is when this process last saw a Lease's record change, and
+// what it saw.
 type observation struct {
 	record string
 	at     time.Time
+	uid    types.UID     // of the Lease object that carried the record
+	lease  time.Duration // the holder's announced lease
 }
 
 // NewCoordinator validates cfg and returns a Coordinator that has not

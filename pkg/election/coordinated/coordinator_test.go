@@ -209,3 +209,23 @@ func TestNewCoordinatorValidates(t *testing.T) {
 		t.Fatalf("error %v", err)
 	}
 }
+
+func TestCoordinatorKeepsADeletedLeaseForItsHolder(t *testing.T) {
+	// The holder works; its Lease is deleted (kubectl replace --force, a
+	// GitOps tool). That is not a release: the coordinator assigns nobody
+	// while the holder's lease runs by its own observation.
+	held := heldLease("stable-remote", "^stable", t0)
+	sl := cand{name: "stable-local", key: "stable", preempts: false, renew: t0.Add(leaseDur)}
+	r := newRig(t, "stable", held, sl.object())
+	eventually(t, "the expiry timer", r.clk.HasWaiters)
+	leases := r.client.CoordinationV1().Leases(testNS)
+	if err := leases.Delete(context.Background(), held.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(50 * time.Millisecond)
+	if l := r.lease(); l != nil {
+		t.Fatalf("the coordinator re-created the Lease of a holder that may still work: %+v", l.Spec)
+	}
+	r.clk.Step(leaseDur + time.Millisecond)
+	eventually(t, "the lease assigned once the holder's lease ran out", func() bool { return holderOf(r.lease()) == "stable-local" })
+}

@@ -38,7 +38,14 @@ func (c *Coordinator) reconcile(ctx context.Context, name string) time.Time {
 		now: now, lease: lease, cands: cands, defaultRevision: c.cfg.Default(),
 		pinged: c.pinged, ackTimeout: c.cfg.AckTimeout,
 	}
-	v.vacant, v.expiresAt = c.observe(name, lease, now)
+	var gone bool
+	v.vacant, v.expiresAt, gone = c.observe(name, lease, now)
+	if gone {
+		// The object was deleted, or re-created without a record, while
+		// its holder's lease runs: not a release. The holder may still
+		// work; look again when its lease has run out.
+		return v.expiresAt
+	}
 	p := decide(v)
 	if err := c.execute(ctx, name, v, p); err != nil {
 		if apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) {
@@ -52,11 +59,25 @@ func (c *Coordinator) reconcile(ctx context.Context, name string) time.Time {
 }
 
 // observe records when this process last saw the Lease's record change and
-// returns whether it is vacant and, if held, when it expires.
-func (c *Coordinator) observe(name string, lease *coordinationv1.Lease, now time.Time) (vacant bool, expiresAt time.Time) {
+// returns whether it is vacant and, if held, when it expires. A Lease that
+// is missing, or has no holder, is vacant when its holder released it (wrote
+// an empty holder into the same object), when no holder was seen, or once
+// the last holder's lease has run out by this process's observation; until
+// then gone reports that its holder may still be working: deleting or
+// re-creating the object (kubectl replace --force, a GitOps tool, or the API
+// server's own controller re-creating a missing Lease without a holder) is
+// never a release.
+func (c *Coordinator) observe(name string, lease *coordinationv1.Lease, now time.Time) (vacant bool, expiresAt time.Time, gone bool) {
 	if lease == nil || ptr.Deref(lease.Spec.HolderIdentity, "") == "" {
+		obs, ok := c.observed[name]
+		released := lease != nil && ok && lease.UID == obs.uid
+		if ok && !released {
+			if end := obs.at.Add(obs.lease); now.Before(end) {
+				return false, end, true
+			}
+		}
 		delete(c.observed, name)
-		return true, time.Time{}
+		return true, time.Time{}, false
 	}
 	var renew int64
 	if lease.Spec.RenewTime != nil {
@@ -64,12 +85,14 @@ func (c *Coordinator) observe(name string, lease *coordinationv1.Lease, now time
 	}
 	record := fmt.Sprintf("%s|%d|%d", *lease.Spec.HolderIdentity, renew, ptr.Deref(lease.Spec.LeaseTransitions, 0))
 	obs, ok := c.observed[name]
+	leaseDuration := time.Duration(ptr.Deref(lease.Spec.LeaseDurationSeconds, 0)) * time.Second
 	if !ok || obs.record != record {
 		obs = observation{record: record, at: now}
-		c.observed[name] = obs
 	}
-	expiresAt = obs.at.Add(time.Duration(ptr.Deref(lease.Spec.LeaseDurationSeconds, 0)) * time.Second)
-	return expiresAt.Before(now), expiresAt
+	obs.uid, obs.lease = lease.UID, leaseDuration
+	c.observed[name] = obs
+	expiresAt = obs.at.Add(leaseDuration)
+	return expiresAt.Before(now), expiresAt, false
 }
 
 // execute carries out p: pings first, then at most one write of the Lease.
