@@ -167,6 +167,20 @@ func TestWatchingFollowerMakesNoRequestsWhileHolderRenews(t *testing.T) {
 	}
 }
 
+func TestWatchingFollowerLearnsTheHolderFromTheListAndSendsNothing(t *testing.T) {
+	h := newHarness(t)
+	h.writeRecord(held("b", "", 4))
+	h.client.ClearActions()
+	f := h.start(candidateOpts{identity: "a"})
+	waitFor(t, "the follower to know b", func() bool { return f.le.GetLeader() == "b" && f.le.watch.healthy() })
+	time.Sleep(50 * time.Millisecond) // let a first attempt go out if there were one
+	// The shared watch's list told it everything: no get, create or update.
+	assertVerbs(t, h.verbs())
+	if f.le.IsLeader() {
+		t.Fatal("the follower leads while b's lease runs")
+	}
+}
+
 func TestWatchingFollowerTakesReleasedLockAtOnce(t *testing.T) {
 	h := newHarness(t)
 	h.writeRecord(held("b", "", 4))
