@@ -65,6 +65,9 @@ type ReplicaReport struct {
 	// Goroutines is the number of goroutines the elections added to the
 	// process, counted once settled.
 	Goroutines int `json:"goroutines,omitempty"`
+	// StartRequests are the requests the replica sent from its start until
+	// it settled: what starting its elections cost the API server.
+	StartRequests Counts `json:"startRequests,omitempty"`
 	// ServerErrors counts 5xx responses and requests without a response
 	// from the replica's start to stop.
 	ServerErrors int    `json:"serverErrors,omitempty"`
@@ -180,7 +183,8 @@ func runReplica(ctx context.Context, o ReplicaOptions, in io.Reader, enc *json.E
 		return err
 	}
 	goroutines := runtime.NumGoroutine() - baseGoroutines
-	if err := enc.Encode(ReplicaReport{Event: EventSettled, Settle: settle, Goroutines: goroutines}); err != nil {
+	settled := ReplicaReport{Event: EventSettled, Settle: settle, Goroutines: goroutines, StartRequests: counter.Snapshot()}
+	if err := enc.Encode(settled); err != nil {
 		return err
 	}
 

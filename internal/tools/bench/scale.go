@@ -59,6 +59,30 @@ type ScaleResult struct {
 	Err      string
 }
 
+// StartRequests are the requests all replicas sent until they settled,
+// by verb.
+func (r ScaleResult) StartRequests() Counts {
+	out := Counts{}
+	for _, p := range r.Replicas {
+		out.Add(p.StartRequests)
+	}
+	return out
+}
+
+// fmtTotals prints request counts like "create 1000, update 3".
+func fmtTotals(c Counts) string {
+	var parts []string
+	for _, v := range Verbs {
+		if n := c[v]; n > 0 {
+			parts = append(parts, fmt.Sprintf("%s %d", v, n))
+		}
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, ", ")
+}
+
 // ReqPerSec is the request rate of all replicas together.
 func (r ScaleResult) ReqPerSec() float64 {
 	total := 0.0
@@ -224,7 +248,7 @@ func runScale(ctx context.Context, sc ScaleConfig, impl Impl, cell Cell, ns stri
 		if err != nil {
 			return nil, fmt.Errorf("replica %d: %w", i, err)
 		}
-		reports[i].Settle, reports[i].Goroutines = r.Settle, r.Goroutines
+		reports[i].Settle, reports[i].Goroutines, reports[i].StartRequests = r.Settle, r.Goroutines, r.StartRequests
 	}
 	if err := sleep(ctx, sc.Pause); err != nil {
 		return nil, err
@@ -243,7 +267,7 @@ func runScale(ctx context.Context, sc ScaleConfig, impl Impl, cell Cell, ns stri
 		if err != nil {
 			return nil, fmt.Errorf("replica %d: %w", i, err)
 		}
-		r.Settle, r.Goroutines = reports[i].Settle, reports[i].Goroutines
+		r.Settle, r.Goroutines, r.StartRequests = reports[i].Settle, reports[i].Goroutines, reports[i].StartRequests
 		reports[i] = r
 	}
 	return reports, nil
@@ -383,9 +407,9 @@ func RunSweeps(ctx context.Context, env *Env, sc ScaleConfig, sw *Sweeps) {
 					res = RunScale(ctx, sc, impl, cell, ns)
 				}
 				if sc.Logf != nil {
-					sc.Logf("  scale %-13s %-26v %8.1f req/s (%s)  cpu %5.1f%%  rss %6.1f MiB  settle %6.0f ms  leaders %d  new terms %d  goroutines/election %.1f  5xx %.0f",
+					sc.Logf("  scale %-13s %-26v %8.1f req/s (%s)  cpu %5.1f%%  rss %6.1f MiB  settle %6.0f ms  leaders %d  new terms %d  goroutines/election %.1f  5xx %.0f  start requests (%s)",
 						impl, cell, res.ReqPerSec(), fmtMix(res.Mix()), res.CPUPercent(), res.PeakRSSMiB(), res.Settle(), res.Leaders(), res.NewTerms(),
-						res.GoroutinesPerElection(), res.ServerErrors())
+						res.GoroutinesPerElection(), res.ServerErrors(), fmtTotals(res.StartRequests()))
 				}
 				done[cell][impl] = res
 			}

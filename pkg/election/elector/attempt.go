@@ -26,8 +26,10 @@ const (
 )
 
 // attempt makes one try to take or renew the lock. A follower with a working
-// watch decides from the object the watch delivered and reads from the API
-// server only after its write conflicts.
+// watch decides from the object the watch delivered and does not read from
+// the API server at all: when its write conflicts (another candidate wrote
+// first, or created the object), the watch is about to deliver that write,
+// and the election loop decides again when it does.
 func (le *LeaderElector) attempt(ctx context.Context, renewing bool) (outcome, error) {
 	if !renewing {
 		var cancel context.CancelFunc
@@ -37,15 +39,14 @@ func (le *LeaderElector) attempt(ctx context.Context, renewing bool) (outcome, e
 		return out, err
 	}
 	fromCache := !renewing && le.watch != nil && le.watch.healthy()
-	for {
-		out, err := le.readAndDecide(ctx, renewing, fromCache)
-		if fromCache && (apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err)) {
-			// The watch had not delivered the latest version yet.
-			fromCache = false
-			continue
-		}
-		return out, err
+	out, err := le.readAndDecide(ctx, renewing, fromCache)
+	if fromCache && (apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err)) {
+		// Someone else wrote a version the watch had not delivered yet: a
+		// read now would only race the watch, which wakes the loop with it.
+		le.log.Debug("another write came first; waiting for the watch to deliver it", zap.Error(err))
+		return heldByOther, nil
 	}
+	return out, err
 }
 
 // renewFast answers a pending handover request or overwrites the object

@@ -15,9 +15,13 @@ import (
 // answer at any time). Only attempts that may send a request wait: a
 // follower whose watch shows a live holder decides from the watch's cache,
 // and one that learns of such a holder while it waits gives its turn back.
+// Attempts waiting for a slot are served in an order that differs from one
+// candidate identity to the next (see slotQueue), so that replicas starting
+// the same elections together create different lock objects first rather
+// than all racing for the same one.
 const (
-	firstAttemptQPS       = 250
-	firstAttemptBurst     = 50
+	firstAttemptQPS       = 1000
+	firstAttemptBurst     = 100
 	firstAttemptsInFlight = 32
 	// firstSyncWait bounds how long a starting elector waits for the shared
 	// watch's first list before its first attempt.
@@ -26,7 +30,7 @@ const (
 
 var (
 	firstAttempts     = rate.NewLimiter(firstAttemptQPS, firstAttemptBurst)
-	firstAttemptSlots = make(chan struct{}, firstAttemptsInFlight)
+	firstAttemptSlots = newSlotQueue(firstAttemptsInFlight)
 )
 
 // tryFirst makes the first attempt of a Run: the elector's very first one
@@ -61,10 +65,12 @@ func (le *LeaderElector) paceFirstAttempt(ctx context.Context) (release func()) 
 		turn.Cancel()
 		return release
 	}
-	if le.awaitTurn(ctx, nil, firstAttemptSlots) {
-		release = func() { <-firstAttemptSlots }
+	slot := firstAttemptSlots.wait(le.slotPriority())
+	if !le.awaitTurn(ctx, nil, slot.granted) {
+		firstAttemptSlots.leave(slot)
+		return release
 	}
-	return release
+	return firstAttemptSlots.release
 }
 
 // awaitListed waits until the watch has listed, ctx ends or firstSyncWait
@@ -80,11 +86,11 @@ func (le *LeaderElector) awaitListed(ctx context.Context) {
 	le.watch.ingest()
 }
 
-// awaitTurn waits until ready fires or a slot is taken (true), taking in
+// awaitTurn waits until ready fires or a slot is granted (true), taking in
 // what the watch delivers meanwhile; it gives up (false) when ctx ends or
 // the watch shows the lock held by someone this candidate may not take it
-// from. A nil ready or slots is not waited for.
-func (le *LeaderElector) awaitTurn(ctx context.Context, ready <-chan time.Time, slots chan<- struct{}) bool {
+// from. A nil ready or granted is not waited for.
+func (le *LeaderElector) awaitTurn(ctx context.Context, ready <-chan time.Time, granted <-chan struct{}) bool {
 	for {
 		if le.watch != nil && le.watch.healthy() && !le.worthTrying() {
 			return false
@@ -94,7 +100,7 @@ func (le *LeaderElector) awaitTurn(ctx context.Context, ready <-chan time.Time, 
 			return false
 		case <-ready:
 			return true
-		case slots <- struct{}{}:
+		case <-granted:
 			return true
 		case <-le.watchEvents():
 			le.watch.ingest()

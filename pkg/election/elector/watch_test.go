@@ -3,6 +3,7 @@ package elector
 import (
 	"context"
 	"encoding/json"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -172,6 +173,20 @@ func TestWatchingFollowerMakesNoRequestsWhileHolderRenews(t *testing.T) {
 	}
 }
 
+func TestWatchingFollowerLearnsTheHolderFromTheListAndSendsNothing(t *testing.T) {
+	h := newHarness(t)
+	h.writeRecord(held("b", "", 4))
+	h.client.ClearActions()
+	f := h.start(candidateOpts{identity: "a"})
+	waitFor(t, "the follower to know b", func() bool { return f.le.GetLeader() == "b" && f.le.watch.healthy() })
+	time.Sleep(50 * time.Millisecond) // let a first attempt go out if there were one
+	// The shared watch's list told it everything: no get, create or update.
+	assertVerbs(t, h.verbs())
+	if f.le.IsLeader() {
+		t.Fatal("the follower leads while b's lease runs")
+	}
+}
+
 func TestWatchingFollowerTakesReleasedLockAtOnce(t *testing.T) {
 	h := newHarness(t)
 	h.writeRecord(held("b", "", 4))
@@ -186,6 +201,56 @@ func TestWatchingFollowerTakesReleasedLockAtOnce(t *testing.T) {
 	if rec := h.record(); rec.HolderIdentity != "a" || rec.LeaderTransitions != 3 {
 		t.Fatalf("record = %+v", rec)
 	}
+}
+
+func TestWatchingFollowerThatLosesTheRaceForAReleasedLockReadsNothing(t *testing.T) {
+	h := newHarness(t)
+	// Another follower, c, takes the released lock just before a's write
+	// arrives: a's update conflicts. Installed before the clientset is used.
+	var raced atomic.Bool
+	h.client.PrependReactor("update", "configmaps", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		cm, ok := a.(k8stesting.UpdateAction).GetObject().(*corev1.ConfigMap)
+		if !ok || !strings.Contains(cm.Annotations[resourcelock.LeaderAnnotationKey], `"holderIdentity":"a"`) || raced.Swap(true) {
+			return false, nil, nil
+		}
+		if err := takeAs(h, held("c", "", 4)); err != nil {
+			return true, nil, err
+		}
+		return false, nil, nil // the version check below now reports the conflict
+	})
+	h.writeRecord(held("b", "", 4))
+	f := h.start(candidateOpts{identity: "a"})
+	waitFor(t, "the follower to see b", func() bool { return f.le.GetLeader() == "b" && f.le.watch.healthy() })
+	h.client.ClearActions()
+	h.writeRecord(resourcelock.Record{LeaseDurationSeconds: 1, LeaderTransitions: 2}) // b releases
+	waitFor(t, "the follower to learn of c from the watch", func() bool { return f.le.GetLeader() == "c" })
+	time.Sleep(50 * time.Millisecond) // let the follower react if it were going to
+	// The release (get, update), then a's one write, which lost: no read.
+	assertVerbs(t, h.verbs(), "get configmaps", "update configmaps", "update configmaps")
+	if !raced.Load() || f.le.IsLeader() {
+		t.Fatalf("raced %v, follower leads %v: want a lost race", raced.Load(), f.le.IsLeader())
+	}
+	if err := f.le.LastError(); err != nil {
+		t.Fatalf("LastError = %v after a lost race, want nil", err)
+	}
+}
+
+// takeAs writes rec into the lock object directly in the clientset's store,
+// as a write of another process that lands first, with a newer version.
+func takeAs(h *harness, rec resourcelock.Record) error {
+	gvr := corev1.SchemeGroupVersion.WithResource("configmaps")
+	stored, err := h.client.Tracker().Get(gvr, ns, lockName)
+	if err != nil {
+		return err
+	}
+	cm := stored.(*corev1.ConfigMap).DeepCopy()
+	rv, err := strconv.Atoi(cm.ResourceVersion)
+	if err != nil {
+		return err
+	}
+	cm.ResourceVersion = strconv.Itoa(rv + 500)
+	cm.Annotations[resourcelock.LeaderAnnotationKey] = string(resourcelock.EncodeRecord(rec))
+	return h.client.Tracker().Update(gvr, cm, ns)
 }
 
 func TestWatchingFollowerWakesExactlyAtExpiry(t *testing.T) {
