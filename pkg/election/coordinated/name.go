@@ -3,6 +3,7 @@ package coordinated
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"strconv"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -20,13 +21,15 @@ const nameHashLen = 10
 // Guarantees: the result is a valid DNS subdomain (and so a valid
 // LeaseCandidate name) for any input, including empty strings; it depends
 // only on its arguments, so a restarted process finds its own candidate
-// again. The hash (sha256 of both arguments, 40 bits) is always present
+// again. The hash (sha256 of both arguments, length-prefixed, 40 bits) is always present
 // because joining the two with "-" alone is ambiguous ("a-b"+"c" and
 // "a"+"b-c"); distinct pairs therefore collide only with probability 2^-40.
 // The readable part is for people: never parse it back, read
 // IdentityAnnotation instead.
 func CandidateName(leaseName, identity string) string {
-	sum := sha256.Sum256([]byte(leaseName + "\x00" + identity))
+	// The length prefix makes the hashed encoding of the pair unambiguous,
+	// whatever bytes the two strings hold.
+	sum := sha256.Sum256([]byte(strconv.Itoa(len(leaseName)) + ":" + leaseName + identity))
 	suffix := hex.EncodeToString(sum[:])[:nameHashLen]
 	readable := sanitize(leaseName + "-" + identity)
 	if max := validation.DNS1123SubdomainMaxLength - nameHashLen - 1; len(readable) > max {
