@@ -8,6 +8,16 @@ import (
 	"github.com/meshd-io/meshd/pkg/election/coordinated"
 )
 
+// setUpCoordination settles the mode of the Lease elections and, when
+// meshd coordinates them, adds the coordinator election.
+func (d *Daemon) setUpCoordination() error {
+	d.mode = d.resolveMode()
+	if d.mode != election.Coordinated {
+		return nil
+	}
+	return d.newCoordinator()
+}
+
 // resolveMode is the mode of the daemon's Lease elections: the configured
 // one, or racing when a coordinated mode was asked for but the API server
 // does not serve LeaseCandidates (said once, in the log).

@@ -132,11 +132,8 @@ func New(cfg Config) (*Daemon, error) {
 	if d.group, err = election.NewGroup(cfg.ElectionClient, opts...); err != nil {
 		return nil, fmt.Errorf("daemon: %w", err)
 	}
-	d.mode = d.resolveMode()
-	if d.mode == election.Coordinated {
-		if err := d.newCoordinator(); err != nil {
-			return nil, fmt.Errorf("daemon: coordinator: %w", err)
-		}
+	if err := d.setUpCoordination(); err != nil {
+		return nil, fmt.Errorf("daemon: coordinator: %w", err)
 	}
 	for _, kind := range cfg.Kinds {
 		le, reporters, err := d.newElection(kind)

@@ -153,16 +153,9 @@ func build(client kubernetes.Interface, spec Spec, o *options, newWatcher watche
 		kind = resourcelock.LeasesResourceLock
 	}
 	cooperative := l.prioritized && o.handover && !spec.Mode.coordinatedMode()
-	identity := spec.Identity
-	if spec.Mode.coordinatedMode() {
-		// The Lease names the holder by its LeaseCandidate.
-		identity = coordinated.CandidateName(l.lockName, spec.Identity)
-		l.holderIdentity = identity
-		leaseDuration, _, _ := elector.TimingFromTTL(o.ttl)
-		l.candidacy = newCandidacy(client, spec, l.lockName, identity, o, leaseDuration, l.log)
-	}
+	l.prepareCandidacy(client, o)
 	lock, err := resourcelock.New(kind, spec.Namespace, l.lockName, client, resourcelock.Config{
-		Identity:      identity,
+		Identity:      l.holderIdentity,
 		Key:           l.candidate.Key(),
 		EventRecorder: o.eventRecorder,
 		Cooperative:   cooperative,
@@ -189,6 +182,17 @@ func build(client kubernetes.Interface, spec Spec, o *options, newWatcher watche
 		l.watcher.AddHandler(func(string) { l.elector.Trigger() })
 	}
 	return l, nil
+}
+
+// prepareCandidacy makes a coordinated election's LeaseCandidate, whose
+// name is the identity the Lease names the holder by.
+func (l *LeaderElection) prepareCandidacy(client kubernetes.Interface, o *options) {
+	if !l.spec.Mode.coordinatedMode() {
+		return
+	}
+	l.holderIdentity = coordinated.CandidateName(l.lockName, l.spec.Identity)
+	leaseDuration, _, _ := elector.TimingFromTTL(o.ttl)
+	l.candidacy = newCandidacy(client, l.spec, l.lockName, l.holderIdentity, o, leaseDuration, l.log)
 }
 
 func (l *LeaderElection) electorConfig(lock resourcelock.Interface, o *options, cooperative bool) elector.Config {
