@@ -9,6 +9,7 @@ import (
 	"github.com/meshd-io/meshd/internal/testing/testcluster"
 	"github.com/meshd-io/meshd/internal/testing/testutil"
 	"github.com/meshd-io/meshd/pkg/election"
+	"github.com/meshd-io/meshd/pkg/revisions"
 )
 
 // A racing holder that stops hands its lock to whoever writes first. The
@@ -50,4 +51,44 @@ func (in *instance) startCount() int {
 	in.mu.Lock()
 	defer in.mu.Unlock()
 	return len(in.started)
+}
+
+// A default flip entitles every instance of the new default at about the
+// same time. The ones a better instance outranks let it ask first, so that
+// the lock goes straight to the best one: here the remote instance learns
+// of the flip a few milliseconds before the local one, as happens across
+// processes, and still does not lead in between.
+func TestDefaultFlipGoesStraightToTheBestCandidate(t *testing.T) {
+	cluster := testcluster.Get(t)
+	ns := cluster.NewNamespace(t)
+	client := cluster.Client
+	start := func(identity, revision string, remote bool, w revisions.DefaultWatcher) *instance {
+		le, err := election.New(client, election.Spec{Namespace: ns, ElectionID: "flip-order", Identity: identity,
+			Revision: revision, Remote: remote, Lock: election.LeaseLock}, opts(t, election.WithDefaultWatcher(w))...)
+		return newInstance(t, identity, le, err)
+	}
+	seenBy := map[string]*revisions.StaticDefaultWatcher{}
+	for _, name := range []string{"canary-1", "stable-remote-1", "stable-1"} {
+		seenBy[name] = revisions.NewStaticDefaultWatcher("canary").(*revisions.StaticDefaultWatcher)
+	}
+	canary := start("canary-1", "canary", false, seenBy["canary-1"])
+	testutil.Eventually(t, 10*time.Second, testutil.Check("canary-1 to lead", canary.leads))
+	remote := start("stable-remote-1", "stable", true, seenBy["stable-remote-1"])
+	local := start("stable-1", "stable", false, seenBy["stable-1"])
+	time.Sleep(200 * time.Millisecond) // both followers see canary-1
+	flip := func(rev string) {
+		seenBy["stable-remote-1"].SetDefault(rev)
+		seenBy["canary-1"].SetDefault(rev)
+		time.Sleep(3 * time.Millisecond)
+		seenBy["stable-1"].SetDefault(rev)
+	}
+	for i := range 3 {
+		flip("stable")
+		testutil.Eventually(t, 10*time.Second, testutil.Check("stable-1 to lead", local.leads))
+		if n := remote.startCount(); n != 0 {
+			t.Fatalf("flip %d: the remote instance led %d times on the way to stable-1", i, n)
+		}
+		flip("canary")
+		testutil.Eventually(t, 10*time.Second, testutil.Check("canary-1 to lead again", canary.leads))
+	}
 }

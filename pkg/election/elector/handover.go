@@ -35,6 +35,7 @@ type handoverProtocol struct {
 	heard      string    // the answer seen, "" while pending
 	answeredAt time.Time // when the answer was first seen
 	askAgain   bool      // Trigger was called since the refusal
+	entitled   time.Time // when this candidate was first found entitled in this term
 	// Another candidate's request this one defers to, and since when.
 	other       string
 	otherSeenAt time.Time
@@ -67,6 +68,9 @@ func (p *handoverProtocol) ask(ctx context.Context, rec *resourcelock.Record, no
 		return p.followUp(h, now), nil
 	}
 	if p.deferToOther(h, now) {
+		return waitForHolder, nil
+	}
+	if p.yielding(now) {
 		return waitForHolder, nil
 	}
 	if !p.askedAt.IsZero() && now.Before(p.askedAt.Add(p.le.cfg.RetryPeriod)) {
@@ -141,6 +145,21 @@ func (p *handoverProtocol) request(ctx context.Context, rec *resourcelock.Record
 	return nil
 }
 
+// yielding reports whether this candidate, entitled now, lets better
+// candidates ask first: for its YieldOnRelease delay from when it was first
+// found entitled in this term, before its first request. A default flip
+// entitles every candidate of the new default at once; without it the
+// first to ask would win and a better one take the lock from it again.
+func (p *handoverProtocol) yielding(now time.Time) bool {
+	if !p.askedAt.IsZero() {
+		return false
+	}
+	if p.entitled.IsZero() {
+		p.entitled = now
+	}
+	return now.Before(p.entitled.Add(p.le.yieldDelay()))
+}
+
 // triggered is called by the loop when Trigger was called: a refused
 // request may be repeated at once.
 func (p *handoverProtocol) triggered() { p.askAgain = true }
@@ -151,6 +170,9 @@ func (p *handoverProtocol) triggered() { p.askAgain = true }
 func (p *handoverProtocol) wakeAt() time.Time {
 	switch {
 	case p.askedAt.IsZero():
+		if at := p.entitled.Add(p.le.yieldDelay()); !p.entitled.IsZero() && at.After(p.le.clock.Now()) {
+			return at
+		}
 		if p.other != "" {
 			return p.otherSeenAt.Add(p.grace)
 		}
