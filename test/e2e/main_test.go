@@ -17,11 +17,11 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
 
+	"github.com/meshd-io/meshd/internal/testing/meshdproc"
 	"github.com/meshd-io/meshd/internal/testing/testcluster"
 )
 
@@ -59,7 +59,7 @@ func runTests(m *testing.M) int {
 
 	if meshdBinary = os.Getenv("MESHD_E2E_BINARY"); meshdBinary == "" {
 		meshdBinary = filepath.Join(tmp, "meshd")
-		if err := buildMeshd(meshdBinary); err != nil {
+		if err := meshdproc.Build(repoRoot, meshdBinary, raceEnabled); err != nil {
 			fmt.Fprintln(os.Stderr, "FAIL: e2e:", err)
 			return 1
 		}
@@ -86,20 +86,4 @@ func runTests(m *testing.M) int {
 		}
 	}
 	return code
-}
-
-// buildMeshd builds cmd/meshd into out, with the race detector when this
-// test binary has it, so that the daemon's races fail the tests too.
-func buildMeshd(out string) error {
-	args := []string{"build", "-o", out}
-	if raceEnabled {
-		args = append(args, "-race")
-	}
-	args = append(args, "./cmd/meshd")
-	cmd := exec.Command("go", args...)
-	cmd.Dir = repoRoot
-	if b, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("go %v: %v\n%s", args, err, b)
-	}
-	return nil
 }

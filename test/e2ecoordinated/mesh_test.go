@@ -6,7 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -108,31 +107,7 @@ func (m *mesh) cleanup() {
 	m.mu.Lock()
 	procs := slices.Clone(m.procs)
 	m.mu.Unlock()
-	var wg sync.WaitGroup
-	for _, p := range procs {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			_ = p.Stop(5 * time.Second)
-		}()
-	}
-	wg.Wait()
-	keep := os.Getenv("MESHD_E2E_KEEP_LOGS")
-	for _, p := range procs {
-		log := p.Log()
-		if keep != "" {
-			dir := filepath.Join(keep, m.t.Name())
-			if err := os.MkdirAll(dir, 0o755); err == nil {
-				_ = os.WriteFile(filepath.Join(dir, p.Name()+".log"), []byte(log), 0o644)
-			}
-		}
-		if strings.Contains(log, "WARNING: DATA RACE") {
-			m.t.Errorf("%s: the race detector found a data race in meshd", p.Name())
-		}
-		if m.t.Failed() {
-			m.t.Logf("--- end of %s's log ---\n%s", p.Name(), p.LogTail(40))
-		}
-	}
+	meshdproc.StopAll(m.t, procs)
 }
 
 // ledger merges the ledger files of every process started so far, keeping
