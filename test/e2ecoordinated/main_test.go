@@ -18,7 +18,6 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -54,28 +53,13 @@ func runTests(m *testing.M) int {
 	if f := flag.Lookup("test.list"); f != nil && f.Value.String() != "" {
 		return m.Run()
 	}
-	wd, err := os.Getwd()
-	if err == nil {
-		repoRoot, err = testcluster.RepoRoot(wd)
-	}
+	binary, root, cleanup, err := meshdproc.Prepare(raceEnabled)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "FAIL: e2ecoordinated:", err)
 		return 1
 	}
-	tmp, err := os.MkdirTemp("", "meshd-e2ecoordinated-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "FAIL: e2ecoordinated:", err)
-		return 1
-	}
-	defer os.RemoveAll(tmp)
-
-	if meshdBinary = os.Getenv("MESHD_E2E_BINARY"); meshdBinary == "" {
-		meshdBinary = filepath.Join(tmp, "meshd")
-		if err := meshdproc.Build(repoRoot, meshdBinary, raceEnabled); err != nil {
-			fmt.Fprintln(os.Stderr, "FAIL: e2ecoordinated:", err)
-			return 1
-		}
-	}
+	defer cleanup()
+	meshdBinary, repoRoot = binary, root
 
 	start := time.Now()
 	cluster, err = testcluster.Start(testcluster.Options{APIServerFlags: apiServerFlags})

@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/meshd-io/meshd/internal/testing/testcluster"
 )
 
 // Build builds cmd/meshd of the repository at repoRoot into out, with the
@@ -54,4 +56,32 @@ func StopAll(t testing.TB, procs []*Process) {
 			t.Logf("--- end of %s's log ---\n%s", p.Name(), p.LogTail(40))
 		}
 	}
+}
+
+// Prepare finds the repository root and the meshd binary a test suite
+// runs: $MESHD_E2E_BINARY when set, else one built (see Build) into a
+// temporary directory that cleanup removes.
+func Prepare(race bool) (binary, repoRoot string, cleanup func(), err error) {
+	cleanup = func() {}
+	wd, err := os.Getwd()
+	if err == nil {
+		repoRoot, err = testcluster.RepoRoot(wd)
+	}
+	if err != nil {
+		return "", "", cleanup, err
+	}
+	if binary = os.Getenv("MESHD_E2E_BINARY"); binary != "" {
+		return binary, repoRoot, cleanup, nil
+	}
+	tmp, err := os.MkdirTemp("", "meshd-e2e-")
+	if err != nil {
+		return "", "", cleanup, err
+	}
+	cleanup = func() { _ = os.RemoveAll(tmp) }
+	binary = filepath.Join(tmp, "meshd")
+	if err := Build(repoRoot, binary, race); err != nil {
+		cleanup()
+		return "", "", func() {}, err
+	}
+	return binary, repoRoot, cleanup, nil
 }
