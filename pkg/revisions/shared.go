@@ -68,13 +68,14 @@ func (r *watcherRegistry) join(key sharedKey, opts Options, w *sharedWatcher) (*
 	e, ok := r.entries[key]
 	if !ok {
 		var err error
-		if e, err = startSharedEntry(key, opts); err != nil {
+		if e, err = startSharedEntry(key, opts, w); err != nil {
 			return nil, err
 		}
 		r.entries[key] = e
+	} else {
+		e.add(w)
 	}
 	e.refs++
-	e.add(w)
 	return e, nil
 }
 
@@ -106,12 +107,15 @@ type sharedEntry struct {
 	watchers []*sharedWatcher
 }
 
-func startSharedEntry(key sharedKey, opts Options) (*sharedEntry, error) {
+// startSharedEntry starts the shared watch of key with first as its first
+// watcher, joined before the watch runs so that it sees the initial value.
+func startSharedEntry(key sharedKey, opts Options, first *sharedWatcher) (*sharedEntry, error) {
 	inner, err := NewDefaultWatcher(key.client, opts)
 	if err != nil {
 		return nil, err
 	}
-	e := &sharedEntry{key: key, inner: inner, stop: make(chan struct{}), done: make(chan struct{})}
+	e := &sharedEntry{key: key, inner: inner, stop: make(chan struct{}), done: make(chan struct{}),
+		watchers: []*sharedWatcher{first}}
 	inner.AddHandler(e.changed)
 	go func() {
 		defer close(e.done)
