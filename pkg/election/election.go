@@ -42,7 +42,7 @@ type LeaderElection struct {
 	elector      *elector.LeaderElector
 	session      *session.Member // WithSessions only
 	candidacy    *candidacy      // coordinated elections only
-	coordLock    *preferredLock // coordinated elections only
+	coordLock    *preferredLock  // coordinated elections only
 	// coordinatorWatcher is the default watcher of a standalone
 	// coordinator election, started with it.
 	coordinatorWatcher revisions.DefaultWatcher
