@@ -1,0 +1,181 @@
+package elector
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/meshd-io/meshd/pkg/resourcelock"
+)
+
+// fakeSession is a Session whose state the test sets.
+type fakeSession struct {
+	ref     string
+	sent    time.Time
+	current bool
+	alive   map[string]time.Time // ref -> until; missing: not alive
+	known   bool
+}
+
+func (s *fakeSession) Ref() string                             { return s.ref }
+func (s *fakeSession) Renewed() (time.Time, bool)              { return s.sent, s.current }
+func (s *fakeSession) AliveUntil(ref string) (time.Time, bool) { return s.alive[ref], s.known }
+
+// sessionElector is a ConfigMap candidate in session mode whose watch
+// counts as healthy without running (the tests call the loop's steps).
+func (h *harness) sessionElector(identity string, s *fakeSession) *LeaderElector {
+	h.t.Helper()
+	lock, err := resourcelock.NewConfigMapLock(h.client.CoreV1(), ns, lockName, resourcelock.Config{Identity: identity})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	le, err := New(Config{
+		Name: lockName, Lock: lock,
+		LeaseDuration: 4 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: time.Second,
+		Callbacks: Callbacks{OnStartedLeading: noErr(func(ctx context.Context) { <-ctx.Done() })},
+		Watch:     true, Session: s, Clock: h.clock,
+	})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	le.watch.ok.Store(true)
+	return le
+}
+
+// writeMark sets the session annotation of the lock object.
+func (h *harness) writeMark(m resourcelock.SessionMark) {
+	h.t.Helper()
+	ctx := context.Background()
+	cm, err := h.client.CoreV1().ConfigMaps(ns).Get(ctx, lockName, metav1.GetOptions{})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	raw, _ := json.Marshal(m)
+	cm.Annotations[resourcelock.SessionAnnotationKey] = string(raw)
+	if _, err := h.client.CoreV1().ConfigMaps(ns).Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+func (h *harness) mark() (resourcelock.SessionMark, bool) {
+	h.t.Helper()
+	cm, err := h.client.CoreV1().ConfigMaps(ns).Get(context.Background(), lockName, metav1.GetOptions{})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	var m resourcelock.SessionMark
+	raw, ok := cm.Annotations[resourcelock.SessionAnnotationKey]
+	if ok {
+		if err := json.Unmarshal([]byte(raw), &m); err != nil {
+			h.t.Fatal(err)
+		}
+	}
+	return m, ok
+}
+
+// A follower in session mode takes an expired record only once the
+// holder's session has run out too, and waits while it cannot tell.
+func TestFollowerWaitsForTheHoldersSession(t *testing.T) {
+	cases := []struct {
+		name  string
+		mark  *resourcelock.SessionMark
+		alive time.Time
+		known bool
+		at    time.Duration // after t0; the record's lease of 4s ends at t0+4s
+		want  outcome
+		mixed bool
+	}{
+		{"session alive past the record", &resourcelock.SessionMark{Holder: "a", Session: "s/1"}, t0.Add(8 * time.Second), true, 5 * time.Second, heldByOther, false},
+		{"session run out too", &resourcelock.SessionMark{Holder: "a", Session: "s/1"}, t0.Add(8 * time.Second), true, 9 * time.Second, acquired, false},
+		{"session not known here", &resourcelock.SessionMark{Holder: "a", Session: "s/1"}, time.Time{}, false, 60 * time.Second, heldByOther, false},
+		{"session ended or never seen", &resourcelock.SessionMark{Holder: "a", Session: "s/1"}, time.Time{}, true, 5 * time.Second, acquired, false},
+		{"a mark without a session: the record decides", &resourcelock.SessionMark{Holder: "a"}, t0.Add(time.Hour), true, 5 * time.Second, acquired, false},
+		{"a mark of an earlier holder means nothing", &resourcelock.SessionMark{Holder: "old", Session: "s/1"}, t0.Add(time.Hour), true, 5 * time.Second, acquired, true},
+		{"no mark: a holder without sessions", nil, t0.Add(time.Hour), true, 5 * time.Second, acquired, true},
+		{"record still valid", &resourcelock.SessionMark{Holder: "a", Session: "s/1"}, time.Time{}, true, 3 * time.Second, heldByOther, false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			h := newHarness(t)
+			h.writeRecord(held("a", "", 4))
+			if c.mark != nil {
+				h.writeMark(*c.mark)
+			}
+			s := &fakeSession{ref: "s/2", sent: t0, current: true, known: c.known, alive: map[string]time.Time{}}
+			if !c.alive.IsZero() {
+				s.alive["s/1"] = c.alive
+			}
+			le := h.sessionElector("b", s)
+			le.watch.ok.Store(false) // first read from the API server
+			mustAttempt(t, le, false, heldByOther)
+			le.watch.ok.Store(true)
+			if le.session.mixed != c.mixed {
+				t.Errorf("mixed = %v, want %v", le.session.mixed, c.mixed)
+			}
+			h.clock.SetTime(t0.Add(c.at))
+			h.verbs()
+			mustAttempt(t, le, false, c.want)
+			if c.want == heldByOther {
+				assertVerbs(t, h.verbs())
+			}
+		})
+	}
+}
+
+// A holder names its session when it takes the lock, and then leaves its
+// renewals to the session while the session is current; otherwise it
+// rewrites its record, with a mark that names no session.
+func TestHolderLeavesRenewalsToACurrentSession(t *testing.T) {
+	h := newHarness(t)
+	s := &fakeSession{ref: "s/1", sent: t0, current: true, known: true}
+	le := h.sessionElector("a", s)
+	le.watch.ok.Store(false)
+	mustAttempt(t, le, false, acquired)
+	le.watch.ok.Store(true)
+	if m, ok := h.mark(); !ok || m != (resourcelock.SessionMark{Holder: "a", Session: "s/1"}) {
+		t.Fatalf("mark after acquiring: %+v (present %v)", m, ok)
+	}
+	le.lastRenew = t0
+	h.verbs()
+	for i := 1; i <= 3; i++ {
+		h.clock.SetTime(t0.Add(time.Duration(i) * time.Second))
+		s.sent = h.clock.Now()
+		if end := le.renewOnce(context.Background()); end != nil {
+			t.Fatalf("renew %d ended the term: %+v", i, end)
+		}
+		assertVerbs(t, h.verbs())
+		if !le.lastRenew.Equal(s.sent) {
+			t.Fatalf("renew %d: the term's last renew is %v, want the heartbeat's %v", i, le.lastRenew, s.sent)
+		}
+	}
+	if err := le.Check(0); err != nil {
+		t.Errorf("a holder renewed by its session fails its health check: %v", err)
+	}
+	// The session stops being current: the holder writes its record.
+	s.current = false
+	h.clock.Step(time.Second)
+	if end := le.renewOnce(context.Background()); end != nil {
+		t.Fatalf("renew ended the term: %+v", end)
+	}
+	assertVerbs(t, h.verbs(), "update configmaps")
+	if m, ok := h.mark(); !ok || m != (resourcelock.SessionMark{Holder: "a"}) {
+		t.Errorf("mark after a renew without a current session: %+v (present %v)", m, ok)
+	}
+	// Neither renewed for the renew deadline: the term ends.
+	h.client.PrependReactor("update", "configmaps", failAll)
+	h.clock.Step(2*time.Second + time.Millisecond)
+	if end := le.renewOnce(context.Background()); end == nil || end.stillHeld {
+		t.Errorf("no renew for the deadline did not end the term: %+v", end)
+	}
+}
+
+// failAll is a reactor that fails every request it sees.
+func failAll(k8stesting.Action) (bool, runtime.Object, error) {
+	return true, nil, apierrors.NewServiceUnavailable("down")
+}
