@@ -336,6 +336,12 @@ type Status struct {
 	// PreferredHolder is, in a coordinated mode, the candidate a coordinator
 	// named in the Lease last seen (spec.preferredHolder); "" when none.
 	PreferredHolder string `json:"preferredHolder,omitempty"`
+	// Session is the session Lease that renews this instance's record
+	// while it leads (WithSessions); "" without sessions.
+	Session string `json:"session,omitempty"`
+	// SessionFallback is set when this instance renews its record itself
+	// although it has a session, because it saw a holder without sessions.
+	SessionFallback bool `json:"sessionFallback,omitempty"`
 }
 
 // Status returns what this instance knows about its election.
@@ -357,6 +363,10 @@ func (l *LeaderElection) Status() Status {
 	}
 	if l.coordLock != nil {
 		s.PreferredHolder = l.coordLock.lastPreferred()
+	}
+	if l.session != nil {
+		s.Session = l.session.LeaseName()
+		s.SessionFallback = l.elector.SessionFallback()
 	}
 	l.mu.Lock()
 	s.RunFailures = l.failures

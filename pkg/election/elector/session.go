@@ -1,6 +1,7 @@
 package elector
 
 import (
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -34,7 +35,7 @@ type sessionState struct {
 	// sessions (istiod, an older meshd, meshd without sessions): it may
 	// still be a candidate, and it would take a record that is not
 	// rewritten, so this candidate renews its record itself from then on.
-	mixed bool
+	mixed atomic.Bool
 }
 
 // sessionMode reports whether this elector may renew through a session.
@@ -50,7 +51,7 @@ func (le *LeaderElector) markSession(r resourcelock.Record) {
 		return
 	}
 	ref := ""
-	if !le.session.mixed && r.HolderIdentity == le.cfg.Lock.Identity() {
+	if !le.session.mixed.Load() && r.HolderIdentity == le.cfg.Lock.Identity() {
 		if _, current := le.cfg.Session.Renewed(); current {
 			ref = le.cfg.Session.Ref()
 		}
@@ -71,13 +72,13 @@ func (le *LeaderElector) holderSessionRef(holder string) string {
 // noteSessionAware marks the election mixed when the holder of the record
 // just observed does not understand sessions.
 func (le *LeaderElector) noteSessionAware(rec *resourcelock.Record) {
-	if !le.sessionMode() || le.session.mixed || rec.HolderIdentity == "" || rec.HolderIdentity == le.cfg.Lock.Identity() {
+	if !le.sessionMode() || le.session.mixed.Load() || rec.HolderIdentity == "" || rec.HolderIdentity == le.cfg.Lock.Identity() {
 		return
 	}
 	if mark, ok := le.session.lock.SessionMark(); ok && mark.Holder == rec.HolderIdentity {
 		return
 	}
-	le.session.mixed = true
+	le.session.mixed.Store(true)
 	le.log.Info("a holder that does not use sessions leads this election; this candidate renews its record itself when it leads",
 		zap.String("holder", rec.HolderIdentity))
 }
@@ -110,7 +111,7 @@ func (le *LeaderElector) sessionUntil(now time.Time) time.Time {
 // waits for an answer, or when the watch is broken: the holder then writes
 // its record, which also shows it whether someone took the lock meanwhile.
 func (le *LeaderElector) renewedBySession() bool {
-	if !le.sessionMode() || le.session.mixed {
+	if !le.sessionMode() || le.session.mixed.Load() {
 		return false
 	}
 	me, ref := le.cfg.Lock.Identity(), le.cfg.Session.Ref()
@@ -126,3 +127,7 @@ func (le *LeaderElector) renewedBySession() bool {
 	}
 	return current && le.watch != nil && le.watch.healthy() && !le.requestPending() && le.preferredSuccessor() == nil
 }
+
+// SessionFallback reports whether this candidate, in session mode, renews
+// its record itself because it saw a holder that does not use sessions.
+func (le *LeaderElector) SessionFallback() bool { return le.session.mixed.Load() }

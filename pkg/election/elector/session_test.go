@@ -115,8 +115,8 @@ func TestFollowerWaitsForTheHoldersSession(t *testing.T) {
 			le.watch.ok.Store(false) // first read from the API server
 			mustAttempt(t, le, false, heldByOther)
 			le.watch.ok.Store(true)
-			if le.session.mixed != c.mixed {
-				t.Errorf("mixed = %v, want %v", le.session.mixed, c.mixed)
+			if le.SessionFallback() != c.mixed {
+				t.Errorf("SessionFallback() = %v, want %v", le.SessionFallback(), c.mixed)
 			}
 			h.clock.SetTime(t0.Add(c.at))
 			h.verbs()
