@@ -96,6 +96,7 @@ type LeaderElector struct {
 	lastErr         error
 	preemption      Preemption
 	sessionRenew    time.Time // when the session heartbeat last credited to this term was sent
+	observedSession string    // the session the observed record's mark names for its holder
 }
 
 // New validates cfg and returns an elector. It does not talk to the API

@@ -28,6 +28,7 @@ func (le *LeaderElector) observe(rec *resourcelock.Record, raw []byte, now time.
 	le.observedRaw = raw
 	le.observedTime = now
 	le.observedCorrupt = false
+	le.observedSession = le.holderSessionRef(rec.HolderIdentity)
 	le.mu.Unlock()
 	if rec.HolderIdentity != "" {
 		le.vacantSince = time.Time{} // a holder renewed or took it: no longer vacant
@@ -81,6 +82,7 @@ func (le *LeaderElector) observeOwnWrite(rec resourcelock.Record, now time.Time)
 	le.observedRaw = resourcelock.EncodeRecord(rec)
 	le.observedTime = now
 	le.observedCorrupt = false
+	le.observedSession = le.holderSessionRef(rec.HolderIdentity)
 	le.mu.Unlock()
 	le.reportLeader(rec.HolderIdentity)
 }

@@ -60,8 +60,12 @@ func (le *LeaderElector) markSession(r resourcelock.Record) {
 }
 
 // holderSessionRef is the session the lock object last seen names for
-// holder; "" when its mark names none or belongs to another holder.
+// holder; "" when its mark names none or belongs to another holder, or
+// outside session mode.
 func (le *LeaderElector) holderSessionRef(holder string) string {
+	if !le.sessionMode() {
+		return ""
+	}
 	mark, ok := le.session.lock.SessionMark()
 	if !ok || mark.Holder != holder {
 		return ""
@@ -86,16 +90,16 @@ func (le *LeaderElector) noteSessionAware(rec *resourcelock.Record) {
 // sessionUntil is until when the observed holder (another candidate) is
 // alive by its session; zero when its record names no session. While the
 // process cannot tell, the holder counts as alive for one more RetryPeriod.
+// The session is the one named when the record was observed: a lock object
+// deleted or re-created since (which is not a release) keeps it.
 func (le *LeaderElector) sessionUntil(now time.Time) time.Time {
 	if !le.sessionMode() {
 		return time.Time{}
 	}
-	holder := le.GetLeader()
-	if holder == "" || holder == le.cfg.Lock.Identity() {
-		return time.Time{}
-	}
-	ref := le.holderSessionRef(holder)
-	if ref == "" {
+	le.mu.Lock()
+	holder, ref := le.observedRecord.HolderIdentity, le.observedSession
+	le.mu.Unlock()
+	if holder == "" || holder == le.cfg.Lock.Identity() || ref == "" {
 		return time.Time{}
 	}
 	until, known := le.cfg.Session.AliveUntil(ref)

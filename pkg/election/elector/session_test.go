@@ -179,3 +179,32 @@ func TestHolderLeavesRenewalsToACurrentSession(t *testing.T) {
 func failAll(k8stesting.Action) (bool, runtime.Object, error) {
 	return true, nil, apierrors.NewServiceUnavailable("down")
 }
+
+// Deleting the lock object of a holder renewed by its session is not a
+// release: a follower keeps waiting for the session it saw named.
+func TestDeletedLockKeepsTheHoldersSession(t *testing.T) {
+	h := newHarness(t)
+	h.writeRecord(held("a", "", 4))
+	h.writeMark(resourcelock.SessionMark{Holder: "a", Session: "s/1"})
+	s := &fakeSession{ref: "s/2", current: true, known: true, alive: map[string]time.Time{"s/1": t0.Add(time.Minute)}}
+	le := h.sessionElector("b", s)
+	le.watch.ok.Store(false)
+	mustAttempt(t, le, false, heldByOther)
+	le.watch.ok.Store(true)
+
+	cm, err := h.client.CoreV1().ConfigMaps(ns).Get(context.Background(), lockName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.client.CoreV1().ConfigMaps(ns).Delete(context.Background(), lockName, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	le.watch.deliver(cm, true)
+	le.watch.ingest()
+	h.clock.SetTime(t0.Add(30 * time.Second)) // the record's own lease ran out long ago
+	h.verbs()
+	mustAttempt(t, le, false, heldByOther)
+	assertVerbs(t, h.verbs())
+	h.clock.SetTime(t0.Add(61 * time.Second))
+	mustAttempt(t, le, false, acquired)
+}
