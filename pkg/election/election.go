@@ -103,6 +103,9 @@ func validate(client kubernetes.Interface, spec Spec, o *options) error {
 	if o.sessions && spec.Mode.coordinatedMode() {
 		errs = multierror.Append(errs, fmt.Errorf("sessions apply to racing elections only, not %s ones", spec.Mode))
 	}
+	if o.sessions && spec.Lock == ConfigMapLock {
+		errs = multierror.Append(errs, errors.New("sessions need a Lease lock: a holder's session heartbeat must come back through the same watch as its lock"))
+	}
 	if errs.ErrorOrNil() == nil {
 		return nil
 	}

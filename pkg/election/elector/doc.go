@@ -89,7 +89,11 @@
 // mark next to the record (resourcelock.SessionMark) and, while the
 // session is current, its watch healthy and no request waits for an
 // answer, makes no request at its renewals; each session heartbeat counts
-// as a renew of the term. Otherwise it writes its record as usual, with a
+// as a renew of the term once the lock's watch has delivered it back, so a
+// holder credits no heartbeat sent after a write that took its lock
+// without having seen that write. A candidate that takes such a lock by
+// force therefore starts its work no earlier than RenewDeadline after its
+// write (and the holder's observed lease). Otherwise it writes its record as usual, with a
 // mark that names no session. A follower counts a lock as held while its
 // record's lease or the holder's session is alive, each by its own
 // observation; while it cannot tell whether the session lives (its watch

@@ -18,8 +18,11 @@ type Session interface {
 	// Ref names the session in the records this candidate writes; "" while
 	// it has none.
 	Ref() string
-	// Renewed is when the session's last successful heartbeat was sent, and
-	// whether the session is current (its heartbeat works).
+	// Renewed is when the session's latest heartbeat was sent, counting
+	// only a heartbeat that the watch this elector follows its lock with
+	// has delivered back (so that every write to the lock committed before
+	// it has been seen), and whether the session is current (its heartbeat
+	// works).
 	Renewed() (sent time.Time, current bool)
 	// AliveUntil is until when the session named ref is alive by this
 	// process's observation (zero: not alive, or never seen); known is
@@ -107,6 +110,22 @@ func (le *LeaderElector) sessionUntil(now time.Time) time.Time {
 		return now.Add(le.cfg.RetryPeriod)
 	}
 	return until
+}
+
+// holderNamesSession reports whether the observed holder's record names a
+// session.
+func (le *LeaderElector) holderNamesSession() bool {
+	le.mu.Lock()
+	defer le.mu.Unlock()
+	return le.observedSession != ""
+}
+
+// later returns the later of two times.
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
 }
 
 // renewedBySession credits the session's heartbeat to this term when the

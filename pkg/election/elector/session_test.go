@@ -208,3 +208,21 @@ func TestDeletedLockKeepsTheHoldersSession(t *testing.T) {
 	h.clock.SetTime(t0.Add(61 * time.Second))
 	mustAttempt(t, le, false, acquired)
 }
+
+// A forced steal from a holder that names a session starts the work no
+// earlier than RenewDeadline after the steal, even when this candidate's
+// view of the session is stale or says it ran out.
+func TestForcedStealFromASessionHolderIsFenced(t *testing.T) {
+	h := newHarness(t)
+	h.writeRecord(held("a", "stable", 1)) // its own lease ends before the deadline
+	h.writeMark(resourcelock.SessionMark{Holder: "a", Session: "s/1"})
+	s := &fakeSession{ref: "s/2", current: true, known: true, alive: map[string]time.Time{}}
+	le := h.sessionElector("b", s)
+	le.cfg.KeyComparison = func(string) bool { return true }
+	le.watch.ok.Store(false)
+	h.clock.SetTime(t0.Add(time.Second))
+	mustAttempt(t, le, false, acquired)
+	if want := t0.Add(time.Second + 2*time.Second); le.startAt.Before(want) {
+		t.Errorf("work may start at %v, before the holder's renew deadline after the steal (%v)", le.startAt, want)
+	}
+}

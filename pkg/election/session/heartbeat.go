@@ -41,14 +41,12 @@ func newHeartbeat(cfg Config, log *zap.Logger) *heartbeat {
 // ref names this session in records.
 func (h *heartbeat) ref() string { return Ref(h.name, h.token) }
 
-// renewed reports when the last successful write was sent, and whether the
-// session is current: its last write is less than one and a half retry
-// periods old (one failed attempt, retried soon after, does not stop it
-// being current).
-func (h *heartbeat) renewed(now time.Time) (time.Time, bool) {
+// renewed reports when the last successful write was sent (zero before the
+// first).
+func (h *heartbeat) renewed() time.Time {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return h.sent, !h.sent.IsZero() && now.Sub(h.sent) < h.cfg.RetryPeriod*3/2
+	return h.sent
 }
 
 // run renews until ctx ends: every RetryPeriod after a success, every

@@ -165,7 +165,8 @@ func (m *Member) Start() (stop func()) {
 // startLive starts a session's heartbeat and view.
 func startLive(cfg Config) *live {
 	log := cfg.Logger.With(zap.String("namespace", cfg.Namespace))
-	l := &live{hb: newHeartbeat(cfg, log), view: newView(cfg.Clock)}
+	hb := newHeartbeat(cfg, log)
+	l := &live{hb: hb, view: newView(cfg.Clock, hb.name, hb.token)}
 	unsubscribe := func() {}
 	// The view rides on the process's shared watch of Leases in the
 	// namespace, the one Lease locks there use too.
@@ -205,14 +206,21 @@ func (m *Member) Ref() string {
 	return ""
 }
 
-// Renewed is when the session's last successful heartbeat was sent, and
-// whether the session is current (see heartbeat.renewed); zero and false
-// when the member is not started.
+// Renewed is when the session's latest heartbeat that came back through
+// the process's watch of Leases was sent, and whether the session is
+// current: that heartbeat is less than one and a half retry periods old
+// (one failed attempt, retried soon after, leaves it current). A heartbeat
+// counts only once echoed, so that a holder whose watch stalls stops
+// leaving its renewals to the session and writes its record, which shows it
+// whether its lock was taken. Zero and false when the member is not
+// started.
 func (m *Member) Renewed() (sent time.Time, current bool) {
-	if l := m.current(); l != nil {
-		return l.hb.renewed(m.cfg.Clock.Now())
+	l := m.current()
+	if l == nil {
+		return time.Time{}, false
 	}
-	return time.Time{}, false
+	sent = l.view.echoed()
+	return sent, !sent.IsZero() && m.cfg.Clock.Since(sent) < m.cfg.RetryPeriod*3/2
 }
 
 // AliveUntil is until when the session ref is alive by this process's

@@ -20,9 +20,14 @@ const maxTokens = 8
 type view struct {
 	clock clock.Clock
 
+	// own names this process's session; echo is the renew time of its
+	// latest heartbeat that came back through the watch.
+	ownName, ownToken string
+
 	mu      sync.Mutex
 	healthy bool
 	leases  map[string]*seenLease // by Lease name
+	echo    time.Time
 }
 
 // seenLease is one session Lease as observed here.
@@ -41,8 +46,19 @@ type seenToken struct {
 	holding bool // the Lease named a holder when last seen with this token
 }
 
-func newView(clk clock.Clock) *view {
-	return &view{clock: clk, leases: map[string]*seenLease{}}
+func newView(clk clock.Clock, ownName, ownToken string) *view {
+	return &view{clock: clk, ownName: ownName, ownToken: ownToken, leases: map[string]*seenLease{}}
+}
+
+// echoed is the renew time of this process's latest heartbeat that the
+// watch delivered back: every write to a Lease of the namespace committed
+// before that heartbeat has been delivered too (a watch delivers in
+// order), so a holder that credits only echoed heartbeats has seen every
+// write that took its lock before them.
+func (v *view) echoed() time.Time {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.echo
 }
 
 // aliveUntil is until when the session ref is alive by this process's
@@ -117,6 +133,9 @@ func (v *view) observe(obj any, deleted bool) {
 	}
 	l.lease = time.Duration(max(seconds, 0)) * time.Second
 	l.note(token, renew, holding, now)
+	if lease.Name == v.ownName && token == v.ownToken && holding && renew.After(v.echo) {
+		v.echo = renew
+	}
 }
 
 // note records token as seen with renew; a change of renew or of the holder
