@@ -97,7 +97,11 @@
 // mark that names no session. A follower counts a lock as held while its
 // record's lease or the holder's session is alive, each by its own
 // observation; while it cannot tell whether the session lives (its watch
-// of sessions is broken) it counts the session as alive. A candidate that
+// of sessions is broken) it counts the session as alive. A session its
+// watch shows over counts as over only once a heartbeat of the follower's
+// own session, sent after it judged so, came back through that watch:
+// since a watch delivers in order, a lagging watch cannot hide a
+// heartbeat that still extends the holder's term. A candidate that
 // sees a holder without a mark of its own (istiod, client-go, meshd
 // without sessions) renews its record itself from then on, since such a
 // candidate would take a record that is not rewritten.

@@ -371,7 +371,7 @@ func (le *LeaderElector) followerWait() time.Duration {
 	}
 	now := le.clock.Now()
 	end := seen.Add(lease)
-	if alive := le.sessionUntil(now); alive.After(end) {
+	if alive := le.sessionUntil(now, end); alive.After(end) {
 		end = alive // the holder's session keeps it alive longer
 	}
 	// An expired lock is a race like a released one: lesser candidates

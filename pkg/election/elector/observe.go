@@ -122,7 +122,7 @@ func (le *LeaderElector) leaseEnd() time.Time {
 	le.mu.Lock()
 	end := le.observedTime.Add(honouredLease(le.observedRecord))
 	le.mu.Unlock()
-	if alive := le.sessionUntil(le.clock.Now()); alive.After(end) {
+	if alive := le.sessionUntil(le.clock.Now(), end); alive.After(end) {
 		end = alive
 	}
 	return end

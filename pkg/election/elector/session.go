@@ -28,17 +28,32 @@ type Session interface {
 	// process's observation (zero: not alive, or never seen); known is
 	// false while the process cannot tell.
 	AliveUntil(ref string) (until time.Time, known bool)
+	// EchoedSince reports whether a heartbeat of this process's own
+	// session sent at or after t has come back through its watch; if not,
+	// it has one sent and calls notify (which must not block) when the
+	// next comes back.
+	EchoedSince(t time.Time, notify func()) bool
 }
 
 // sessionState is the elector's part of session mode; used by the
 // election loop only.
 type sessionState struct {
 	lock resourcelock.SessionLock
+	// over is when this candidate first judged the observed holder's
+	// session over, with the session and its expiry as then observed.
+	over sessionOver
 	// mixed is set once a holder was seen that does not understand
 	// sessions (istiod, an older meshd, meshd without sessions): it may
 	// still be a candidate, and it would take a record that is not
 	// rewritten, so this candidate renews its record itself from then on.
 	mixed atomic.Bool
+}
+
+// sessionOver is a judgement that a holder's session has run out.
+type sessionOver struct {
+	ref   string
+	until time.Time
+	at    time.Time
 }
 
 // sessionMode reports whether this elector may renew through a session.
@@ -91,11 +106,19 @@ func (le *LeaderElector) noteSessionAware(rec *resourcelock.Record) {
 }
 
 // sessionUntil is until when the observed holder (another candidate) is
-// alive by its session; zero when its record names no session. While the
-// process cannot tell, the holder counts as alive for one more RetryPeriod.
-// The session is the one named when the record was observed: a lock object
-// deleted or re-created since (which is not a release) keeps it.
-func (le *LeaderElector) sessionUntil(now time.Time) time.Time {
+// alive by its session; zero when its record names no session. The session
+// is the one named when the record was observed: a lock object deleted or
+// re-created since (which is not a release) keeps it.
+//
+// A session that this process's watch shows over counts as over only once
+// a heartbeat of this process's own session, sent after that was first
+// judged, has come back through the same watch: the watch may lag, but it
+// delivers in order, so every heartbeat of the holder committed before the
+// echo has then been seen, and one committed after it was sent past the
+// holder's renew deadline, too late to extend its term. Until then, and
+// while the process cannot tell at all, the holder counts as alive for one
+// more RetryPeriod; the echo wakes the elector (Trigger).
+func (le *LeaderElector) sessionUntil(now, recordEnd time.Time) time.Time {
 	if !le.sessionMode() {
 		return time.Time{}
 	}
@@ -106,7 +129,17 @@ func (le *LeaderElector) sessionUntil(now time.Time) time.Time {
 		return time.Time{}
 	}
 	until, known := le.cfg.Session.AliveUntil(ref)
-	if !known {
+	switch {
+	case !known:
+		return now.Add(le.cfg.RetryPeriod)
+	case until.After(now) || recordEnd.After(now):
+		return until // alive, or the record's own lease decides for now
+	}
+	over := &le.session.over
+	if over.ref != ref || !over.until.Equal(until) {
+		*over = sessionOver{ref: ref, until: until, at: now}
+	}
+	if !le.cfg.Session.EchoedSince(over.at, le.Trigger) {
 		return now.Add(le.cfg.RetryPeriod)
 	}
 	return until

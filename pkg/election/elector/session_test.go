@@ -21,11 +21,21 @@ type fakeSession struct {
 	current bool
 	alive   map[string]time.Time // ref -> until; missing: not alive
 	known   bool
+	// unechoed: no heartbeat of its own has come back since the time
+	// asked; asked counts the calls that had to wait.
+	unechoed bool
+	asked    int
 }
 
 func (s *fakeSession) Ref() string                             { return s.ref }
 func (s *fakeSession) Renewed() (time.Time, bool)              { return s.sent, s.current }
 func (s *fakeSession) AliveUntil(ref string) (time.Time, bool) { return s.alive[ref], s.known }
+func (s *fakeSession) EchoedSince(time.Time, func()) bool {
+	if s.unechoed {
+		s.asked++
+	}
+	return !s.unechoed
+}
 
 // sessionElector is a ConfigMap candidate in session mode whose watch
 // counts as healthy without running (the tests call the loop's steps).
@@ -225,4 +235,30 @@ func TestForcedStealFromASessionHolderIsFenced(t *testing.T) {
 	if want := t0.Add(time.Second + 2*time.Second); le.startAt.Before(want) {
 		t.Errorf("work may start at %v, before the holder's renew deadline after the steal (%v)", le.startAt, want)
 	}
+}
+
+// A session the view shows over counts as over only once a heartbeat of
+// this process's own session, sent after that judgement, came back.
+func TestFollowerConfirmsASessionIsOverWithItsOwnEcho(t *testing.T) {
+	h := newHarness(t)
+	h.writeRecord(held("a", "", 4))
+	h.writeMark(resourcelock.SessionMark{Holder: "a", Session: "s/1"})
+	s := &fakeSession{ref: "s/2", current: true, known: true, unechoed: true,
+		alive: map[string]time.Time{"s/1": t0.Add(6 * time.Second)}}
+	le := h.sessionElector("b", s)
+	le.watch.ok.Store(false)
+	mustAttempt(t, le, false, heldByOther)
+	le.watch.ok.Store(true)
+	h.clock.SetTime(t0.Add(7 * time.Second))
+	h.verbs()
+	mustAttempt(t, le, false, heldByOther)
+	assertVerbs(t, h.verbs())
+	if s.asked == 0 {
+		t.Fatal("the follower did not ask for an echo of its own session")
+	}
+	if w := le.followerWait(); w > time.Second+10*time.Millisecond {
+		t.Errorf("the follower sleeps %v waiting for the echo; want at most a retry period", w)
+	}
+	s.unechoed = false
+	mustAttempt(t, le, false, acquired)
 }

@@ -173,3 +173,43 @@ func TestConfigValidation(t *testing.T) {
 		}
 	}
 }
+
+// EchoedSince asks for a heartbeat when none sent since t came back, and
+// calls back once it does; the view is fed by the shared watch.
+func TestEchoedSinceSendsAHeartbeatAndCallsBack(t *testing.T) {
+	client := kubetest.NewClientset()
+	clk := clocktesting.NewFakeClock(t0)
+	m, err := NewMember(testConfig(client, clk))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.EchoedSince(t0, nil) {
+		t.Error("a member that has not started claims an echo")
+	}
+	stop := m.Start()
+	defer stop()
+	waitFor(t, "the first heartbeat to come back", func() bool { return m.EchoedSince(t0, nil) })
+	if sent, current := m.Renewed(); !sent.Equal(t0) || !current {
+		t.Errorf("Renewed() = %v, %v; want the echoed heartbeat of t0, current", sent, current)
+	}
+	clk.Step(100 * time.Millisecond) // no timer fires: only a kick sends now
+	called := make(chan struct{}, 1)
+	if m.EchoedSince(clk.Now(), func() { called <- struct{}{} }) {
+		t.Fatal("an echo from before t counted")
+	}
+	select {
+	case <-called:
+	case <-time.After(5 * time.Second):
+		t.Fatal("no heartbeat came back after asking")
+	}
+	if !m.EchoedSince(clk.Now(), nil) {
+		t.Error("the heartbeat sent on request does not count as sent since then")
+	}
+	client.PrependReactor("update", "leases", func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewServiceUnavailable("down")
+	})
+	clk.Step(2 * time.Second)
+	if _, current := m.Renewed(); current {
+		t.Error("a session whose last echo is two retry periods old is current")
+	}
+}

@@ -223,6 +223,27 @@ func (m *Member) Renewed() (sent time.Time, current bool) {
 	return sent, !sent.IsZero() && m.cfg.Clock.Since(sent) < m.cfg.RetryPeriod*3/2
 }
 
+// EchoedSince reports whether a heartbeat of this session sent at or after
+// t has come back through the process's watch of Leases. If not, it asks
+// for a heartbeat now (one for any number of callers) and calls notify once
+// the next heartbeat comes back. notify must not block. A follower uses it
+// before taking a lock whose holder's session it judged over at t: every
+// heartbeat of that holder committed before the echo has then been seen,
+// and any later one was sent past the holder's renew deadline.
+func (m *Member) EchoedSince(t time.Time, notify func()) bool {
+	l := m.current()
+	if l == nil {
+		return false
+	}
+	if l.view.echoedSince(t, notify) {
+		return true
+	}
+	if !l.hb.renewed().After(t) {
+		l.hb.sendNow()
+	}
+	return false
+}
+
 // AliveUntil is until when the session ref is alive by this process's
 // observation; zero when it is not (unknown here, or ended). known is false
 // while the process cannot tell, including before Start.

@@ -11,6 +11,10 @@ import (
 	"k8s.io/utils/clock"
 )
 
+// maxWaiters bounds the callbacks waiting for an echo; a waiter left out
+// finds out at its next retry.
+const maxWaiters = 1 << 16
+
 // maxTokens bounds the tokens remembered per session Lease (restarts of a
 // process under the same identity).
 const maxTokens = 8
@@ -28,6 +32,8 @@ type view struct {
 	healthy bool
 	leases  map[string]*seenLease // by Lease name
 	echo    time.Time
+	// waiters are called once when the echo next advances.
+	waiters []func()
 }
 
 // seenLease is one session Lease as observed here.
@@ -59,6 +65,20 @@ func (v *view) echoed() time.Time {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	return v.echo
+}
+
+// echoedSince reports whether a heartbeat of this process sent at or after
+// t has come back; if not, notify is called (once) when the next one does.
+func (v *view) echoedSince(t time.Time, notify func()) bool {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if !v.echo.Before(t) {
+		return true
+	}
+	if notify != nil && len(v.waiters) < maxWaiters {
+		v.waiters = append(v.waiters, notify)
+	}
+	return false
 }
 
 // aliveUntil is until when the session ref is alive by this process's
@@ -135,6 +155,10 @@ func (v *view) observe(obj any, deleted bool) {
 	l.note(token, renew, holding, now)
 	if lease.Name == v.ownName && token == v.ownToken && holding && renew.After(v.echo) {
 		v.echo = renew
+		for _, w := range v.waiters {
+			w() // must not block (the elector's Trigger)
+		}
+		v.waiters = nil
 	}
 }
 
