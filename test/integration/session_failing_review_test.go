@@ -3,15 +3,19 @@
 package integration
 
 import (
+	"context"
 	"fmt"
 	"testing"
 	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/meshd-io/meshd/internal/ledger"
 	"github.com/meshd-io/meshd/internal/testing/testcluster"
 	"github.com/meshd-io/meshd/internal/testing/testutil"
 	"github.com/meshd-io/meshd/pkg/election"
 	"github.com/meshd-io/meshd/pkg/election/session"
+	"github.com/meshd-io/meshd/pkg/resourcelock"
 )
 
 // A session holder whose watch stalls (open, no error, nothing delivered)
@@ -20,7 +24,7 @@ import (
 // fence (a lease after it last saw the session renewed) passes and both
 // run their work.
 func TestReviewStalledWatchSessionHolderNoticesSteal(t *testing.T) {
-	runStalledWatchSteal(t, true)
+	runStalledWatchSteal(t, true, true)
 }
 
 // One election of a process stops without releasing its lock (the
@@ -114,4 +118,50 @@ func TestReviewGracefulEndIsSeenAtOnce(t *testing.T) {
 // stops, but the follower, which took an expired lock, started at once.
 func TestReviewStalledFollowerWithSessionsKeepsAway(t *testing.T) {
 	runStalledFollower(t, true)
+}
+
+// A foreign edit of the lock object's session mark (garbage JSON, as a
+// hand edit or a tool that rewrites annotations may leave; removing the
+// annotation acts the same) is not a change of the record, and must not
+// shorten a live holder's lease any more than it may extend a dead one's.
+// The follower reads the mark from the newest object, finds no session,
+// judges the holder by its record, which the holder stopped rewriting long
+// ago, and takes the lock at once from the live holder.
+func TestReviewGarbageMarkDoesNotEndLiveHolder(t *testing.T) {
+	for _, edit := range []struct {
+		name string
+		set  func(annotations map[string]string)
+	}{
+		{"garbage", func(a map[string]string) { a[resourcelock.SessionAnnotationKey] = "{not json" }},
+		{"removed", func(a map[string]string) { delete(a, resourcelock.SessionAnnotationKey) }},
+	} {
+		t.Run(edit.name, func(t *testing.T) {
+			c := testcluster.Get(t)
+			ns := c.NewNamespace(t)
+			l := &ledger.Ledger{}
+			a := sessionElection(t, newFaultLink(t, c), leaseSpec(ns, "gm", "a"), "a", l)
+			testutil.Eventually(t, 10*time.Second, testutil.Check("a to lead", a.leads))
+			b := sessionElection(t, newFaultLink(t, c), leaseSpec(ns, "gm", "b"), "b", l)
+			time.Sleep(2 * ttl) // a's record is older than a lease; its session keeps it
+			leases := c.Client.CoordinationV1().Leases(ns)
+			lease, err := leases.Get(context.Background(), "gm", metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			edit.set(lease.Annotations)
+			if _, err := leases.Update(context.Background(), lease, metav1.UpdateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			edited := time.Now()
+			time.Sleep(2 * ttl)
+			for _, iv := range l.Intervals() {
+				if iv.Holder == b.name {
+					t.Errorf("b took the lock from the live holder a %v after the edit", iv.Start.Sub(edited).Round(time.Millisecond))
+				}
+			}
+			if o := l.Overlaps(); len(o) != 0 {
+				t.Errorf("two leaders ran at once: %+v", o)
+			}
+		})
+	}
 }

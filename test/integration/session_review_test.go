@@ -413,13 +413,22 @@ func TestReviewGracefulStopEndsSession(t *testing.T) {
 // and without force; between flips the follower makes no request for the
 // lock.
 func TestReviewConfigMapSessionFlips(t *testing.T) {
+	runSessionFlips(t, election.ConfigMapLock, "/configmaps/")
+}
+
+// The same with a Lease lock, whose watch also carries the sessions.
+func TestReviewLeaseSessionFlips(t *testing.T) {
+	runSessionFlips(t, election.LeaseLock, "/leases/"+election.NamespaceController)
+}
+
+func runSessionFlips(t *testing.T, kind election.LockKind, lockPath string) {
 	c := testcluster.Get(t)
 	ns := c.NewNamespace(t)
 	l := &ledger.Ledger{}
 	m := &countingMetrics{}
 	setDefaultRevision(t, c.Client, ns, "canary")
 	spec := func(identity, rev string) election.Spec {
-		return election.Spec{Namespace: ns, ElectionID: election.NamespaceController, Identity: identity, Revision: rev, Lock: election.ConfigMapLock}
+		return election.Spec{Namespace: ns, ElectionID: election.NamespaceController, Identity: identity, Revision: rev, Lock: kind}
 	}
 	canaryLink, stableLink := newFaultLink(t, c), newFaultLink(t, c)
 	canary := sessionElection(t, canaryLink, spec("canary-1", "canary"), "canary-1", l, election.WithMetrics(m))
@@ -436,13 +445,17 @@ func TestReviewConfigMapSessionFlips(t *testing.T) {
 		testutil.Eventually(t, 10*time.Second, testutil.Check(want.name+" to lead after flip", func() bool { return want.leads() && !other.leads() }))
 		time.Sleep(ttl / 2)
 	}
-	rec, cm := configMapRecord(t, c.Client, ns, election.NamespaceController)
-	if rec.HolderIdentity != "canary-1" || rec.LeaderTransitions != flips {
-		t.Errorf("holder %q after %d transitions; want canary-1 after %d", rec.HolderIdentity, rec.LeaderTransitions, flips)
-	}
-	var mark resourcelock.SessionMark
-	if err := jsonUnmarshal(cm.Annotations[resourcelock.SessionAnnotationKey], &mark); err != nil || mark.Holder != "canary-1" {
-		t.Errorf("session mark %q (%v), want one of canary-1", cm.Annotations[resourcelock.SessionAnnotationKey], err)
+	if kind == election.ConfigMapLock {
+		rec, cm := configMapRecord(t, c.Client, ns, election.NamespaceController)
+		if rec.HolderIdentity != "canary-1" || rec.LeaderTransitions != flips {
+			t.Errorf("holder %q after %d transitions; want canary-1 after %d", rec.HolderIdentity, rec.LeaderTransitions, flips)
+		}
+		var mark resourcelock.SessionMark
+		if err := jsonUnmarshal(cm.Annotations[resourcelock.SessionAnnotationKey], &mark); err != nil || mark.Holder != "canary-1" {
+			t.Errorf("session mark %q (%v), want one of canary-1", cm.Annotations[resourcelock.SessionAnnotationKey], err)
+		}
+	} else if holder, mark := sessionMark(t, c, ns, election.NamespaceController); holder != "canary-1" || mark.Holder != "canary-1" || mark.Session == "" {
+		t.Errorf("holder %q with mark %+v; want canary-1 naming its session", holder, mark)
 	}
 	if o := l.Overlaps(); len(o) != 0 {
 		t.Fatalf("two leaders ran at once: %+v", o)
@@ -452,10 +465,10 @@ func TestReviewConfigMapSessionFlips(t *testing.T) {
 	}
 	// Settled: the holder renews through its session only.
 	time.Sleep(ttl)
-	before := canaryLink.countMatching("/configmaps/")
+	before := canaryLink.countMatching(lockPath)
 	time.Sleep(2 * ttl)
-	if got := canaryLink.countMatching("/configmaps/") - before; got > 0 {
-		t.Errorf("the settled session holder made %d ConfigMap requests in %v, want none", got, 2*ttl)
+	if got := canaryLink.countMatching(lockPath) - before; got > 0 {
+		t.Errorf("the settled session holder made %d requests for its lock in %v, want none", got, 2*ttl)
 	}
 }
 
@@ -463,13 +476,20 @@ func TestReviewConfigMapSessionFlips(t *testing.T) {
 // sessions whose watch stalls still notices a forced steal at its next
 // renew, before the stealer's fence, so the two never run together.
 func TestReviewStalledWatchWithoutSessionsNoticesSteal(t *testing.T) {
-	runStalledWatchSteal(t, false)
+	runStalledWatchSteal(t, false, true)
+}
+
+// A forced steal from a session holder (no handover) with working watches:
+// the stealer's fence covers the holder's session, and the holder stops
+// when it sees the steal, before the stealer starts.
+func TestReviewForcedStealFromSessionHolder(t *testing.T) {
+	runStalledWatchSteal(t, true, false)
 }
 
 // runStalledWatchSteal: a (revision canary) leads a prioritized Lease
 // election; its watches stall; the default flips to stable and b (stable)
 // takes the lock by force (no handover). a must stop before b starts.
-func runStalledWatchSteal(t *testing.T, sessions bool) {
+func runStalledWatchSteal(t *testing.T, sessions, stall bool) {
 	c := testcluster.Get(t)
 	ns := c.NewNamespace(t)
 	l := &ledger.Ledger{}
@@ -490,9 +510,16 @@ func runStalledWatchSteal(t *testing.T, sessions bool) {
 	testutil.Eventually(t, 10*time.Second, testutil.Check("a to lead", a.leads))
 	b := start(bLink, "b", "stable")
 	time.Sleep(ttl)
-	aLink.stall.Store(true)
+	aLink.stall.Store(stall)
+	flipAt := time.Now()
 	setDefaultRevision(t, c.Client, ns, "stable")
 	testutil.Eventually(t, 10*time.Second, testutil.Check("b to lead", b.leads))
+	if gap := b.lastStart().Sub(flipAt); sessions && gap < ttl-ttl/4-50*time.Millisecond {
+		// a's record is older than a lease: only a fence that counts a's
+		// session (seen renewed at most a retry period before the steal)
+		// keeps b from starting at once.
+		t.Errorf("b started %v after the flip; its fence should have waited about a lease (%v) for a's session", gap.Round(time.Millisecond), ttl)
+	}
 	time.Sleep(ttl / 2)
 	if holder, _ := sessionMark(t, c, ns, "steal"); holder != "b" {
 		t.Fatalf("holder %q, want b", holder)

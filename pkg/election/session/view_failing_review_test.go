@@ -39,3 +39,29 @@ func show(p *int32) string {
 	}
 	return fmt.Sprint(*p)
 }
+
+// Every process that ever ran in the namespace leaves an entry in every
+// other process's view: session Leases are named after identities, which
+// are unique per process by default, and entries are never dropped, not
+// even once the Lease is deleted and all its tokens are past their lease.
+// A long-lived process in a namespace with pod churn grows without bound.
+func TestReviewViewForgetsDeletedSessions(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Unix(1000, 0))
+	v := newView(clk)
+	v.setHealth(true)
+	const n = 1000
+	for i := range n {
+		name := LeaseName(fmt.Sprintf("pod-%d", i), 2*time.Second)
+		v.observe(reviewLease(name, "tok", ptr.To("p"), ptr.To(int32(2)), clk.Now()), false)
+		v.observe(reviewLease(name, "tok", nil, ptr.To(int32(2)), clk.Now()), false) // graceful end
+		v.observe(reviewLease(name, "tok", nil, ptr.To(int32(2)), clk.Now()), true)  // deleted
+	}
+	clk.Step(10 * time.Second)
+	v.observe(reviewLease(LeaseName("live", 2*time.Second), "tok", ptr.To("p"), ptr.To(int32(2)), clk.Now()), false)
+	v.mu.Lock()
+	kept := len(v.leases)
+	v.mu.Unlock()
+	if kept > 1 {
+		t.Errorf("the view keeps %d session Leases; %d of them were ended and deleted long ago", kept, n)
+	}
+}
