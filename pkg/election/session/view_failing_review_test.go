@@ -18,7 +18,7 @@ import (
 // a follower that tries before the next heartbeat takes its locks.
 func TestReviewViewForeignEditKeepsTheLease(t *testing.T) {
 	clk := clocktesting.NewFakeClock(time.Unix(1000, 0))
-	v := newView(clk)
+	v := newView(clk, "", "")
 	v.setHealth(true)
 	name := LeaseName("a", 2*time.Second)
 	renew := clk.Now()
@@ -47,7 +47,7 @@ func show(p *int32) string {
 // A long-lived process in a namespace with pod churn grows without bound.
 func TestReviewViewForgetsDeletedSessions(t *testing.T) {
 	clk := clocktesting.NewFakeClock(time.Unix(1000, 0))
-	v := newView(clk)
+	v := newView(clk, "", "")
 	v.setHealth(true)
 	const n = 1000
 	for i := range n {

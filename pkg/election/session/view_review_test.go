@@ -26,7 +26,7 @@ func reviewLease(name, token string, holder *string, seconds *int32, renew time.
 // restarted process's token is judged apart from the old one.
 func TestReviewViewBadInputAndRestart(t *testing.T) {
 	clk := clocktesting.NewFakeClock(time.Unix(1000, 0))
-	v := newView(clk)
+	v := newView(clk, "", "")
 	name := LeaseName("a", 2*time.Second)
 	if _, known := v.aliveUntil(Ref(name, "t1")); known {
 		t.Fatal("known before the watch listed")
