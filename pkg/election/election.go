@@ -195,6 +195,9 @@ func build(client kubernetes.Interface, spec Spec, o *options, newWatcher watche
 	if l.elector, err = elector.New(l.electorConfig(lock, o, cooperative)); err != nil {
 		return nil, fmt.Errorf("election %q (ttl %v): %w", spec.ElectionID, o.ttl, err)
 	}
+	if l.session != nil {
+		l.session.SetWake(l.elector.Trigger) // a holder's session ended: try at once
+	}
 	if l.prioritized && l.candidacy == nil {
 		// A new default may entitle this instance to the lock: try at once.
 		l.watcher.AddHandler(func(string) { l.elector.Trigger() })

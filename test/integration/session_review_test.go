@@ -408,15 +408,9 @@ func TestReviewGracefulStopEndsSession(t *testing.T) {
 	}
 }
 
-// Session holders of different revisions on a ConfigMap lock (what istiod
-// uses) hand the lock over on every default-revision flip without overlap
-// and without force; between flips the follower makes no request for the
-// lock.
-func TestReviewConfigMapSessionFlips(t *testing.T) {
-	runSessionFlips(t, election.ConfigMapLock, "/configmaps/")
-}
-
-// The same with a Lease lock, whose watch also carries the sessions.
+// Default-revision flips between session holders go by handover, with no
+// overlap and no forced steal; the settled holder makes no requests for its
+// lock (sessions need a Lease lock, whose watch also carries the sessions).
 func TestReviewLeaseSessionFlips(t *testing.T) {
 	runSessionFlips(t, election.LeaseLock, "/leases/"+election.NamespaceController)
 }

@@ -1,6 +1,7 @@
 package elector
 
 import (
+	"context"
 	"sync/atomic"
 	"time"
 
@@ -187,3 +188,31 @@ func (le *LeaderElector) renewedBySession() bool {
 // SessionFallback reports whether this candidate, in session mode, renews
 // its record itself because it saw a holder that does not use sessions.
 func (le *LeaderElector) SessionFallback() bool { return le.session.mixed.Load() }
+
+// leaveSession is how a holder in session mode leaves a lock to expire:
+// its session outlives this term (the process may lead other elections),
+// so it writes its record once more with a mark that names no session, and
+// followers wait a lease from that write, as they would for a holder
+// without sessions. Nothing is written when the lock is not held through
+// the session. If the write fails, followers keep waiting for as long as
+// the session lives (a limit stated in docs/sessions.md).
+func (le *LeaderElector) leaveSession() {
+	me := le.cfg.Lock.Identity()
+	if !le.sessionMode() || le.GetLeader() != me || le.holderSessionRef(me) == "" {
+		return
+	}
+	prev, _ := le.Observed()
+	ctx, cancel := context.WithTimeout(context.Background(), le.cfg.RenewDeadline)
+	defer cancel()
+	now := le.clock.Now()
+	rec := le.desired(now)
+	rec.AcquireTime, rec.LeaderTransitions = prev.AcquireTime, prev.LeaderTransitions
+	le.session.lock.SetSession("")
+	le.metrics.Request(le.cfg.Name, "update")
+	if err := le.cfg.Lock.Update(ctx, rec); err != nil {
+		le.log.Warn("could not detach the lock from the session; candidates wait until the session ends", zap.Error(err))
+		return
+	}
+	le.observeOwnWrite(rec, now)
+	le.log.Info("left the lock to expire by its own lease, detached from the session")
+}
