@@ -73,8 +73,9 @@ type objectLock[T kubeObject, L runtime.Object] struct {
 
 	// session is the session a record of this holder names, once
 	// SetSession turned marks on (sessionOn); see session.go.
-	session   string
-	sessionOn bool
+	session      string
+	sessionMixed bool
+	sessionOn    bool
 }
 
 // set remembers obj as the version last seen; forget drops it.

@@ -25,6 +25,11 @@ type SessionMark struct {
 	// "<lease name>/<token>"; empty when the holder renews its record
 	// itself, although it understands sessions.
 	Session string `json:"session,omitempty"`
+	// Mixed is set by a holder that has seen a holder without sessions in
+	// this election (istiod, client-go, older meshd): such a candidate may
+	// still be waiting, so every session-aware candidate that reads the
+	// mark renews its record itself too.
+	Mixed bool `json:"mixed,omitempty"`
 }
 
 // SessionLock is a lock whose record writes can name the holder's session.
@@ -34,9 +39,10 @@ type SessionLock interface {
 	// record naming this lock's identity carries a mark naming ref (which
 	// may be empty: the holder renews its record itself), a record naming
 	// another holder carries a mark without a session, and a release
-	// removes the mark. A lock whose SetSession was never called leaves the
-	// annotation as it finds it.
-	SetSession(ref string)
+	// removes the mark. mixed is written into the mark (see
+	// SessionMark.Mixed). A lock whose SetSession was never called leaves
+	// the annotation as it finds it.
+	SetSession(ref string, mixed bool)
 	// SessionMark returns the mark of the object version last seen; false
 	// when there is none or it cannot be decoded.
 	SessionMark() (SessionMark, bool)
@@ -48,7 +54,9 @@ var (
 )
 
 // SetSession implements SessionLock.
-func (l *objectLock[T, L]) SetSession(ref string) { l.session, l.sessionOn = ref, true }
+func (l *objectLock[T, L]) SetSession(ref string, mixed bool) {
+	l.session, l.sessionMixed, l.sessionOn = ref, mixed, true
+}
 
 // SessionMark implements SessionLock.
 func (l *objectLock[T, L]) SessionMark() (SessionMark, bool) {
@@ -79,7 +87,7 @@ func (l *objectLock[T, L]) markSession(meta *metav1.ObjectMeta, r Record) {
 		delete(meta.Annotations, SessionAnnotationKey)
 		return
 	}
-	m := SessionMark{Holder: r.HolderIdentity}
+	m := SessionMark{Holder: r.HolderIdentity, Mixed: l.sessionMixed}
 	if r.HolderIdentity == l.cfg.Identity {
 		m.Session = l.session
 	}

@@ -20,6 +20,14 @@ import (
 func (le *LeaderElector) observe(rec *resourcelock.Record, raw []byte, now time.Time) {
 	le.mu.Lock()
 	if !le.observedCorrupt && !le.observedTime.IsZero() && sameRecord(&le.observedRecord, rec) {
+		if le.observedSession == "" {
+			// The same record written again with a mark that names a
+			// session (a successor's first write in the same microsecond
+			// as the handover): the session may keep the holder alive
+			// longer, never shorter. An edit of the mark alone never
+			// shortens the holder's lease.
+			le.observedSession = le.holderSessionRef(rec.HolderIdentity)
+		}
 		le.mu.Unlock()
 		return
 	}

@@ -69,13 +69,13 @@ func (le *LeaderElector) markSession(r resourcelock.Record) {
 	if !le.sessionMode() {
 		return
 	}
-	ref := ""
-	if !le.session.mixed.Load() && r.HolderIdentity == le.cfg.Lock.Identity() {
+	ref, mixed := "", le.session.mixed.Load()
+	if !mixed && r.HolderIdentity == le.cfg.Lock.Identity() {
 		if _, current := le.cfg.Session.Renewed(); current {
 			ref = le.cfg.Session.Ref()
 		}
 	}
-	le.session.lock.SetSession(ref)
+	le.session.lock.SetSession(ref, mixed)
 }
 
 // holderSessionRef is the session the lock object last seen names for
@@ -98,7 +98,7 @@ func (le *LeaderElector) noteSessionAware(rec *resourcelock.Record) {
 	if !le.sessionMode() || le.session.mixed.Load() || rec.HolderIdentity == "" || rec.HolderIdentity == le.cfg.Lock.Identity() {
 		return
 	}
-	if mark, ok := le.session.lock.SessionMark(); ok && mark.Holder == rec.HolderIdentity {
+	if mark, ok := le.session.lock.SessionMark(); ok && mark.Holder == rec.HolderIdentity && !mark.Mixed {
 		return
 	}
 	le.session.mixed.Store(true)
@@ -207,7 +207,7 @@ func (le *LeaderElector) leaveSession() {
 	now := le.clock.Now()
 	rec := le.desired(now)
 	rec.AcquireTime, rec.LeaderTransitions = prev.AcquireTime, prev.LeaderTransitions
-	le.session.lock.SetSession("")
+	le.session.lock.SetSession("", le.session.mixed.Load())
 	le.metrics.Request(le.cfg.Name, "update")
 	if err := le.cfg.Lock.Update(ctx, rec); err != nil {
 		le.log.Warn("could not detach the lock from the session; candidates wait until the session ends", zap.Error(err))

@@ -28,11 +28,12 @@ type view struct {
 	// latest heartbeat that came back through the watch.
 	ownName, ownToken string
 
-	mu      sync.Mutex
-	healthy bool
-	leases  map[string]*seenLease // by Lease name
-	echo    time.Time
-	swept   time.Time // when forget last pruned
+	mu          sync.Mutex
+	healthy     bool
+	everHealthy bool
+	leases      map[string]*seenLease // by Lease name
+	echo        time.Time
+	swept       time.Time // when forget last pruned
 	// waiters are called once when the echo next advances.
 	waiters []func()
 	// onEnd, if set, is called (without v.mu) when a session ends
@@ -119,10 +120,26 @@ func (v *view) aliveUntil(ref string) (until time.Time, known bool) {
 	return time.Time{}, true
 }
 
+// setHealth follows the watch's health. When a broken watch works again,
+// every session not ended counts as seen renewed now: the watch reports
+// itself healthy at its first event after the break, before its new list
+// has delivered every session Lease, and a session renewed meanwhile must
+// not look over in between.
 func (v *view) setHealth(ok bool) {
 	v.mu.Lock()
+	defer v.mu.Unlock()
+	if ok && !v.healthy && v.everHealthy {
+		now := v.clock.Now()
+		for _, l := range v.leases {
+			for i := range l.tokens {
+				if !l.tokens[i].ended {
+					l.tokens[i].at = now
+				}
+			}
+		}
+	}
 	v.healthy = ok
-	v.mu.Unlock()
+	v.everHealthy = v.everHealthy || ok
 }
 
 // sweepEvery is how often deletions prune the sessions that can no longer
