@@ -26,9 +26,15 @@ FUZZTIME ?= 30s
 CHAOS_DURATION ?= 3m
 CHAOS_SEED ?= 0
 # Random schedules of the deterministic simulation: make test runs SIM_SEEDS
-# from seed 1; make fuzz runs SIM_FUZZ_SEEDS more from SIM_FUZZ_SEED on.
-SIM_SEEDS ?= 10000
-SIM_FUZZ_SEEDS ?= 50000
+# from seed 1, and SIM_SESSION_SEEDS of session mode; make fuzz runs
+# SIM_FUZZ_SEEDS and SIM_FUZZ_SESSION_SEEDS more from SIM_FUZZ_SEED on.
+# A schedule of session mode takes about twice as long as a classic one
+# (heartbeats), so the budgets keep the time of 10000 classic schedules.
+# A budget of 0 skips its mode.
+SIM_SEEDS ?= 6000
+SIM_SESSION_SEEDS ?= 2000
+SIM_FUZZ_SEEDS ?= 30000
+SIM_FUZZ_SESSION_SEEDS ?= 10000
 SIM_FUZZ_SEED ?= 10001
 SIM_TEST := $(GO) test -count=1 -timeout 2h -run 'TestSimulation$$' ./internal/testing/sim
 # Packages with fuzz targets.
@@ -87,13 +93,16 @@ test: lint kube-bins
 	$(MAKE) --no-print-directory sim
 	$(MAKE) --no-print-directory fuzz-decoders FUZZTIME=10000x
 
-# The simulation's fixed budget: SIM_SEEDS random schedules from seed 1.
+# The simulation's fixed budget: SIM_SEEDS random schedules from seed 1,
+# and SIM_SESSION_SEEDS schedules of session mode.
 sim:
-	$(SIM_TEST) -sim.seeds=$(SIM_SEEDS) -sim.seed=1
+	@if [ "$(SIM_SEEDS)" -gt 0 ]; then $(SIM_TEST) -sim.seeds=$(SIM_SEEDS) -sim.seed=1; fi
+	@if [ "$(SIM_SESSION_SEEDS)" -gt 0 ]; then $(SIM_TEST) -sim.mode=sessions -sim.seeds=$(SIM_SESSION_SEEDS) -sim.seed=1; fi
 
 # Longer fuzzing of every decoder, and a longer simulation budget.
 fuzz: fuzz-decoders
-	$(SIM_TEST) -sim.seeds=$(SIM_FUZZ_SEEDS) -sim.seed=$(SIM_FUZZ_SEED)
+	@if [ "$(SIM_FUZZ_SEEDS)" -gt 0 ]; then $(SIM_TEST) -sim.seeds=$(SIM_FUZZ_SEEDS) -sim.seed=$(SIM_FUZZ_SEED); fi
+	@if [ "$(SIM_FUZZ_SESSION_SEEDS)" -gt 0 ]; then $(SIM_TEST) -sim.mode=sessions -sim.seeds=$(SIM_FUZZ_SESSION_SEEDS) -sim.seed=$(SIM_FUZZ_SEED); fi
 
 fuzz-decoders:
 	@for target in $$($(GO) test -list '^Fuzz' $(FUZZ_PKGS) 2>/dev/null | grep '^Fuzz'); do \

@@ -4,11 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/meshd-io/meshd/pkg/election/session"
 )
 
 // errMode is how an actor's API calls fail while an error fault lasts.
@@ -44,6 +47,11 @@ type actorState struct {
 	lostReplies int // the next writes happen but answer with a timeout
 	failures    int // the next writes fail with a 500, unexecuted
 	calls       int
+	// sessionDown fails every call on a session Lease, lockDown every call
+	// on any other object (the lock), each with a 500: one half of the
+	// actor's traffic fails while the other works.
+	sessionDown bool
+	lockDown    bool
 	// cutOff is set while an error mode or a pause keeps the actor from
 	// the API; cutOffUntil is when the latest such fault ended.
 	cutOff      bool
@@ -117,6 +125,27 @@ func (s *actorState) before(ctx context.Context, verb, resource string) error {
 	return nil
 }
 
+// isSessionLease reports whether the object name of resource is a session
+// Lease.
+func isSessionLease(resource, name string) bool {
+	return resource == leases && strings.HasPrefix(name, session.LeasePrefix)
+}
+
+// objectDown fails a call on the object name while the fault that covers
+// it (sessionDown or lockDown) lasts.
+func (s *actorState) objectDown(verb, resource, name string) error {
+	s.mu.Lock()
+	down := s.lockDown
+	if isSessionLease(resource, name) {
+		down = s.sessionDown
+	}
+	s.mu.Unlock()
+	if !down {
+		return nil
+	}
+	return apierrors.NewInternalError(fmt.Errorf("sim: injected server error on %s %s %s", verb, resource, name))
+}
+
 // after may turn the answer of a write that happened into a timeout.
 func (s *actorState) after(verb, resource string) error {
 	if !isWrite(verb) {
@@ -168,6 +197,19 @@ func (s *actorState) cutOffSince(t time.Time) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.cutOff || s.cutOffUntil.After(t)
+}
+
+// setSessionDown switches failures of the actor's session Lease calls.
+func (s *actorState) setSessionDown(v bool) { s.mu.Lock(); s.sessionDown = v; s.mu.Unlock() }
+
+// setLockDown switches failures of the actor's lock calls. The actor is cut
+// off from its lock meanwhile, as by API errors: a holder that renews its
+// record cannot (see World.unavoidable).
+func (s *actorState) setLockDown(v bool) {
+	s.mu.Lock()
+	s.lockDown = v
+	s.mu.Unlock()
+	s.setCutOff(v)
 }
 
 func (s *actorState) setLag(d time.Duration) { s.mu.Lock(); s.lag = d; s.mu.Unlock() }

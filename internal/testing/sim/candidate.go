@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/meshd-io/meshd/pkg/election/elector"
+	"github.com/meshd-io/meshd/pkg/election/session"
 	"github.com/meshd-io/meshd/pkg/resourcelock"
 )
 
@@ -37,7 +38,10 @@ type CandidateSpec struct {
 	// Cooperative turns on the handover protocol (lock annotation and
 	// handover requests).
 	Cooperative bool
-	Work        WorkSpec
+	// Session gives the process a session (package election/session) that
+	// renews its record while it leads; it needs Watch and a Lease lock.
+	Session bool
+	Work    WorkSpec
 	// StartAt delays the start of the process.
 	StartAt time.Duration
 }
@@ -90,6 +94,8 @@ type candidate struct {
 	id    string
 	state *actorState
 	le    *elector.LeaderElector
+	// session is the process's session, in session mode.
+	session *session.Member
 
 	mu     sync.Mutex
 	view   string
@@ -154,30 +160,56 @@ func (c *candidate) electorConfig(lock resourcelock.Interface) elector.Config {
 }
 
 // start builds the elector and runs the process: Run again after every
-// term, until stopped.
+// term, until stopped. In session mode the process's session is the real
+// one of package session, writing its Lease through the process's own
+// client and following Leases through the process's own watch (the lock's
+// shared watch), so every fault of the process hits it too.
 func (c *candidate) start() error {
-	lock, err := resourcelock.New(c.w.sched.LockKind, c.w.sched.Namespace, c.w.sched.LockName,
-		newActorClient(c.w.api, c.state),
+	client := newActorClient(c.w.api, c.state)
+	lock, err := resourcelock.New(c.w.sched.LockKind, c.w.sched.Namespace, c.w.sched.LockName, client,
 		resourcelock.Config{Identity: c.id, Key: c.key(), Cooperative: c.spec.Cooperative})
 	if err != nil {
 		return fmt.Errorf("lock of %s: %w", c.id, err)
 	}
-	le, err := elector.New(c.electorConfig(lock))
+	cfg := c.electorConfig(lock)
+	var member *session.Member
+	if c.spec.Session {
+		t := c.w.sched.Timing
+		member, err = session.NewMember(session.Config{
+			Client: client, Namespace: c.w.sched.Namespace, Identity: c.id,
+			LeaseDuration: t.LeaseDuration, RenewDeadline: t.RenewDeadline, RetryPeriod: t.RetryPeriod,
+			Clock: c.w.clock, Logger: c.w.electorLogger(c.id + "/session"),
+		})
+		if err != nil {
+			return fmt.Errorf("session of %s: %w", c.id, err)
+		}
+		cfg.Session = member
+	}
+	le, err := elector.New(cfg)
 	if err != nil {
 		return fmt.Errorf("elector of %s: %w", c.id, err)
 	}
+	stopSession := func() {}
+	if member != nil {
+		stopSession = member.Start()
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	c.mu.Lock()
-	c.le, c.cancel, c.done = le, cancel, make(chan struct{})
+	c.le, c.cancel, c.done, c.session = le, cancel, make(chan struct{}), member
 	c.killed, c.hung = make(chan struct{}), make(chan struct{})
 	c.mu.Unlock()
-	c.w.j.logf("%s starts (key %q, watch %v, cooperative %v, default %q)", c.id, c.key(), c.spec.Watch, c.spec.Cooperative, c.currentView())
-	go c.loop(ctx)
+	c.w.j.logf("%s starts (key %q, watch %v, cooperative %v, session %v, default %q)", c.id, c.key(), c.spec.Watch, c.spec.Cooperative, c.spec.Session, c.currentView())
+	go c.loop(ctx, stopSession)
 	return nil
 }
 
-func (c *candidate) loop(ctx context.Context) {
+// loop runs the elector until ctx ends, then leaves the session, as
+// package election does once the elector has stopped: gracefully (the
+// session's end clears its holder) after a shutdown, and in vain after a
+// crash, whose API calls fail.
+func (c *candidate) loop(ctx context.Context, stopSession func()) {
 	defer close(c.done)
+	defer stopSession()
 	for ctx.Err() == nil {
 		began := c.w.clock.Now()
 		c.le.Run(ctx)

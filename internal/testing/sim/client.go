@@ -39,10 +39,14 @@ func (c *actorClient) CoordinationV1() coordinationv1client.CoordinationV1Interf
 	return &coordinationClient{CoordinationV1Interface: c.Interface.CoordinationV1(), c: c}
 }
 
-// call runs one request of verb through the actor's faults.
-func call[T runtime.Object](ctx context.Context, c *actorClient, verb, resource string, do func() (T, error)) (T, error) {
+// call runs one request of verb on the object name through the actor's
+// faults.
+func call[T runtime.Object](ctx context.Context, c *actorClient, verb, resource, name string, do func() (T, error)) (T, error) {
 	var zero T
 	if err := c.state.before(ctx, verb, resource); err != nil {
+		return zero, err
+	}
+	if err := c.state.objectDown(verb, resource, name); err != nil {
 		return zero, err
 	}
 	var (
@@ -105,15 +109,15 @@ type configMapClient struct {
 }
 
 func (m *configMapClient) Get(ctx context.Context, name string, opts metav1.GetOptions) (*corev1.ConfigMap, error) {
-	return call(ctx, m.c, "get", configMaps, func() (*corev1.ConfigMap, error) { return m.ConfigMapInterface.Get(ctx, name, opts) })
+	return call(ctx, m.c, "get", configMaps, name, func() (*corev1.ConfigMap, error) { return m.ConfigMapInterface.Get(ctx, name, opts) })
 }
 
 func (m *configMapClient) Create(ctx context.Context, o *corev1.ConfigMap, opts metav1.CreateOptions) (*corev1.ConfigMap, error) {
-	return call(ctx, m.c, "create", configMaps, func() (*corev1.ConfigMap, error) { return m.ConfigMapInterface.Create(ctx, o, opts) })
+	return call(ctx, m.c, "create", configMaps, o.Name, func() (*corev1.ConfigMap, error) { return m.ConfigMapInterface.Create(ctx, o, opts) })
 }
 
 func (m *configMapClient) Update(ctx context.Context, o *corev1.ConfigMap, opts metav1.UpdateOptions) (*corev1.ConfigMap, error) {
-	return call(ctx, m.c, "update", configMaps, func() (*corev1.ConfigMap, error) { return m.ConfigMapInterface.Update(ctx, o, opts) })
+	return call(ctx, m.c, "update", configMaps, o.Name, func() (*corev1.ConfigMap, error) { return m.ConfigMapInterface.Update(ctx, o, opts) })
 }
 
 func (m *configMapClient) List(ctx context.Context, opts metav1.ListOptions) (*corev1.ConfigMapList, error) {
@@ -145,15 +149,15 @@ type leaseClient struct {
 }
 
 func (l *leaseClient) Get(ctx context.Context, name string, opts metav1.GetOptions) (*coordinationv1.Lease, error) {
-	return call(ctx, l.c, "get", leases, func() (*coordinationv1.Lease, error) { return l.LeaseInterface.Get(ctx, name, opts) })
+	return call(ctx, l.c, "get", leases, name, func() (*coordinationv1.Lease, error) { return l.LeaseInterface.Get(ctx, name, opts) })
 }
 
 func (l *leaseClient) Create(ctx context.Context, o *coordinationv1.Lease, opts metav1.CreateOptions) (*coordinationv1.Lease, error) {
-	return call(ctx, l.c, "create", leases, func() (*coordinationv1.Lease, error) { return l.LeaseInterface.Create(ctx, o, opts) })
+	return call(ctx, l.c, "create", leases, o.Name, func() (*coordinationv1.Lease, error) { return l.LeaseInterface.Create(ctx, o, opts) })
 }
 
 func (l *leaseClient) Update(ctx context.Context, o *coordinationv1.Lease, opts metav1.UpdateOptions) (*coordinationv1.Lease, error) {
-	return call(ctx, l.c, "update", leases, func() (*coordinationv1.Lease, error) { return l.LeaseInterface.Update(ctx, o, opts) })
+	return call(ctx, l.c, "update", leases, o.Name, func() (*coordinationv1.Lease, error) { return l.LeaseInterface.Update(ctx, o, opts) })
 }
 
 func (l *leaseClient) List(ctx context.Context, opts metav1.ListOptions) (*coordinationv1.LeaseList, error) {
@@ -166,4 +170,26 @@ func (l *leaseClient) List(ctx context.Context, opts metav1.ListOptions) (*coord
 
 func (l *leaseClient) Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
 	return l.c.watch(ctx, leases, opts)
+}
+
+// Delete passes the actor's faults and is logged like the other writes: a
+// session deletes its Lease when it ends.
+func (l *leaseClient) Delete(ctx context.Context, name string, opts metav1.DeleteOptions) error {
+	if err := l.c.state.before(ctx, "delete", leases); err != nil {
+		return err
+	}
+	if err := l.c.state.objectDown("delete", leases, name); err != nil {
+		return err
+	}
+	_, err := l.c.api.mutate(l.c.state.name, leases, watch.Deleted, func() (runtime.Object, error) {
+		last, err := l.LeaseInterface.Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return nil, err
+		}
+		return last, l.LeaseInterface.Delete(ctx, name, opts)
+	})
+	if err != nil {
+		return err
+	}
+	return l.c.state.after("delete", leases)
 }

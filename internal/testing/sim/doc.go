@@ -76,6 +76,33 @@
 // apart; each candidate sees one up to 1.5s late, and sometimes one sees it
 // 3 to 8s late.
 //
+// # Sessions
+//
+// GenerateSessions builds the schedules of session mode (-sim.mode=sessions):
+// every meshd candidate watches a Lease lock and has a session, the real
+// one of package election/session (CandidateSpec.Session). Its heartbeat
+// writes the process's session Lease through the process's own client, so
+// the process's API errors, pauses and crash hit it; its view of the
+// namespace's sessions rides the process's shared watch of Leases, the
+// same simulated watch that follows the lock, so lag and breaks hit both,
+// in order (the order the echo rule relies on). A process leaves its
+// session when its elector has stopped, as package election does: a
+// graceful shutdown ends it (no holder, then a deletion), a crash leaves
+// the Lease to expire. The happenings of Generate come with faults of
+// their own: the world deletes a session Lease (once or a few times in a
+// row); the calls of a process on its session Lease fail while its lock
+// calls work, or the other way round (the latter cuts it off from its
+// lock, as API errors do); and a process crashes and comes back under its
+// own identity, so under the same session Lease with a new token. In one
+// schedule of five a holder of client-go's shape holds the lock when the
+// schedule begins, with the default revision's key, so that every
+// candidate sees it hold and renews its record itself (a mixed election);
+// those schedules have no restarts, since a new process cannot know that
+// such a holder took part (see the limits in package session). The trace
+// shows the creation, end and deletion of session Leases, every heartbeat
+// with -sim.v, and the session mark next to every record (the Lease it
+// names, never the token, which is random).
+//
 // # Determinism, and its limits
 //
 // Each schedule runs in a testing/synctest bubble. After every step (a
@@ -98,7 +125,11 @@
 //     trace often come in a different order; the events themselves (the
 //     lines of each instant, in any order) differed in none of 40
 //     schedules, and in about 1 in 30 under the race detector. In a sample
-//     of 550 failing seeds every one failed again on replay.
+//     of 550 failing seeds every one failed again on replay. Session mode
+//     races more: its followers all time a session from the same delivery
+//     of a heartbeat, so they wake at the same instant; the events of about
+//     1 schedule in 40 differ between two runs (1 in 3 under the race
+//     detector), and a failing session seed may need a few replays.
 //   - Context timeouts and client-go's reflector back-offs run on the
 //     bubble's clock, which the world advances by the same amounts as the
 //     fake clock but just before it; they fire up to one step early
@@ -114,6 +145,7 @@
 //
 //	go test ./internal/testing/sim -run 'TestSimulation$' -sim.seeds=10000 -sim.seed=1
 //	go test ./internal/testing/sim -run 'TestSimulation$' -sim.seed=S -sim.seeds=1 -sim.v
+//	go test ./internal/testing/sim -run 'TestSimulation$' -sim.mode=sessions -sim.seeds=3000
 //	go test ./internal/testing/sim -run 'TestScenarios/NAME$' -sim.v
 //
 // A failing seed prints the second command; -sim.v prints the trace.

@@ -39,6 +39,7 @@ func Scenarios() []Scenario {
 		failingRunFunctionBacksOff(), stealChainOnePerRetryPeriod(),
 		recreateHolderWritesAtOnce(resourcelock.ConfigMapsResourceLock), recreateHolderWritesAtOnce(resourcelock.LeasesResourceLock),
 		recreateNewcomerWaits(), slowReadObservedOnReturn(),
+		sessionHolderQuiet(),
 	}
 }
 

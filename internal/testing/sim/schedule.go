@@ -363,10 +363,11 @@ func (w *World) mustFind(name string) *candidate {
 	panic(fmt.Sprintf("sim: no candidate %q", name))
 }
 
-// find returns the candidate named name, or nil.
+// find returns the candidate named name, or nil; the latest process of
+// that name when a process restarted under its own identity.
 func (w *World) find(name string) *candidate {
-	for _, c := range w.cands {
-		if c.id == name {
+	for i := len(w.cands) - 1; i >= 0; i-- {
+		if c := w.cands[i]; c.id == name {
 			return c
 		}
 	}

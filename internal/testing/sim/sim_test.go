@@ -18,7 +18,20 @@ var (
 	flagSeed  = flag.Int64("sim.seed", 1, "first seed TestSimulation runs")
 	flagV     = flag.Bool("sim.v", false, "print the trace of every failing schedule")
 	flagShow  = flag.Int("sim.show", 3, "how many failing seeds TestSimulation describes in full")
+	flagMode  = flag.String("sim.mode", "classic", "which random schedules TestSimulation runs: classic (Generate) or sessions (GenerateSessions)")
 )
+
+// generate returns the schedule of seed in the mode -sim.mode names.
+func generate(t *testing.T, seed int64) Schedule {
+	switch *flagMode {
+	case "classic":
+		return Generate(seed)
+	case "sessions":
+		return GenerateSessions(seed)
+	}
+	t.Fatalf("unknown -sim.mode %q: classic or sessions", *flagMode)
+	return Schedule{}
+}
 
 func TestMain(m *testing.M) {
 	// client-go's reflectors report every broken watch; the trace says more.
@@ -42,7 +55,11 @@ func budget() int {
 
 // replayCommand is the command that runs one seed again, with its trace.
 func replayCommand(seed int64) string {
-	return fmt.Sprintf("go test ./internal/testing/sim -run 'TestSimulation$' -sim.seed=%d -sim.seeds=1 -sim.v", seed)
+	mode := ""
+	if *flagMode != "classic" {
+		mode = " -sim.mode=" + *flagMode
+	}
+	return fmt.Sprintf("go test ./internal/testing/sim -run 'TestSimulation$'%s -sim.seed=%d -sim.seeds=1 -sim.v", mode, seed)
 }
 
 // TestSimulation runs -sim.seeds random schedules from -sim.seed on and
@@ -55,7 +72,7 @@ func TestSimulation(t *testing.T) {
 	steps, starts := 0, 0
 	for i := 0; i < n; i++ {
 		seed := first + int64(i)
-		res := Run(t, Generate(seed))
+		res := Run(t, generate(t, seed))
 		steps += res.Steps
 		starts += res.WorkStarts
 		if len(res.Violations) == 0 {
@@ -77,8 +94,8 @@ func TestSimulation(t *testing.T) {
 			}
 		}
 	}
-	t.Logf("%d schedules (seeds %d..%d) in %v: %d steps, %d terms of work; %d failed",
-		n, first, first+int64(n)-1, time.Since(start).Round(time.Millisecond), steps, starts, len(failed))
+	t.Logf("%s: %d schedules (seeds %d..%d) in %v: %d steps, %d terms of work; %d failed",
+		*flagMode, n, first, first+int64(n)-1, time.Since(start).Round(time.Millisecond), steps, starts, len(failed))
 	if len(failed) > 0 {
 		t.Errorf("failing seeds (%d): %v; seeds per invariant: %v", len(failed), head(failed, 50), byInvariant)
 	}

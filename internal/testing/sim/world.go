@@ -1,15 +1,19 @@
 package sim
 
 import (
+	"encoding/json"
 	"errors"
+	"fmt"
 	"math/rand"
 	"sort"
+	"strings"
 	"sync"
 	"testing/synctest"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/meshd-io/meshd/pkg/election/elector"
@@ -157,6 +161,12 @@ func (w *World) noteChange(ev apiEvent) {
 	if ev.resource != w.sched.LockKind {
 		return
 	}
+	if m, err := meta.Accessor(ev.obj); err != nil || m.GetName() != w.sched.LockName {
+		if err == nil && isSessionLease(ev.resource, m.GetName()) {
+			w.noteSession(ev)
+		}
+		return
+	}
 	r := Record{At: w.j.since(), Deleted: ev.typ == watch.Deleted, Writer: ev.writer}
 	var ann map[string]string
 	switch o := ev.obj.(type) {
@@ -178,7 +188,7 @@ func (w *World) noteChange(ev apiEvent) {
 	w.mu.Lock()
 	w.records = append(w.records, r)
 	w.mu.Unlock()
-	w.j.logf("lock %s: holder %q key %q handover %+v", ev.typ, r.Holder, r.Key, r.Handover)
+	w.j.logf("lock %s: holder %q key %q handover %+v%s", ev.typ, r.Holder, r.Key, r.Handover, markOf(ann))
 	// A release (an actor writes no holder) ends a term: the next holder,
 	// even the same one, counts as a change. An object the world re-creates
 	// without a record ends no term: its holder writing its record again is
@@ -189,6 +199,40 @@ func (w *World) noteChange(ev apiEvent) {
 	if w.sched.OnRecord != nil {
 		w.sched.OnRecord(w, r)
 	}
+}
+
+// markOf describes the session mark of a lock object for the trace: its
+// holder and whether it names a session (not which: the token is random).
+func markOf(ann map[string]string) string {
+	raw, ok := ann[resourcelock.SessionAnnotationKey]
+	if !ok {
+		return ""
+	}
+	var m resourcelock.SessionMark
+	if err := json.Unmarshal([]byte(raw), &m); err != nil {
+		return fmt.Sprintf(" session mark %q (undecodable)", raw)
+	}
+	name, _, _ := strings.Cut(m.Session, "/")
+	return fmt.Sprintf(" session mark {holder %q session %q}", m.Holder, name)
+}
+
+// noteSession traces the writes of session Leases: their creation, their
+// graceful end (no holder) and their deletion, and every heartbeat when
+// the electors are traced too. The token is left out: it is drawn from
+// crypto/rand, and the trace of a seed must not depend on it.
+func (w *World) noteSession(ev apiEvent) {
+	l, ok := ev.obj.(*coordinationv1.Lease)
+	if !ok {
+		return
+	}
+	holder := ""
+	if l.Spec.HolderIdentity != nil {
+		holder = *l.Spec.HolderIdentity
+	}
+	if ev.typ == watch.Modified && holder != "" && !TraceElectors {
+		return
+	}
+	w.j.logf("session lease %s: %s by %q, holder %q", l.Name, ev.typ, ev.writer, holder)
 }
 
 // run executes the schedule; it must be called inside a synctest bubble.
