@@ -74,9 +74,10 @@
 // speed. The fence holds whatever happens before it: a steal whose write
 // failed ambiguously (a timeout) sets it too, in case the write happened;
 // it outlives a term that ends before it, for the next Run; and a holder
-// asked for the lock before its fence hands it over only at the fence
-// (a shutdown before the fence leaves the lock to expire rather than
-// release it). At the fence, a holder without a healthy watch renews first
+// asked for the lock before its fence gives it up only at the fence, by a
+// release rather than a handover, since the candidate that asked may have
+// crashed meanwhile (a shutdown before the fence leaves the lock to expire
+// rather than release it). At the fence, a holder without a healthy watch renews first
 // and starts only once a renew succeeded, so that it never starts beside a
 // holder that took the lock while it waited; a watching holder has seen
 // such a write as an event, which ended its term.

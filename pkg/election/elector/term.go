@@ -46,6 +46,9 @@ type termEnd struct {
 	// expire: leave the lock to expire rather than release it or hand it
 	// over (see holdUntilFence).
 	expire bool
+	// release: release the lock rather than hand it to the candidate that
+	// asked (see holdUntilFence).
+	release bool
 }
 
 // lead runs one term: starts the callback (after the fence, when the lock
@@ -350,7 +353,7 @@ func (le *LeaderElector) holdUntilFence(ctx context.Context, t *term, end *termE
 		end.expire = true
 		return
 	}
-	le.log.Info("handing over once the previous holder's lease has run out", zap.Duration("wait", wait))
+	le.log.Info("giving the lock up once the previous holder's lease has run out", zap.Duration("wait", wait))
 	le.stopping = true
 	defer func() { le.stopping = false }()
 	fence := le.clock.NewTimer(wait)
@@ -360,6 +363,13 @@ func (le *LeaderElector) holdUntilFence(ctx context.Context, t *term, end *termE
 	for end.stillHeld {
 		select {
 		case <-fence.C():
+			// The candidate asked a while ago and may be gone (a crash
+			// cannot take a request back): release, and whoever is alive
+			// takes the lock, the best first (YieldOnRelease), rather than
+			// leave it to a dead candidate for a lease.
+			le.log.Info("the previous holder's lease has run out; releasing rather than handing over, as the candidate asked a while ago",
+				zap.String("candidate", end.handTo.Candidate))
+			end.handTo, end.release = nil, true
 			return
 		case <-ctx.Done():
 			end.expire = true
@@ -401,6 +411,8 @@ func (le *LeaderElector) finish(end termEnd) {
 		le.metrics.Lost(le.cfg.Name)
 	case end.expire:
 		le.leaveSession()
+	case end.release:
+		le.release()
 	case end.handTo != nil:
 		le.handOver(*end.handTo)
 	case end.byCallback || le.cfg.ReleaseOnCancel:
