@@ -386,7 +386,18 @@ func TestRecreatedLockWithoutRecordIsNotARelease(t *testing.T) {
 		t.Fatal(err)
 	}
 	empty := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: lockName, Namespace: ns, Labels: map[string]string{"managed-by": "gitops"}}}
-	if _, err := h.client.CoreV1().ConfigMaps(ns).Create(ctx, empty, metav1.CreateOptions{}); err != nil {
+	_, err := h.client.CoreV1().ConfigMaps(ns).Create(ctx, empty, metav1.CreateOptions{})
+	if apierrors.IsAlreadyExists(err) {
+		// The holder saw the deletion and wrote its record first: replace
+		// its object by one without a record, as the tool would have.
+		cur, getErr := h.client.CoreV1().ConfigMaps(ns).Get(ctx, lockName, metav1.GetOptions{})
+		if getErr != nil {
+			t.Fatal(getErr)
+		}
+		empty.ResourceVersion = cur.ResourceVersion
+		_, err = h.client.CoreV1().ConfigMaps(ns).Update(ctx, empty, metav1.UpdateOptions{})
+	}
+	if err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(100 * time.Millisecond)
