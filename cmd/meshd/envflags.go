@@ -29,6 +29,12 @@ func (e *envBindings) stringVarP(fs *pflag.FlagSet, p *string, name, shorthand, 
 	e.bindings = append(e.bindings, envBinding{flag: name, env: env})
 }
 
+// boolVar defines a boolean flag bound to the variable env.
+func (e *envBindings) boolVar(fs *pflag.FlagSet, p *bool, name, env string, def bool, usage string) {
+	fs.BoolVar(p, name, def, fmt.Sprintf("%s (env %s)", usage, env))
+	e.bindings = append(e.bindings, envBinding{flag: name, env: env})
+}
+
 // apply sets every bound flag not given on the command line from its
 // variable, when that is set and not empty. It reports every variable it
 // could not apply, joined.

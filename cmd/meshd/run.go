@@ -32,6 +32,7 @@ type runOptions struct {
 	ledgerFile        string
 	selfSignedRoot    bool
 	electionMode      string
+	sessions          bool
 	podUID            string
 }
 
@@ -94,6 +95,8 @@ func (o *runOptions) register(fs *pflag.FlagSet, env *envBindings) {
 		features.LeaderElectionTTL.Name()+", else "+features.LeaderElectionTTL.Default().String()+")")
 	env.stringVarP(fs, &o.electionMode, "election-mode", "", features.LeaderElectionMode.Name(), features.LeaderElectionMode.Default(),
 		"how meshd's Lease elections agree on a leader: racing, coordinated or oldest-emulation-version (istiod's ConfigMap elections always race)")
+	env.boolVar(fs, &o.sessions, "sessions", features.LeaderElectionSessions.Name(), features.LeaderElectionSessions.Default(),
+		"renew meshd's own racing Lease elections through one heartbeat Lease per process; every candidate must be a meshd with sessions")
 	env.stringVarP(fs, &o.podUID, "pod-uid", "", "POD_UID", "", "UID of this instance's Pod; owner of its LeaseCandidates in coordinated mode, so that they go with the Pod")
 	fs.StringVar(&o.controllers, "controllers", kindList(daemon.AllKinds()), "comma-separated controllers to run")
 	fs.StringVar(&o.logLevel, "log-level", "info", "minimum log level: debug, info, warn or error")
@@ -133,6 +136,7 @@ func runDaemon(ctx context.Context, o *runOptions, kinds []daemon.Kind, cmd *cob
 		LedgerFile:        o.ledgerFile,
 		SelfSignedRoot:    o.selfSignedRoot,
 		ElectionMode:      election.Mode(o.electionMode),
+		Sessions:          o.sessions,
 		Pod:               podOwner(o.identity, o.podUID),
 		ShutdownDeadline:  deadline,
 		Logger:            log,

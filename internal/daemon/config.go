@@ -148,6 +148,10 @@ type Config struct {
 	// coordinator election; when the API server does not serve
 	// LeaseCandidates it says so once and races.
 	ElectionMode election.Mode
+	// Sessions renews meshd's own elections (status, revision) through one
+	// session Lease per process when they race (election.WithSessions);
+	// istiod's election (namespace) never uses it.
+	Sessions bool
 	// Pod, when set, owns this instance's LeaseCandidates, so that they go
 	// with the Pod.
 	Pod *metav1.OwnerReference

@@ -135,6 +135,9 @@ func New(cfg Config) (*Daemon, error) {
 	if err := d.setUpCoordination(); err != nil {
 		return nil, fmt.Errorf("daemon: coordinator: %w", err)
 	}
+	if cfg.Sessions && d.mode != election.Racing {
+		d.log.Warn("sessions apply to racing elections only; the elections renew their records themselves", zap.String("mode", string(d.mode)))
+	}
 	for _, kind := range cfg.Kinds {
 		le, reporters, err := d.newElection(kind)
 		if err != nil {
@@ -166,7 +169,11 @@ func (d *Daemon) newElection(kind Kind) (*election.LeaderElection, []controllers
 	default:
 		return nil, nil, fmt.Errorf("unknown kind %q", kind)
 	}
-	le, err := d.group.New(spec, election.WithCandidateOwner(c.Pod), election.WithBinaryVersion(c.BinaryVersion))
+	opts := []election.Option{election.WithCandidateOwner(c.Pod), election.WithBinaryVersion(c.BinaryVersion)}
+	if c.Sessions && kind != KindNamespace && d.mode == election.Racing {
+		opts = append(opts, election.WithSessions(true))
+	}
+	le, err := d.group.New(spec, opts...)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/meshd-io/meshd/pkg/election/coordinated"
 	"github.com/meshd-io/meshd/pkg/election/elector"
+	"github.com/meshd-io/meshd/pkg/election/session"
 	"github.com/meshd-io/meshd/pkg/resourcelock"
 	"github.com/meshd-io/meshd/pkg/revisions"
 )
@@ -39,8 +40,9 @@ type LeaderElection struct {
 	ownedWatcher bool       // started by this election, not by a Group or the caller
 	events       *eventSink // started by this election; nil in a Group
 	elector      *elector.LeaderElector
-	candidacy    *candidacy     // coordinated elections only
-	coordLock    *preferredLock // coordinated elections only
+	session      *session.Member // WithSessions only
+	candidacy    *candidacy      // coordinated elections only
+	coordLock    *preferredLock  // coordinated elections only
 	// coordinatorWatcher is the default watcher of a standalone
 	// coordinator election, started with it.
 	coordinatorWatcher revisions.DefaultWatcher
@@ -97,6 +99,9 @@ func validate(client kubernetes.Interface, spec Spec, o *options) error {
 	errs := multierror.Append(nil, spec.validate(), o.validate())
 	if client == nil && o.enabled {
 		errs = multierror.Append(errs, errors.New("a Kubernetes client is required when leader election is enabled"))
+	}
+	if o.sessions && spec.Mode.coordinatedMode() {
+		errs = multierror.Append(errs, fmt.Errorf("sessions apply to racing elections only, not %s ones", spec.Mode))
 	}
 	if errs.ErrorOrNil() == nil {
 		return nil
@@ -174,6 +179,16 @@ func build(client kubernetes.Interface, spec Spec, o *options, newWatcher watche
 			}
 		}
 	}
+	if o.sessions {
+		leaseDuration, renewDeadline, retryPeriod := elector.TimingFromTTL(o.ttl)
+		if l.session, err = session.NewMember(session.Config{
+			Client: client, Namespace: spec.Namespace, Identity: l.holderIdentity,
+			LeaseDuration: leaseDuration, RenewDeadline: renewDeadline, RetryPeriod: retryPeriod,
+			Owner: o.candidateOwner, Clock: o.clock, Logger: o.logger,
+		}); err != nil {
+			return fail(err)
+		}
+	}
 	if l.elector, err = elector.New(l.electorConfig(lock, o, cooperative)); err != nil {
 		return nil, fmt.Errorf("election %q (ttl %v): %w", spec.ElectionID, o.ttl, err)
 	}
@@ -212,6 +227,9 @@ func (l *LeaderElection) electorConfig(lock resourcelock.Interface, o *options, 
 
 		StartAtOnceAfterSteal: o.startAtOnce,
 		Callbacks:             elector.Callbacks{OnStartedLeading: l.runLeading},
+	}
+	if l.session != nil {
+		cfg.Session = l.session
 	}
 	switch {
 	case l.candidacy != nil:

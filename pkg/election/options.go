@@ -68,6 +68,8 @@ type options struct {
 	eventRecorder resourcelock.EventRecorder
 	eventClient   kubernetes.Interface
 
+	sessions bool
+
 	binaryVersion  string                 // coordinated candidates
 	candidateOwner *metav1.OwnerReference // coordinated candidates
 }
@@ -136,6 +138,9 @@ func (o *options) validate() error {
 	if o.metrics != nil && o.registerer != nil {
 		errs = multierror.Append(errs, errors.New("WithMetrics and WithPrometheus both given: choose one"))
 	}
+	if o.sessions && !o.watch {
+		add("sessions need the watch: a holder learns through it that its lock was taken")
+	}
 	if o.eventRecorder != nil && o.eventClient != nil {
 		errs = multierror.Append(errs, errors.New("WithEventRecorder and WithEvents both given: choose one"))
 	}
@@ -156,6 +161,18 @@ func (o *options) watcherOptions(namespace string) revisions.Options {
 // WithTTL sets the lease duration (default DefaultTTL, at least 1s); the
 // renew deadline is ttl/2 and the retry period ttl/4.
 func WithTTL(ttl time.Duration) Option { return func(o *options) { o.ttl = ttl } }
+
+// WithSessions makes the process's session renew the election's record
+// while this instance leads, instead of one write per retry period per
+// election (default false; see docs/sessions.md and package
+// election/session). Each process then keeps one heartbeat Lease per
+// namespace and ttl, named after its identity, which needs create, update
+// and delete on Leases in the namespace. Use it only when every candidate
+// of the election is a meshd that uses sessions: istiod, client-go and
+// older meshd judge a holder by its record alone. A candidate that sees a
+// holder without sessions renews its record itself from then on. Racing
+// mode only; it needs WithWatch(true).
+func WithSessions(enabled bool) Option { return func(o *options) { o.sessions = enabled } }
 
 // WithLogger sets the logger; default a no-op logger.
 func WithLogger(l *zap.Logger) Option { return func(o *options) { o.logger = l } }

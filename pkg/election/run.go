@@ -133,7 +133,12 @@ func (l *LeaderElection) startOwned() func() {
 	if l.coordinatorWatcher != nil {
 		stopWatcher = startWatcher(l.coordinatorWatcher)
 	}
+	stopSession := func() {}
+	if l.session != nil && l.enabled {
+		stopSession = l.session.Start()
+	}
 	return func() {
+		stopSession() // the elector has stopped: no work of this election runs
 		stopWatcher()
 		stopEvents()
 	}

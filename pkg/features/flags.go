@@ -94,6 +94,11 @@ var (
 		"How the candidates of meshd's own Lease elections agree on a leader: `racing` (each writes the lock; istiod's way), `coordinated` (LeaseCandidates and a meshd coordinator that applies the mesh's priority rule; needs coordination.k8s.io/v1beta1, else meshd races) or `oldest-emulation-version` (Kubernetes' own coordinator). istiod's ConfigMap elections always race.",
 		OneOf(string(election.Racing), string(election.Coordinated), string(election.OldestEmulationVersion)))
 
+	// LeaderElectionSessions makes meshd's own racing Lease elections
+	// renew through one session Lease per process (election.WithSessions).
+	LeaderElectionSessions = RegisterBool("LEADER_ELECTION_SESSIONS", false,
+		"Renew meshd's own racing Lease elections (status, revision) through one heartbeat Lease per process instead of one write per election per retry period. Every candidate of those elections must be a meshd with sessions; istiod's elections never use them.")
+
 	// LeaderElectionHandoverGrace is how long a candidate waits for a meshd
 	// holder to answer a handover request before it takes the lock by force
 	// (with a fenced start). An accepted request is then waited for until the

@@ -422,6 +422,7 @@ func TestDefaultRegistry(t *testing.T) {
 		{"LEADER_ELECTION_HANDOVER", "bool", "true", staticInfo(LeaderElectionHandover.s)},
 		{"LEADER_ELECTION_HANDOVER_GRACE", "duration", "10s", staticInfo(LeaderElectionHandoverGrace.s)},
 		{"LEADER_ELECTION_MODE", "string", "racing", staticInfo(LeaderElectionMode.s)},
+		{"LEADER_ELECTION_SESSIONS", "bool", "false", staticInfo(LeaderElectionSessions.s)},
 	}
 	for _, c := range checks {
 		if c.got.Name != c.name || c.got.Type != c.typ || c.got.Default != c.def || c.got.Description == "" {

@@ -70,6 +70,11 @@ type objectLock[T kubeObject, L runtime.Object] struct {
 	obj     T
 	valid   bool // obj holds an object version
 	partial bool // obj was built from metadata only: writes read it first
+
+	// session is the session a record of this holder names, once
+	// SetSession turned marks on (sessionOn); see session.go.
+	session   string
+	sessionOn bool
 }
 
 // set remembers obj as the version last seen; forget drops it.
@@ -124,10 +129,12 @@ func (l *objectLock[T, L]) Update(ctx context.Context, r Record) error {
 	return l.write(ctx, obj)
 }
 
-// advertise applies Config.advertise to an object's metadata.
+// advertise applies Config.advertise and the session mark to an object's
+// metadata.
 func (l *objectLock[T, L]) advertise(obj T, r Record) {
 	meta := metav1.ObjectMeta{Annotations: obj.GetAnnotations()}
 	l.cfg.advertise(&meta, r)
+	l.markSession(&meta, r)
 	obj.SetAnnotations(meta.Annotations)
 }
 

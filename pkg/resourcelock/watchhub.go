@@ -93,6 +93,21 @@ func (h *WatchHub) Watches() int {
 // with the object as cached (if it exists) and with the watch's health.
 func (h *WatchHub) Subscribe(lock Watchable, s Subscriber) (unsubscribe func()) {
 	sw := sharedWatchOf(lock)
+	return h.join(sw, sw.Name, s)
+}
+
+// SubscribeAll follows every object of lock's shared watch (the objects of
+// its kind in its namespace, through its client) until the returned
+// function is called, as Subscribe does for one object. A subscriber
+// joining a watch that has already listed is called at once with every
+// cached object.
+func (h *WatchHub) SubscribeAll(lock Watchable, s Subscriber) (unsubscribe func()) {
+	return h.join(sharedWatchOf(lock), "", s)
+}
+
+// join adds a subscriber of the named object ("" for all) to sw's watch,
+// starting the watch if it is the first.
+func (h *WatchHub) join(sw SharedWatch, name string, s Subscriber) (unsubscribe func()) {
 	h.mu.Lock()
 	e, ok := h.entries[sw.Key]
 	if !ok {
@@ -102,7 +117,7 @@ func (h *WatchHub) Subscribe(lock Watchable, s Subscriber) (unsubscribe func()) 
 	e.refs++
 	h.mu.Unlock()
 
-	sub := &hubSub{name: sw.Name, Subscriber: s}
+	sub := &hubSub{name: name, Subscriber: s}
 	e.add(sub)
 	var once sync.Once
 	return func() { once.Do(func() { h.leave(e, sub) }) }
@@ -221,7 +236,7 @@ func (e *hubEntry) stop() {
 }
 
 // add registers sub and tells it what the watch already knows: the cached
-// object, even while the first list is being delivered (the handler may
+// object (every cached object for a subscriber of all), even while the first list is being delivered (the handler may
 // have passed it before sub joined), and the health once listed. The cache
 // is never behind what the handler has delivered, and a version delivered
 // again later is one the lock already holds or an older one it ignores.
@@ -229,7 +244,11 @@ func (e *hubEntry) add(sub *hubSub) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.byName[sub.name] = append(e.byName[sub.name], sub)
-	if sub.name != "" {
+	if sub.name == "" {
+		for _, obj := range e.informer.GetStore().List() {
+			sub.object(obj, false)
+		}
+	} else {
 		key := sub.name
 		if e.key.Namespace != "" {
 			key = e.key.Namespace + "/" + sub.name

@@ -319,11 +319,13 @@ func (le *LeaderElector) get(ctx context.Context) (*resourcelock.Record, []byte,
 }
 
 func (le *LeaderElector) create(ctx context.Context, r resourcelock.Record) error {
+	le.markSession(r)
 	le.metrics.Request(le.cfg.Name, "create")
 	return le.cfg.Lock.Create(ctx, r)
 }
 
 func (le *LeaderElector) update(ctx context.Context, r resourcelock.Record) error {
+	le.markSession(r)
 	le.metrics.Request(le.cfg.Name, "update")
 	return le.cfg.Lock.Update(ctx, r)
 }

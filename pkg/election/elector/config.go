@@ -136,6 +136,16 @@ type Config struct {
 	// HandoverGrace must be unset.
 	Coordination *Coordination
 
+	// Session, when set, lets the process's session renew this candidate's
+	// record while it leads (see "Sessions" in the package doc): the holder
+	// names its session in a mark next to the record and stops rewriting
+	// the record every RetryPeriod; followers that use sessions too judge
+	// it alive while its session is. Use it only when every candidate of
+	// the election uses sessions: a candidate that sees a holder without
+	// them renews its record itself from then on. The lock must implement
+	// resourcelock.SessionLock; Watch must be set and Coordination unset.
+	Session Session
+
 	// YieldOnRelease, if set, is asked how long this candidate lets others
 	// go first when it sees the lock released or expired: a candidate that
 	// the election's rule ranks lower waits a little, so that the best
@@ -205,6 +215,17 @@ func (c *Config) Validate() error {
 	}
 	if c.Callbacks.OnStartedLeading == nil {
 		add("Callbacks.OnStartedLeading must be set")
+	}
+	if c.Session != nil {
+		if _, ok := c.Lock.(resourcelock.SessionLock); !ok && c.Lock != nil {
+			add("Session needs a lock that can name a session; %T cannot", c.Lock)
+		}
+		if !c.Watch {
+			add("Session needs Watch: a holder learns through its watch that the lock was taken")
+		}
+		if c.Coordination != nil {
+			add("Session cannot be combined with Coordination")
+		}
 	}
 	for _, msg := range c.Coordination.problems(c) {
 		add("%s", msg)

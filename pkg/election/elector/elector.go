@@ -66,6 +66,8 @@ type LeaderElector struct {
 	handover *handoverProtocol
 	// damper limits steals; see damper.go.
 	damper stealDamper
+	// session is set in session mode; see session.go.
+	session sessionState
 
 	// Used only by the goroutine running Run.
 	acquiredAt  time.Time              // when the attempt that won the current term started
@@ -93,6 +95,7 @@ type LeaderElector struct {
 	warnedLease     string // holder and lease of the last over-long lease reported
 	lastErr         error
 	preemption      Preemption
+	sessionRenew    time.Time // when the session heartbeat last credited to this term was sent
 }
 
 // New validates cfg and returns an elector. It does not talk to the API
@@ -133,6 +136,9 @@ func New(cfg Config) (*LeaderElector, error) {
 	}
 	if cfg.HandoverGrace > 0 {
 		le.handover = newHandoverProtocol(le, cfg.Lock.(resourcelock.HandoverLock))
+	}
+	if cfg.Session != nil {
+		le.session.lock = cfg.Lock.(resourcelock.SessionLock)
 	}
 	return le, nil
 }
@@ -273,7 +279,11 @@ func (le *LeaderElector) Check(tolerance time.Duration) error {
 	if !le.leading {
 		return nil
 	}
-	if since := le.clock.Since(le.observedTime); since > le.cfg.LeaseDuration+tolerance {
+	renewed := le.observedTime
+	if le.sessionRenew.After(renewed) {
+		renewed = le.sessionRenew
+	}
+	if since := le.clock.Since(renewed); since > le.cfg.LeaseDuration+tolerance {
 		return fmt.Errorf("%s: leader has not renewed for %v (lease %v, tolerance %v)",
 			le.cfg.Lock.Describe(), since.Round(time.Millisecond), le.cfg.LeaseDuration, tolerance)
 	}
@@ -359,9 +369,13 @@ func (le *LeaderElector) followerWait() time.Duration {
 		lease = honouredLease(rec)
 	}
 	now := le.clock.Now()
+	end := seen.Add(lease)
+	if alive := le.sessionUntil(now); alive.After(end) {
+		end = alive // the holder's session keeps it alive longer
+	}
 	// An expired lock is a race like a released one: lesser candidates
 	// let better ones go first.
-	deadline := seen.Add(lease + le.yieldDelay())
+	deadline := end.Add(le.yieldDelay())
 	for _, at := range []time.Time{le.damper.wakeAt(now), le.handoverWake()} {
 		if !at.IsZero() && at.Before(deadline) {
 			deadline = at

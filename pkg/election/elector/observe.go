@@ -32,6 +32,7 @@ func (le *LeaderElector) observe(rec *resourcelock.Record, raw []byte, now time.
 	if rec.HolderIdentity != "" {
 		le.vacantSince = time.Time{} // a holder renewed or took it: no longer vacant
 	}
+	le.noteSessionAware(rec)
 	le.reportLeader(rec.HolderIdentity)
 	le.warnLongLease(rec)
 }
@@ -106,19 +107,23 @@ func (le *LeaderElector) observeCorrupt(raw []byte, cause error, now time.Time) 
 }
 
 // leaseValid reports whether the observed record has not expired by now: it
-// expires when observedTime + leaseDurationSeconds < now.
+// expires when observedTime + leaseDurationSeconds < now and, in session
+// mode, the holder's session has run out too.
 func (le *LeaderElector) leaseValid(now time.Time) bool {
-	le.mu.Lock()
-	defer le.mu.Unlock()
-	return !le.observedTime.Add(honouredLease(le.observedRecord)).Before(now)
+	return !le.leaseEnd().Before(now)
 }
 
 // leaseEnd is when the observed holder's lease runs out by this candidate's
-// observation: its last renew as seen here plus the lease it announced.
+// observation: its last renew as seen here plus the lease it announced, or
+// later while its session lives.
 func (le *LeaderElector) leaseEnd() time.Time {
 	le.mu.Lock()
-	defer le.mu.Unlock()
-	return le.observedTime.Add(honouredLease(le.observedRecord))
+	end := le.observedTime.Add(honouredLease(le.observedRecord))
+	le.mu.Unlock()
+	if alive := le.sessionUntil(le.clock.Now()); alive.After(end) {
+		end = alive
+	}
+	return end
 }
 
 // holderMayBeWorking reports whether, by this candidate's observation, the

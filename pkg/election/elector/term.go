@@ -200,10 +200,14 @@ func (le *LeaderElector) leaderSawEvent() *termEnd {
 // renewOnce makes one renew attempt; it returns the end of the term, or nil
 // while it goes on.
 func (le *LeaderElector) renewOnce(ctx context.Context) *termEnd {
+	bySession := le.renewedBySession()
 	remaining := le.cfg.RenewDeadline - le.clock.Since(le.lastRenew)
 	if remaining <= 0 {
 		le.log.Warn("renew deadline passed; stopping leadership", zap.Duration("renewDeadline", le.cfg.RenewDeadline))
 		return &termEnd{}
+	}
+	if bySession {
+		return nil // the session's heartbeat renewed the term
 	}
 	sent := le.clock.Now()
 	attemptCtx, cancel := context.WithTimeout(ctx, remaining)

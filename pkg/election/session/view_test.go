@@ -1,0 +1,117 @@
+package session
+
+import (
+	"testing"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/cache"
+	clocktesting "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
+)
+
+var t0 = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+
+// sessionLease is a session Lease as a heartbeat writes it.
+func sessionLease(name, token, holder string, renew time.Time, seconds *int32) *coordinationv1.Lease {
+	l := &coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ns", Annotations: map[string]string{TokenAnnotation: token}},
+		Spec:       coordinationv1.LeaseSpec{LeaseDurationSeconds: seconds, RenewTime: &metav1.MicroTime{Time: renew}},
+	}
+	if holder != "" {
+		l.Spec.HolderIdentity = ptr.To(holder)
+	}
+	return l
+}
+
+func TestViewJudgesEachTokenByItsOwnRenewals(t *testing.T) {
+	name := LeaseName("a", 10*time.Second)
+	ref1, ref2 := Ref(name, "t1"), Ref(name, "t2")
+	clk := clocktesting.NewFakeClock(t0)
+	v := newView(clk)
+	ten := ptr.To(int32(10))
+
+	if _, known := v.aliveUntil(ref1); known {
+		t.Fatal("a view whose watch has not listed claims to know")
+	}
+	v.setHealth(true)
+	if until, known := v.aliveUntil(ref1); !known || !until.IsZero() {
+		t.Fatalf("a session never seen: until %v known %v; want not alive", until, known)
+	}
+	v.observe(sessionLease(name, "t1", "a", t0, ten), false)
+	want := t0.Add(10 * time.Second)
+	steps := []struct {
+		what    string
+		advance time.Duration
+		obj     any
+		deleted bool
+		ref     string
+		want    time.Time
+	}{
+		{"first sight starts a lease", 0, nil, false, ref1, want},
+		{"the same renewTime again is no sign of life", 3 * time.Second, sessionLease(name, "t1", "a", t0, ten), false, ref1, want},
+		{"a renewal restarts the lease from when it is seen", 0, sessionLease(name, "t1", "a", t0.Add(time.Second), ten), false, ref1, t0.Add(13 * time.Second)},
+		{"a deletion is not the end", time.Second, sessionLease(name, "t1", "a", t0.Add(time.Second), ten), true, ref1, t0.Add(13 * time.Second)},
+		{"a tombstone is not the end either", 0, cache.DeletedFinalStateUnknown{Key: "ns/" + name, Obj: sessionLease(name, "t1", "a", t0, ten)}, true, ref1, t0.Add(13 * time.Second)},
+		{"a restarted process's token is new", time.Second, sessionLease(name, "t2", "a", t0.Add(5*time.Second), ten), false, ref2, t0.Add(15 * time.Second)},
+		{"the old token keeps its last renewal", 0, nil, false, ref1, t0.Add(13 * time.Second)},
+		{"a graceful end ends that token at once", time.Second, sessionLease(name, "t2", "", t0.Add(6*time.Second), ten), false, ref2, time.Time{}},
+		{"a foreign Lease is ignored", 0, sessionLease("other", "t9", "x", t0, ten), false, Ref("other", "t9"), time.Time{}},
+		{"a Lease without a token is ignored", 0, sessionLease(LeaseName("b", time.Second), "", "b", t0, ten), false, Ref(LeaseName("b", time.Second), ""), time.Time{}},
+		{"a missing lease duration counts as none", 0, sessionLease(LeaseName("c", time.Second), "t3", "c", t0, nil), false, Ref(LeaseName("c", time.Second), "t3"), t0.Add(6 * time.Second)},
+		{"garbage is not a reference", 0, nil, false, "no-slash", time.Time{}},
+	}
+	for _, s := range steps {
+		clk.Step(s.advance)
+		if s.obj != nil {
+			v.observe(s.obj, s.deleted)
+		}
+		if until, known := v.aliveUntil(s.ref); !known || !until.Equal(s.want) {
+			t.Errorf("%s: until %v (known %v), want %v", s.what, until, known, s.want)
+		}
+	}
+	v.setHealth(false)
+	if _, known := v.aliveUntil(ref1); known {
+		t.Error("a view whose watch broke still claims to know")
+	}
+}
+
+func TestViewRemembersABoundedNumberOfTokens(t *testing.T) {
+	name := LeaseName("a", 10*time.Second)
+	v := newView(clocktesting.NewFakeClock(t0))
+	v.setHealth(true)
+	for i := range maxTokens + 3 {
+		v.observe(sessionLease(name, string(rune('a'+i)), "a", t0, ptr.To(int32(10))), false)
+	}
+	if n := len(v.leases[name].tokens); n != maxTokens {
+		t.Fatalf("%d tokens remembered, want %d", n, maxTokens)
+	}
+	if until, _ := v.aliveUntil(Ref(name, "a")); !until.IsZero() {
+		t.Error("the oldest token is still remembered")
+	}
+	if until, _ := v.aliveUntil(Ref(name, string(rune('a'+maxTokens+2)))); until.IsZero() {
+		t.Error("the newest token is forgotten")
+	}
+}
+
+func TestLeaseNameAndRef(t *testing.T) {
+	if a, b := LeaseName("pod-1", 30*time.Second), LeaseName("pod-1", 4*time.Second); a == b {
+		t.Errorf("sessions of two ttls share the Lease %q", a)
+	}
+	if n := LeaseName("Host_ÄBC", 30*time.Second); len(n) > 253 || n[:len(LeasePrefix)] != LeasePrefix {
+		t.Errorf("bad lease name %q", n)
+	}
+	for _, c := range []struct {
+		ref       string
+		name, tok string
+		ok        bool
+	}{
+		{"l/t", "l", "t", true}, {"l/", "", "", false}, {"/t", "", "", false}, {"", "", "", false}, {"lt", "", "", false},
+	} {
+		name, tok, ok := ParseRef(c.ref)
+		if ok != c.ok || (ok && (name != c.name || tok != c.tok)) {
+			t.Errorf("ParseRef(%q) = %q, %q, %v", c.ref, name, tok, ok)
+		}
+	}
+}

@@ -1,0 +1,221 @@
+package integration
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/meshd-io/meshd/internal/testing/testcluster"
+	"github.com/meshd-io/meshd/internal/testing/testutil"
+	"github.com/meshd-io/meshd/pkg/election"
+	"github.com/meshd-io/meshd/pkg/election/session"
+	"github.com/meshd-io/meshd/pkg/resourcelock"
+)
+
+// processLink is one simulated process's way to the API server: its own
+// clientset (so its own shared watches and session), whose requests are
+// counted by verb and resource and can be cut off, as by a partition.
+type processLink struct {
+	client kubernetes.Interface
+	cut    atomic.Bool
+
+	mu       sync.Mutex
+	requests map[string]int // "verb resource/name"
+}
+
+type linkTransport struct {
+	link *processLink
+	next http.RoundTripper
+}
+
+func (t *linkTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if t.link.cut.Load() {
+		return nil, errors.New("partitioned from the API server")
+	}
+	verb := strings.ToLower(req.Method)
+	if req.URL.Query().Get("watch") == "true" {
+		verb = "watch"
+	}
+	t.link.mu.Lock()
+	t.link.requests[verb+" "+req.URL.Path]++
+	t.link.mu.Unlock()
+	return t.next.RoundTrip(req)
+}
+
+func newProcessLink(t *testing.T, c *testcluster.Cluster) *processLink {
+	t.Helper()
+	link := &processLink{requests: map[string]int{}}
+	cfg := rest.CopyConfig(c.Config)
+	cfg.QPS, cfg.Burst = -1, 0
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return &linkTransport{link: link, next: rt} })
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	link.client = client
+	return link
+}
+
+// take returns and resets the requests counted so far.
+func (l *processLink) take() map[string]int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := l.requests
+	l.requests = map[string]int{}
+	return out
+}
+
+// sessionProcess is n elections of one process, all with sessions.
+type sessionProcess struct {
+	link      *processLink
+	instances []*instance
+}
+
+func startSessionProcess(t *testing.T, c *testcluster.Cluster, ns, identity string, n int, extra ...election.Option) *sessionProcess {
+	link := newProcessLink(t, c)
+	p := &sessionProcess{link: link}
+	for i := range n {
+		le, err := election.New(link.client, election.Spec{Namespace: ns, ElectionID: fmt.Sprintf("sess-%d", i),
+			Identity: identity, Lock: election.LeaseLock}, opts(t, append([]election.Option{election.WithSessions(true)}, extra...)...)...)
+		p.instances = append(p.instances, newInstance(t, fmt.Sprintf("%s/%d", identity, i), le, err))
+	}
+	return p
+}
+
+func (p *sessionProcess) leadsAll() bool {
+	for _, in := range p.instances {
+		if !in.leads() {
+			return false
+		}
+	}
+	return true
+}
+
+func (p *sessionProcess) leadsAny() bool {
+	for _, in := range p.instances {
+		if in.leads() {
+			return true
+		}
+	}
+	return false
+}
+
+// With sessions, a process leading many elections renews one Lease per
+// retry period, and its followers make no requests.
+func TestSessionRenewsEveryRecordWithOneLease(t *testing.T) {
+	c := testcluster.Get(t)
+	ns := c.NewNamespace(t)
+	const n = 20
+	a := startSessionProcess(t, c, ns, "a", n)
+	testutil.Eventually(t, 10*time.Second, testutil.Check("a to lead every election", a.leadsAll))
+	b := startSessionProcess(t, c, ns, "b", n)
+	time.Sleep(ttl) // both settled: b has listed, and a named its session in every record
+	a.link.take()
+	b.link.take()
+	window := 4 * ttl // 16 retry periods
+	testutil.Consistently(t, window, testutil.Check("a to lead every election and b none", func() bool { return a.leadsAll() && !b.leadsAny() }))
+	sessionPath := "/apis/coordination.k8s.io/v1/namespaces/" + ns + "/leases/" + session.LeaseName("a", ttl)
+	got := a.link.take()
+	t.Logf("leader's requests in %v: %v", window, got)
+	if got["put "+sessionPath] < 12 || len(got) != 1 {
+		t.Errorf("leader's requests in %v: %v; want only about 16 renewals of its session Lease", window, got)
+	}
+	if got := b.link.take(); len(got) > 1 || got["put /apis/coordination.k8s.io/v1/namespaces/"+ns+"/leases/"+session.LeaseName("b", ttl)] == 0 {
+		t.Errorf("follower's requests in %v: %v; want only the renewals of its own session Lease", window, got)
+	}
+	lease, err := c.Client.CoordinationV1().Leases(ns).Get(context.Background(), "sess-0", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mark := lease.Annotations[resourcelock.SessionAnnotationKey]
+	if !strings.Contains(mark, session.LeaseName("a", ttl)) || *lease.Spec.HolderIdentity != "a" {
+		t.Errorf("the lock names holder %q with session mark %q; want a and its session", *lease.Spec.HolderIdentity, mark)
+	}
+}
+
+// A holder cut off from the API server stops all its work within the renew
+// deadline of its last heartbeat; the follower takes over only once the
+// holder's session has run out by its own observation, so no election has
+// two leaders at once.
+func TestSessionLossStopsWorkBeforeAFollowerTakesOver(t *testing.T) {
+	c := testcluster.Get(t)
+	ns := c.NewNamespace(t)
+	const n = 10
+	a := startSessionProcess(t, c, ns, "a", n, election.WithReleaseOnCancel(false))
+	testutil.Eventually(t, 10*time.Second, testutil.Check("a to lead every election", a.leadsAll))
+	b := startSessionProcess(t, c, ns, "b", n)
+	time.Sleep(ttl)
+	a.link.cut.Store(true)
+	cutAt := time.Now()
+	testutil.Eventually(t, 15*time.Second, testutil.Check("b to lead every election", b.leadsAll))
+	for i := range n {
+		old, next := a.instances[i], b.instances[i]
+		old.mu.Lock()
+		stopped := old.stopped
+		old.mu.Unlock()
+		if len(stopped) != 1 {
+			t.Fatalf("election %d: a's work stopped %d times, want once", i, len(stopped))
+		}
+		stop, start := stopped[0], next.lastStart()
+		if !start.After(stop) {
+			t.Errorf("election %d: b started %v before a stopped", i, stop.Sub(start))
+		}
+		// The last heartbeat that succeeded was sent before the cut: a
+		// stops within the renew deadline (ttl/2) of it.
+		if late := stop.Sub(cutAt); late > ttl/2+100*time.Millisecond {
+			t.Errorf("election %d: a stopped %v after the cut, later than its renew deadline %v allows", i, late, ttl/2)
+		}
+		// b saw a's last heartbeat no earlier than a retry period (ttl/4)
+		// before the cut, and waits a lease (ttl) after it.
+		if gap := start.Sub(cutAt); gap < ttl-ttl/4 {
+			t.Errorf("election %d: b took over %v after the cut, before a's session could have run out", i, gap)
+		}
+		if i == 0 {
+			t.Logf("election 0: a stopped %v after the cut, b started %v after it", stop.Sub(cutAt), start.Sub(cutAt))
+		}
+	}
+}
+
+// A session candidate that sees a holder without sessions (istiod, or meshd
+// without them) renews its own record when it leads, so that such a
+// candidate never finds its record stale.
+func TestSessionCandidateRenewsItsRecordInAMixedElection(t *testing.T) {
+	c := testcluster.Get(t)
+	ns := c.NewNamespace(t)
+	spec := func(identity string) election.Spec {
+		return election.Spec{Namespace: ns, ElectionID: "mixed", Identity: identity, Lock: election.LeaseLock}
+	}
+	le, err := election.New(c.Client, spec("plain"), opts(t)...)
+	plain := newInstance(t, "plain", le, err)
+	testutil.Eventually(t, 10*time.Second, testutil.Check("plain to lead", plain.leads))
+	link := newProcessLink(t, c)
+	le, err = election.New(link.client, spec("s"), opts(t, election.WithSessions(true))...)
+	s := newInstance(t, "s", le, err)
+	time.Sleep(ttl / 2)
+	plain.stop() // releases: s takes over at once
+	testutil.Eventually(t, 10*time.Second, testutil.Check("s to lead", s.leads))
+	first := renewTime(t, c, ns, "mixed")
+	time.Sleep(ttl)
+	if later := renewTime(t, c, ns, "mixed"); !later.After(first) {
+		t.Errorf("s did not renew its record itself in %v after taking over from a holder without sessions", ttl)
+	}
+}
+
+func renewTime(t *testing.T, c *testcluster.Cluster, ns, name string) time.Time {
+	t.Helper()
+	lease, err := c.Client.CoordinationV1().Leases(ns).Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return lease.Spec.RenewTime.Time
+}
