@@ -1,12 +1,11 @@
 package bench
 
 import (
-	"errors"
-
 	"github.com/meshd-io/meshd/pkg/election"
 )
 
-// sessionOption is the option that puts a meshd election in session mode.
+// sessionOption is the option that puts a meshd election in session mode:
+// the process's one heartbeat Lease renews the records it holds.
 func sessionOption() (election.Option, error) {
-	return nil, errors.New("session mode is not available in this build of pkg/election")
+	return election.WithSessions(true), nil
 }

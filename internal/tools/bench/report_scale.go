@@ -253,7 +253,8 @@ func (r *Results) writeScaleSetup(w io.Writer, cols []Impl) {
 	fmt.Fprintf(w, "server and etcd for thousands of requests per second.\n\n")
 	if hasImpl(cols, MeshdSession) {
 		fmt.Fprintf(w, "meshd-session is meshd with its defaults plus `WithSessions(true)`: each replica renews one heartbeat\n")
-		fmt.Fprintf(w, "Lease for all of its elections instead of one record per election. It runs in this section only.\n\n")
+		fmt.Fprintf(w, "Lease (its session, named after its identity) every retry period, and the records of the elections it\n")
+		fmt.Fprintf(w, "leads are not rewritten while that session lives. It runs in this section only.\n\n")
 	}
 	fmt.Fprintf(w, "The replicas of a cell are started together, and each starts all its elections at once, spread evenly\n")
 	fmt.Fprintf(w, "over %v (so that they do not renew in lock-step). The settle time is the longest any election took,\n", StartSpread)
@@ -365,7 +366,11 @@ func fmtSenders(res ScaleResult) string {
 		if c.Total() == 0 {
 			return "0"
 		}
-		return fmt.Sprintf("%.1f", float64(c.Total())/sec)
+		v := float64(c.Total()) / sec
+		if v < 1 {
+			return fmt.Sprintf("%.2f", v)
+		}
+		return fmt.Sprintf("%.1f", v)
 	}
 	return f(res.LeaderRequests()) + " / " + f(res.FollowerRequests()) + " / " + f(res.OtherRequests())
 }
@@ -605,7 +610,11 @@ func (r *Results) perRecordRow(t *table) {
 				res.Cell.Short(), fmtTotals(lead), res.Cell.Elections, renews, float64(res.Cell.Elections)*renews, fmtTotals(follow), fmtTotals(other))
 		}
 		if follow.Total() > 0 || other.Total() > 0 || lead.Total() != lead[VerbUpdate] {
-			bad = append(bad, fmt.Sprintf("%s: leaders %s, followers %s, other %s", res.Cell.Short(), fmtTotals(lead), fmtTotals(follow), fmtTotals(other)))
+			if res.Cell == ScaleTargetCell {
+				bad = append(bad, res.Cell.Short())
+			} else {
+				bad = append(bad, fmt.Sprintf("%s (leaders %s, followers %s, other %s)", res.Cell.Short(), fmtTotals(lead), fmtTotals(follow), fmtTotals(other)))
+			}
 		}
 	}
 	if cells == 0 {
@@ -616,7 +625,7 @@ func (r *Results) perRecordRow(t *table) {
 		got = append(got, detail)
 	}
 	if len(bad) > 0 {
-		got = append(got, "not only leader updates in "+strings.Join(bad, "; "))
+		got = append(got, "not only leaders' updates at "+strings.Join(bad, ", "))
 	}
 	t.add("scale, every cell: per-record mode (meshd) sends only leaders' updates in the window, followers 0 requests",
 		strings.Join(got, "; "), verdict(len(bad) == 0))

@@ -255,7 +255,7 @@ func TestScaleReportShowsSkipsAndUnsettled(t *testing.T) {
 		"skipped",
 		"not settled in 3m0s",
 		"- client-go at 5000 elections x 3 replicas did not settle in 3m0s: 700 elections had no known leader in 3 of 3 replicas (peak RSS then 600.0 MiB).",
-		"| 1000      | 133.3 / 0 / 0 | 0 / 0 / 0.4 ",
+		"| 1000      | 133.3 / 0 / 0 | 0 / 0 / 0.40 ",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("report lacks %q:\n%s", want, out)
