@@ -101,6 +101,7 @@ func (r *Results) writeHeader(w io.Writer) {
 	}
 	if r.Scale != nil {
 		t.add("ttl (scale)", fmt.Sprintf("%v (retry period %v), window %v", r.ScaleTTL, r.ScaleTTL/4, r.ScaleWindow))
+		t.add("scale cells (elections x replicas)", r.Scale.describe())
 	}
 	t.add("run time", r.Elapsed.Round(time.Second).String())
 	if r.Quick {

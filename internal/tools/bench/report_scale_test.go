@@ -250,7 +250,7 @@ func TestScaleReportShowsSkipsAndUnsettled(t *testing.T) {
 	(&Results{Scale: m, ScaleTTL: 30 * time.Second, ScaleWindow: testWindow}).writeScale(&buf)
 	out := buf.String()
 	for _, want := range []string{
-		"Cells (elections x replicas), in the order run: 1000x3, 5000x3. Implementations: meshd, meshd-session, meshd-polling, client-go, each in every cell except meshd-polling at 5000x3.",
+		"Cells (elections x replicas): 1000x3, 5000x3, in this order; implementations meshd, meshd-session, meshd-polling, client-go, each in every cell except meshd-polling at 5000x3.",
 		"| 5000      | ",
 		"skipped",
 		"not settled in 3m0s",
