@@ -299,7 +299,7 @@ func (r *Results) writeNotes(w io.Writer) {
 		"Settle times of meshd-polling and client-go with several replicas are bimodal: replicas that start together race to create each Lease, and a loser learns the leader only at its next jittered retry (1 to 2.2 retry periods, 7.5-16.5 s at ttl 30s). Whether a cell shows milliseconds or seconds depends on that race, so their settle figures and growth factors vary from run to run.",
 		"Client-side rate limiting is off (QPS < 0) in every counted clientset, so settle times show the electors and the API server, not a token bucket.",
 		"The elections of a meshd replica share one watch of the namespace's Leases (one streamed list or list, then one watch, per replica, whatever the number of elections), and one watch of the default-revision webhook. It is what makes followers silent.",
-		"That watch is one long-running request, counted when it starts (while settling, before any window). The reflector under it asks for a random 5-10 minute timeout and then re-opens the watch, so over hours a meshd replica sends about 8 watch requests per hour for its Leases; no window here is long enough to include one.",
+		"That watch is one long-running request, counted when it starts (while settling, before any window). The reflector under it asks for a random 5-10 minute timeout and then re-opens the watch, so over hours a meshd replica sends about 8 watch requests per hour for its Leases. A watch re-opened during a window for any reason is counted in it, as \"other\" in the Scale section's table of requests by sender.",
 	}
 	for _, n := range notes {
 		fmt.Fprintf(w, "- %s\n", n)

@@ -402,8 +402,9 @@ func (r *Results) writeGrowth(w io.Writer, cols []Impl) {
 		return
 	}
 	fmt.Fprintf(w, "**Growth** from the smallest to the largest point of each sweep: the factor, and in brackets the\n")
-	fmt.Fprintf(w, "exponent k in value ∝ n^k (1 = linear, 0 = flat; fixed start-up costs pull k below 1). An\n")
-	fmt.Fprintf(w, "implementation without a figure at the largest point shows n/a.\n\n")
+	fmt.Fprintf(w, "exponent k in value ∝ n^k (1 = linear, 0 = flat; fixed start-up costs pull k below 1). For an\n")
+	fmt.Fprintf(w, "implementation without a figure at an end of the sweep, the growth is between the points that have one,\n")
+	fmt.Fprintf(w, "named in the cell (\"1 → 1000\").\n\n")
 	head := []string{"metric", "sweep"}
 	for _, c := range cols {
 		head = append(head, string(c))
@@ -418,19 +419,33 @@ func (r *Results) writeGrowth(w io.Writer, cols []Impl) {
 			lo, hi := l.cells[0], l.cells[len(l.cells)-1]
 			row := []string{mt.name, fmt.Sprintf("%s %d → %d %s", l.axis, l.x(lo), l.x(hi), l.fixed)}
 			for _, impl := range cols {
-				a, b := math.NaN(), math.NaN()
-				if res, _, ok := r.Scale.scaleCell(impl, lo); ok {
-					a = mt.get(res)
-				}
-				if res, _, ok := r.Scale.scaleCell(impl, hi); ok {
-					b = mt.get(res)
-				}
-				row = append(row, growth(a, b, l.x(lo), l.x(hi)))
+				row = append(row, r.Scale.growthOf(mt, impl, l))
 			}
 			t.add(row...)
 		}
 	}
 	t.write(w)
+}
+
+// growthOf is the growth of impl's metric along l, from the smallest to
+// the largest point with a figure, naming those points when they are not
+// the ends of l.
+func (m *ScaleMatrix) growthOf(mt metric, impl Impl, l scaleLine) string {
+	var xs []int
+	var vs []float64
+	for _, c := range l.cells {
+		if res, _, ok := m.scaleCell(impl, c); ok {
+			xs, vs = append(xs, l.x(c)), append(vs, mt.get(res))
+		}
+	}
+	if len(xs) < 2 {
+		return "n/a"
+	}
+	g := growth(vs[0], vs[len(vs)-1], xs[0], xs[len(xs)-1])
+	if g != "n/a" && (xs[0] != l.x(l.cells[0]) || xs[len(xs)-1] != l.x(l.cells[len(l.cells)-1])) {
+		g = fmt.Sprintf("%d → %d: %s", xs[0], xs[len(xs)-1], g)
+	}
+	return g
 }
 
 func growth(a, b float64, lo, hi int) string {
