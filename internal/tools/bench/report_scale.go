@@ -593,7 +593,7 @@ func (r *Results) writeScaleTargets(t *table) {
 				bad = append(bad, fmt.Sprintf("%d at %s", n, res.Cell.Short()))
 			}
 		}
-		text := fmt.Sprintf("0 in each of %d cells", cells)
+		text := "0 in " + nCells(cells)
 		switch {
 		case cells == 0:
 			text = "no cell completed"
@@ -604,6 +604,14 @@ func (r *Results) writeScaleTargets(t *table) {
 	}
 	addModeRow(t, "scale, every cell that settled: 0 new terms during the window", terms)
 	r.largeCellRow(t, modes)
+}
+
+// nCells is "1 cell", "2 cells".
+func nCells(n int) string {
+	if n == 1 {
+		return "1 cell"
+	}
+	return fmt.Sprintf("%d cells", n)
 }
 
 func ratioOrNA(v, base float64, ok bool) string {
@@ -642,7 +650,7 @@ func (r *Results) perRecordRow(t *table) {
 	if cells == 0 {
 		return
 	}
-	got := []string{fmt.Sprintf("%d cells measured", cells)}
+	got := []string{nCells(cells) + " measured"}
 	if detail != "" {
 		got = append(got, detail)
 	}
