@@ -45,7 +45,9 @@ func newStatusCommand() *cobra.Command {
 Locks written by istiod and client-go are read too.
 
 RENEWED and EXPIRES IN come from the record's renew time and this machine's
-clock, so they are estimates: electors judge expiry on their own clocks.
+clock, so they are estimates: electors judge expiry on their own clocks. A
+holder renewed by its session (--sessions) shows the session's renew time,
+marked "(session)"; session Leases themselves are not listed as elections.
 
 A Lease of a coordinated election (--election-mode coordinated) is followed
 by a table of its LeaseCandidates, ranked as the coordinator ranks them under
@@ -151,6 +153,9 @@ func writeLocksTable(w io.Writer, locks []lockstatus.Lock, now time.Time) error 
 		}
 		if !l.RenewTime.IsZero() {
 			renewed = duration.HumanDuration(now.Sub(l.RenewTime)) + " ago"
+		}
+		if l.Session != "" && l.SessionRenewTime.After(l.RenewTime) {
+			renewed = duration.HumanDuration(now.Sub(l.SessionRenewTime)) + " ago (session)"
 		}
 		if l.Held() {
 			if left := l.ExpiresIn(now); left > 0 {

@@ -5,6 +5,7 @@ package lockstatus
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"sort"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/meshd-io/meshd/pkg/election"
+	"github.com/meshd-io/meshd/pkg/election/session"
 	"github.com/meshd-io/meshd/pkg/resourcelock"
 )
 
@@ -44,6 +46,15 @@ type Lock struct {
 	// Candidates are a Lease's LeaseCandidates, ranked; see
 	// ListCandidates and Attach.
 	Candidates []Candidate `json:"candidates,omitempty"`
+
+	mark map[string]string // the object's annotations, until fillSession
+	// Session names the session Lease that renews the holder's record
+	// (election.WithSessions), when the record's mark names a session that
+	// is still there under the same token; SessionRenewTime is that
+	// Lease's renew time and SessionLeaseDuration its lease.
+	Session              string        `json:"session,omitempty"`
+	SessionRenewTime     time.Time     `json:"sessionRenewTime,omitzero"`
+	SessionLeaseDuration time.Duration `json:"sessionLeaseDuration,omitempty"`
 }
 
 // Held reports whether the record names a holder.
@@ -54,7 +65,11 @@ func (l Lock) Held() bool { return l.Holder != "" }
 // observation time instead, so this is an estimate that assumes the holder's
 // and the reader's clocks agree.
 func (l Lock) ExpiresIn(now time.Time) time.Duration {
-	return l.RenewTime.Add(l.LeaseDuration).Sub(now)
+	left := l.RenewTime.Add(l.LeaseDuration).Sub(now)
+	if l.Session != "" {
+		left = max(left, l.SessionRenewTime.Add(l.SessionLeaseDuration).Sub(now))
+	}
+	return left
 }
 
 // List returns the locks in namespace sorted by kind and name.
@@ -75,17 +90,27 @@ func List(ctx context.Context, client kubernetes.Interface, namespace string) ([
 		} else {
 			l.fill(rec)
 		}
+		l.mark = cms.Items[i].Annotations
 		locks = append(locks, l)
 	}
 	leases, err := client.CoordinationV1().Leases(namespace).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return nil, fmt.Errorf("list Leases in %s: %w", namespace, err)
 	}
+	sessions := map[string]*coordinationv1.Lease{}
 	for i := range leases.Items {
+		if leases.Items[i].Labels[session.Label] == "true" {
+			sessions[leases.Items[i].Name] = &leases.Items[i] // a heartbeat, not an election
+			continue
+		}
 		l := Lock{Election: leases.Items[i].Name, Kind: election.LeaseLock, Namespace: namespace}
 		l.fill(resourcelock.LeaseToRecord(&leases.Items[i]))
 		l.fillCoordination(&leases.Items[i])
+		l.mark = leases.Items[i].Annotations
 		locks = append(locks, l)
+	}
+	for i := range locks {
+		locks[i].fillSession(sessions)
 	}
 	sort.Slice(locks, func(i, j int) bool {
 		if locks[i].Kind != locks[j].Kind {
@@ -105,6 +130,32 @@ func (l *Lock) fill(rec *resourcelock.Record) {
 	l.RenewTime = rec.RenewTime.Time
 	l.LeaseDuration = time.Duration(rec.LeaseDurationSeconds) * time.Second
 	l.Transitions = rec.LeaderTransitions
+}
+
+// fillSession names the session that renews the holder's record, if its
+// mark names one that is still there under the same token.
+func (l *Lock) fillSession(sessions map[string]*coordinationv1.Lease) {
+	raw, ok := l.mark[resourcelock.SessionAnnotationKey]
+	l.mark = nil
+	if !ok || l.Holder == "" {
+		return
+	}
+	var m resourcelock.SessionMark
+	if json.Unmarshal([]byte(raw), &m) != nil || m.Holder != l.Holder {
+		return
+	}
+	name, token, ok := session.ParseRef(m.Session)
+	s := sessions[name]
+	if !ok || s == nil || s.Annotations[session.TokenAnnotation] != token || s.Spec.HolderIdentity == nil || *s.Spec.HolderIdentity == "" {
+		return
+	}
+	l.Session = name
+	if s.Spec.RenewTime != nil {
+		l.SessionRenewTime = s.Spec.RenewTime.Time
+	}
+	if s.Spec.LeaseDurationSeconds != nil {
+		l.SessionLeaseDuration = time.Duration(*s.Spec.LeaseDurationSeconds) * time.Second
+	}
 }
 
 // fillCoordination copies what a coordinator wrote into lease.

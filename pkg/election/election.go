@@ -103,6 +103,9 @@ func validate(client kubernetes.Interface, spec Spec, o *options) error {
 	if o.sessions && spec.Mode.coordinatedMode() {
 		errs = multierror.Append(errs, fmt.Errorf("sessions apply to racing elections only, not %s ones", spec.Mode))
 	}
+	if o.sessions && spec.Lock == ConfigMapLock {
+		errs = multierror.Append(errs, errors.New("sessions need a Lease lock: a holder's session heartbeat must come back through the same watch as its lock"))
+	}
 	if errs.ErrorOrNil() == nil {
 		return nil
 	}
@@ -191,6 +194,9 @@ func build(client kubernetes.Interface, spec Spec, o *options, newWatcher watche
 	}
 	if l.elector, err = elector.New(l.electorConfig(lock, o, cooperative)); err != nil {
 		return nil, fmt.Errorf("election %q (ttl %v): %w", spec.ElectionID, o.ttl, err)
+	}
+	if l.session != nil {
+		l.session.SetWake(l.elector.Trigger) // a holder's session ended: try at once
 	}
 	if l.prioritized && l.candidacy == nil {
 		// A new default may entitle this instance to the lock: try at once.
@@ -336,6 +342,12 @@ type Status struct {
 	// PreferredHolder is, in a coordinated mode, the candidate a coordinator
 	// named in the Lease last seen (spec.preferredHolder); "" when none.
 	PreferredHolder string `json:"preferredHolder,omitempty"`
+	// Session is the session Lease that renews this instance's record
+	// while it leads (WithSessions); "" without sessions.
+	Session string `json:"session,omitempty"`
+	// SessionFallback is set when this instance renews its record itself
+	// although it has a session, because it saw a holder without sessions.
+	SessionFallback bool `json:"sessionFallback,omitempty"`
 }
 
 // Status returns what this instance knows about its election.
@@ -357,6 +369,10 @@ func (l *LeaderElection) Status() Status {
 	}
 	if l.coordLock != nil {
 		s.PreferredHolder = l.coordLock.lastPreferred()
+	}
+	if l.session != nil {
+		s.Session = l.session.LeaseName()
+		s.SessionFallback = l.elector.SessionFallback()
 	}
 	l.mu.Lock()
 	s.RunFailures = l.failures

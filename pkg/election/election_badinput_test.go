@@ -125,3 +125,26 @@ func TestUnknownHolderKeysAreAnotherRevision(t *testing.T) {
 		t.Error("revision comparison is case-insensitive")
 	}
 }
+
+func TestSessionsAreRejectedWhereTheyCannotBeSafe(t *testing.T) {
+	client := fake.NewClientset()
+	for _, c := range []struct {
+		name string
+		spec Spec
+		opts []Option
+		want string
+	}{
+		{"configmap lock", Spec{Namespace: testNS, ElectionID: "e", Lock: ConfigMapLock}, nil, "Lease lock"},
+		{"prioritized default lock", Spec{Namespace: testNS, ElectionID: "e"}, nil, "Lease lock"},
+		{"coordinated", Spec{Namespace: testNS, ElectionID: "e", Mode: Coordinated}, nil, "racing elections only"},
+		{"no watch", Spec{Namespace: testNS, ElectionID: "e", Lock: LeaseLock}, []Option{WithWatch(false)}, "need the watch"},
+	} {
+		le, err := New(client, c.spec, append([]Option{WithSessions(true)}, c.opts...)...)
+		if err == nil || le != nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: err %v; want one mentioning %q", c.name, err, c.want)
+		}
+	}
+	if _, err := New(client, Spec{Namespace: testNS, ElectionID: "e", PerRevision: true}, WithSessions(true)); err != nil {
+		t.Errorf("a per-revision election (a Lease) with sessions: %v", err)
+	}
+}

@@ -171,7 +171,9 @@ func WithTTL(ttl time.Duration) Option { return func(o *options) { o.ttl = ttl }
 // of the election is a meshd that uses sessions: istiod, client-go and
 // older meshd judge a holder by its record alone. A candidate that sees a
 // holder without sessions renews its record itself from then on. Racing
-// mode only; it needs WithWatch(true).
+// elections on a Lease lock only (a prioritized election that names no
+// lock kind must name LeaseLock, or use WithDefaultLock(LeaseLock)); it
+// needs WithWatch(true).
 func WithSessions(enabled bool) Option { return func(o *options) { o.sessions = enabled } }
 
 // WithLogger sets the logger; default a no-op logger.

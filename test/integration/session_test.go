@@ -137,6 +137,9 @@ func TestSessionRenewsEveryRecordWithOneLease(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if st := a.instances[0].le.Status(); st.Session != session.LeaseName("a", ttl) || st.SessionFallback {
+		t.Errorf("status: session %q, fallback %v; want a's session and no fallback", st.Session, st.SessionFallback)
+	}
 	mark := lease.Annotations[resourcelock.SessionAnnotationKey]
 	if !strings.Contains(mark, session.LeaseName("a", ttl)) || *lease.Spec.HolderIdentity != "a" {
 		t.Errorf("the lock names holder %q with session mark %q; want a and its session", *lease.Spec.HolderIdentity, mark)
@@ -204,6 +207,9 @@ func TestSessionCandidateRenewsItsRecordInAMixedElection(t *testing.T) {
 	time.Sleep(ttl / 2)
 	plain.stop() // releases: s takes over at once
 	testutil.Eventually(t, 10*time.Second, testutil.Check("s to lead", s.leads))
+	if st := s.le.Status(); !st.SessionFallback || st.Session == "" {
+		t.Errorf("status: session %q, fallback %v; want s's session and the fallback", st.Session, st.SessionFallback)
+	}
 	first := renewTime(t, c, ns, "mixed")
 	time.Sleep(ttl)
 	if later := renewTime(t, c, ns, "mixed"); !later.After(first) {

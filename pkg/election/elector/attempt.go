@@ -198,6 +198,12 @@ func (le *LeaderElector) decideAndWrite(ctx context.Context, renewing bool, rec 
 		return out, err
 	}
 	fence := le.leaseEnd()
+	if le.holderNamesSession() {
+		// Whatever this candidate saw of the holder's session, the holder
+		// credits only renewals sent before this write (see Session): it
+		// stops within its renew deadline of now unless it sees the steal.
+		fence = later(fence, now.Add(le.cfg.RenewDeadline))
+	}
 	out, err := le.write(ctx, desired, now)
 	switch {
 	case out == acquired:

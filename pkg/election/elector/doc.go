@@ -81,6 +81,31 @@
 // holder that took the lock while it waited; a watching holder has seen
 // such a write as an event, which ended its term.
 //
+// # Sessions
+//
+// With Config.Session a holder's record is kept alive by its process's
+// session (package election/session: one heartbeat Lease per process)
+// instead of one write per RetryPeriod. The holder names its session in a
+// mark next to the record (resourcelock.SessionMark) and, while the
+// session is current, its watch healthy and no request waits for an
+// answer, makes no request at its renewals; each session heartbeat counts
+// as a renew of the term once the lock's watch has delivered it back, so a
+// holder credits no heartbeat sent after a write that took its lock
+// without having seen that write. A candidate that takes such a lock by
+// force therefore starts its work no earlier than RenewDeadline after its
+// write (and the holder's observed lease). Otherwise it writes its record as usual, with a
+// mark that names no session. A follower counts a lock as held while its
+// record's lease or the holder's session is alive, each by its own
+// observation; while it cannot tell whether the session lives (its watch
+// of sessions is broken) it counts the session as alive. A session its
+// watch shows over counts as over only once a heartbeat of the follower's
+// own session, sent after it judged so, came back through that watch:
+// since a watch delivers in order, a lagging watch cannot hide a
+// heartbeat that still extends the holder's term. A candidate that
+// sees a holder without a mark of its own (istiod, client-go, meshd
+// without sessions) renews its record itself from then on, since such a
+// candidate would take a record that is not rewritten.
+//
 // # Ending a term
 //
 // A term ends when the Run context is cancelled, the lock is lost, a

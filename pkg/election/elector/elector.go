@@ -96,6 +96,7 @@ type LeaderElector struct {
 	lastErr         error
 	preemption      Preemption
 	sessionRenew    time.Time // when the session heartbeat last credited to this term was sent
+	observedSession string    // the session the observed record's mark names for its holder
 }
 
 // New validates cfg and returns an elector. It does not talk to the API
@@ -370,7 +371,7 @@ func (le *LeaderElector) followerWait() time.Duration {
 	}
 	now := le.clock.Now()
 	end := seen.Add(lease)
-	if alive := le.sessionUntil(now); alive.After(end) {
+	if alive := le.sessionUntil(now, end); alive.After(end) {
 		end = alive // the holder's session keeps it alive longer
 	}
 	// An expired lock is a race like a released one: lesser candidates

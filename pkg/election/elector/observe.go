@@ -28,6 +28,7 @@ func (le *LeaderElector) observe(rec *resourcelock.Record, raw []byte, now time.
 	le.observedRaw = raw
 	le.observedTime = now
 	le.observedCorrupt = false
+	le.observedSession = le.holderSessionRef(rec.HolderIdentity)
 	le.mu.Unlock()
 	if rec.HolderIdentity != "" {
 		le.vacantSince = time.Time{} // a holder renewed or took it: no longer vacant
@@ -81,6 +82,7 @@ func (le *LeaderElector) observeOwnWrite(rec resourcelock.Record, now time.Time)
 	le.observedRaw = resourcelock.EncodeRecord(rec)
 	le.observedTime = now
 	le.observedCorrupt = false
+	le.observedSession = le.holderSessionRef(rec.HolderIdentity)
 	le.mu.Unlock()
 	le.reportLeader(rec.HolderIdentity)
 }
@@ -120,7 +122,7 @@ func (le *LeaderElector) leaseEnd() time.Time {
 	le.mu.Lock()
 	end := le.observedTime.Add(honouredLease(le.observedRecord))
 	le.mu.Unlock()
-	if alive := le.sessionUntil(le.clock.Now()); alive.After(end) {
+	if alive := le.sessionUntil(le.clock.Now(), end); alive.After(end) {
 		end = alive
 	}
 	return end

@@ -394,12 +394,13 @@ func (le *LeaderElector) holdWhileStopping(end *termEnd) {
 // that was granted it, or to an entitled candidate that asked meanwhile;
 // releases it after a cancel with ReleaseOnCancel or when the callback
 // ended the term; otherwise (or when holdUntilFence said so) leaves it to
-// expire.
+// expire, which in session mode takes one more write (see leaveSession).
 func (le *LeaderElector) finish(end termEnd) {
 	switch {
 	case !end.stillHeld:
 		le.metrics.Lost(le.cfg.Name)
 	case end.expire:
+		le.leaveSession()
 	case end.handTo != nil:
 		le.handOver(*end.handTo)
 	case end.byCallback || le.cfg.ReleaseOnCancel:
@@ -414,6 +415,8 @@ func (le *LeaderElector) finish(end termEnd) {
 			return
 		}
 		le.release()
+	default:
+		le.leaveSession()
 	}
 }
 
@@ -421,7 +424,9 @@ func (le *LeaderElector) finish(end termEnd) {
 // take the lock at once. It retries after conflicts as long as the record is
 // still ours.
 func (le *LeaderElector) release() {
-	le.writeSuccessor(resourcelock.Handover{}, "released the lock")
+	if !le.writeSuccessor(resourcelock.Handover{}, "released the lock") {
+		le.leaveSession()
+	}
 }
 
 // handOver writes the record naming the candidate that asked for the lock,

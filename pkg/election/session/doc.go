@@ -13,7 +13,12 @@
 // observation of the session Lease through the process's shared watch of
 // Leases (resourcelock.WatchHub): a session token counts as alive until
 // LeaseDuration after this process last saw it renewed, exactly as a record
-// does.
+// does. Both sides lean on that watch delivering in order: a holder credits
+// a heartbeat only once it came back through the watch (so it has seen
+// every write that took one of its locks before it), and a follower takes a
+// lock whose holder's session looks over only once a heartbeat of its own,
+// sent after it judged so, came back (so it has seen every heartbeat of the
+// holder that could still extend its term).
 //
 // # Guarantees and limits
 //

@@ -24,6 +24,8 @@ type heartbeat struct {
 	log   *zap.Logger
 
 	lease *coordinationv1.Lease // the version last written or read; loop only
+	// kick asks the loop for a heartbeat now (see live.echoedSince).
+	kick chan struct{}
 
 	mu   sync.Mutex
 	sent time.Time // when the last successful write was sent
@@ -35,24 +37,22 @@ func newHeartbeat(cfg Config, log *zap.Logger) *heartbeat {
 	_, _ = rand.Read(b) // never fails
 	name := LeaseName(cfg.Identity, cfg.LeaseDuration)
 	return &heartbeat{cfg: cfg, name: name, token: hex.EncodeToString(b), start: cfg.Clock.Now(),
-		log: log.With(zap.String("session", name))}
+		log: log.With(zap.String("session", name)), kick: make(chan struct{}, 1)}
 }
 
 // ref names this session in records.
 func (h *heartbeat) ref() string { return Ref(h.name, h.token) }
 
-// renewed reports when the last successful write was sent, and whether the
-// session is current: its last write is less than one and a half retry
-// periods old (one failed attempt, retried soon after, does not stop it
-// being current).
-func (h *heartbeat) renewed(now time.Time) (time.Time, bool) {
+// renewed reports when the last successful write was sent (zero before the
+// first).
+func (h *heartbeat) renewed() time.Time {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return h.sent, !h.sent.IsZero() && now.Sub(h.sent) < h.cfg.RetryPeriod*3/2
+	return h.sent
 }
 
 // run renews until ctx ends: every RetryPeriod after a success, every
-// quarter of one after a failure.
+// quarter of one after a failure, and at once when kicked.
 func (h *heartbeat) run(ctx context.Context) {
 	clk := h.cfg.Clock
 	for {
@@ -67,7 +67,18 @@ func (h *heartbeat) run(ctx context.Context) {
 			t.Stop()
 			return
 		case <-t.C():
+		case <-h.kick:
+			t.Stop()
 		}
+	}
+}
+
+// sendNow asks the loop for a heartbeat now, unless one is already asked
+// for. It never blocks.
+func (h *heartbeat) sendNow() {
+	select {
+	case h.kick <- struct{}{}:
+	default:
 	}
 }
 

@@ -86,8 +86,8 @@ func TestHeartbeatVerbs(t *testing.T) {
 			s.check()
 			client.ClearActions()
 		}
-		if sent, current := h.renewed(clk.Now()); !sent.Equal(clk.Now()) || !current {
-			t.Errorf("%s: renewed() = %v, %v; want now and current", s.what, sent, current)
+		if sent := h.renewed(); !sent.Equal(clk.Now()) {
+			t.Errorf("%s: renewed() = %v, want now", s.what, sent)
 		}
 	}
 	l, err := leases.Get(ctx, h.name, metav1.GetOptions{})
@@ -99,7 +99,7 @@ func TestHeartbeatVerbs(t *testing.T) {
 		t.Errorf("session Lease is %+v / %+v", l.ObjectMeta, l.Spec)
 	}
 
-	// Failures: the session stays current for one and a half retry periods.
+	// A failure leaves the last success.
 	client.PrependReactor("update", "leases", func(k8stesting.Action) (bool, runtime.Object, error) {
 		return true, nil, apierrors.NewServiceUnavailable("down")
 	})
@@ -108,12 +108,8 @@ func TestHeartbeatVerbs(t *testing.T) {
 	if h.renewOnce(ctx) {
 		t.Fatal("a failed write reported success")
 	}
-	if sent, current := h.renewed(clk.Now()); !sent.Equal(last) || !current {
-		t.Errorf("after one failure a retry period later: renewed() = %v, %v; want the last success, current", sent, current)
-	}
-	clk.Step(time.Second)
-	if _, current := h.renewed(clk.Now()); current {
-		t.Error("two retry periods after the last success the session is still current")
+	if sent := h.renewed(); !sent.Equal(last) {
+		t.Errorf("after a failure: renewed() = %v, want the last success %v", sent, last)
 	}
 }
 
@@ -175,5 +171,45 @@ func TestConfigValidation(t *testing.T) {
 		if !contains(err.Error(), want) {
 			t.Errorf("error %q does not mention %s", err, want)
 		}
+	}
+}
+
+// EchoedSince asks for a heartbeat when none sent since t came back, and
+// calls back once it does; the view is fed by the shared watch.
+func TestEchoedSinceSendsAHeartbeatAndCallsBack(t *testing.T) {
+	client := kubetest.NewClientset()
+	clk := clocktesting.NewFakeClock(t0)
+	m, err := NewMember(testConfig(client, clk))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.EchoedSince(t0, nil) {
+		t.Error("a member that has not started claims an echo")
+	}
+	stop := m.Start()
+	defer stop()
+	waitFor(t, "the first heartbeat to come back", func() bool { return m.EchoedSince(t0, nil) })
+	if sent, current := m.Renewed(); !sent.Equal(t0) || !current {
+		t.Errorf("Renewed() = %v, %v; want the echoed heartbeat of t0, current", sent, current)
+	}
+	clk.Step(100 * time.Millisecond) // no timer fires: only a kick sends now
+	called := make(chan struct{}, 1)
+	if m.EchoedSince(clk.Now(), func() { called <- struct{}{} }) {
+		t.Fatal("an echo from before t counted")
+	}
+	select {
+	case <-called:
+	case <-time.After(5 * time.Second):
+		t.Fatal("no heartbeat came back after asking")
+	}
+	if !m.EchoedSince(clk.Now(), nil) {
+		t.Error("the heartbeat sent on request does not count as sent since then")
+	}
+	client.PrependReactor("update", "leases", func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewServiceUnavailable("down")
+	})
+	clk.Step(2 * time.Second)
+	if _, current := m.Renewed(); current {
+		t.Error("a session whose last echo is two retry periods old is current")
 	}
 }

@@ -18,11 +18,16 @@ const Label = "meshd.io/session"
 const TokenAnnotation = "meshd.io/session-token"
 
 // LeaseName is the name of the session Lease of identity with the given
-// lease duration: "meshd-session-<seconds>s-<identity>-<hash>", a valid
+// lease duration: "meshd-session-<duration>-<identity>-<hash>" (the
+// duration as "30s", or "1500ms" when it is not whole seconds), a valid
 // object name for any identity. Sessions of different lease durations are
 // different Leases, so one process may run elections of several ttls.
 func LeaseName(identity string, leaseDuration time.Duration) string {
-	return coordinated.CandidateName(fmt.Sprintf("%s%ds", LeasePrefix, leaseSeconds(leaseDuration)), identity)
+	label := fmt.Sprintf("%ds", leaseDuration/time.Second)
+	if leaseDuration%time.Second != 0 {
+		label = fmt.Sprintf("%dms", leaseDuration.Milliseconds())
+	}
+	return coordinated.CandidateName(LeasePrefix+label, identity)
 }
 
 // Ref is how a record names a session: "<lease name>/<token>".

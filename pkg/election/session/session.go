@@ -71,16 +71,17 @@ func (c Config) Validate() error {
 	return fmt.Errorf("%w: %w", ErrInvalidConfig, errs.ErrorOrNil())
 }
 
-// key identifies one live session of the process.
+// key identifies one live session of the process: one Lease. Members of
+// one key share the timing of the first (package election derives it all
+// from the lease duration, which the Lease name holds).
 type key struct {
 	client    any
 	namespace string
-	identity  string
-	timing    [3]time.Duration
+	lease     string
 }
 
 func (c Config) key() key {
-	return key{c.Client, c.Namespace, c.Identity, [3]time.Duration{c.LeaseDuration, c.RenewDeadline, c.RetryPeriod}}
+	return key{c.Client, c.Namespace, LeaseName(c.Identity, c.LeaseDuration)}
 }
 
 // live is a running session: its heartbeat and its view of the namespace's
@@ -90,6 +91,28 @@ type live struct {
 	view    *view
 	members int // guarded by registry.mu
 	stop    func()
+
+	mu    sync.Mutex
+	wakes map[*Member]func()
+}
+
+// wakeAll calls the wake function of every member (see Member.SetWake).
+func (l *live) wakeAll() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, f := range l.wakes {
+		f()
+	}
+}
+
+func (l *live) setWake(m *Member, f func()) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if f == nil {
+		delete(l.wakes, m)
+		return
+	}
+	l.wakes[m] = f
 }
 
 var registry = struct {
@@ -103,8 +126,18 @@ var registry = struct {
 type Member struct {
 	cfg Config
 
-	mu  sync.Mutex
-	cur *live
+	mu   sync.Mutex
+	cur  *live
+	wake func()
+}
+
+// SetWake sets a function called (it must not block) whenever a session in
+// the member's namespace ends gracefully while the member runs, so that a
+// follower of one of its holders tries at once. Call it before Start.
+func (m *Member) SetWake(f func()) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.wake = f
 }
 
 // NewMember validates cfg and returns a member of the session cfg names.
@@ -141,13 +174,18 @@ func (m *Member) Start() (stop func()) {
 	registry.mu.Unlock()
 	m.mu.Lock()
 	m.cur = l
+	wake := m.wake
 	m.mu.Unlock()
+	if wake != nil {
+		l.setWake(m, wake)
+	}
 	var once sync.Once
 	return func() {
 		once.Do(func() {
 			m.mu.Lock()
 			m.cur = nil
 			m.mu.Unlock()
+			l.setWake(m, nil)
 			registry.mu.Lock()
 			l.members--
 			last := l.members == 0
@@ -165,7 +203,9 @@ func (m *Member) Start() (stop func()) {
 // startLive starts a session's heartbeat and view.
 func startLive(cfg Config) *live {
 	log := cfg.Logger.With(zap.String("namespace", cfg.Namespace))
-	l := &live{hb: newHeartbeat(cfg, log), view: newView(cfg.Clock)}
+	hb := newHeartbeat(cfg, log)
+	l := &live{hb: hb, view: newView(cfg.Clock, hb.name, hb.token), wakes: map[*Member]func(){}}
+	l.view.onEnd = l.wakeAll
 	unsubscribe := func() {}
 	// The view rides on the process's shared watch of Leases in the
 	// namespace, the one Lease locks there use too.
@@ -205,14 +245,45 @@ func (m *Member) Ref() string {
 	return ""
 }
 
-// Renewed is when the session's last successful heartbeat was sent, and
-// whether the session is current (see heartbeat.renewed); zero and false
-// when the member is not started.
+// Renewed is when the session's latest heartbeat that came back through
+// the process's watch of Leases was sent, and whether the session is
+// current: that heartbeat is younger than RenewDeadline − RetryPeriod/4, so
+// that a heartbeat late to come back (a busy API server or process) does
+// not make the holders write their records, while a holder whose session
+// stopped still has a quarter of a retry period to write its record before
+// its renew deadline. A heartbeat
+// counts only once echoed, so that a holder whose watch stalls stops
+// leaving its renewals to the session and writes its record, which shows it
+// whether its lock was taken. Zero and false when the member is not
+// started.
 func (m *Member) Renewed() (sent time.Time, current bool) {
-	if l := m.current(); l != nil {
-		return l.hb.renewed(m.cfg.Clock.Now())
+	l := m.current()
+	if l == nil {
+		return time.Time{}, false
 	}
-	return time.Time{}, false
+	sent = l.view.echoed()
+	return sent, !sent.IsZero() && m.cfg.Clock.Since(sent) < m.cfg.RenewDeadline-m.cfg.RetryPeriod/4
+}
+
+// EchoedSince reports whether a heartbeat of this session sent at or after
+// t has come back through the process's watch of Leases. If not, it asks
+// for a heartbeat now (one for any number of callers) and calls notify once
+// the next heartbeat comes back. notify must not block. A follower uses it
+// before taking a lock whose holder's session it judged over at t: every
+// heartbeat of that holder committed before the echo has then been seen,
+// and any later one was sent past the holder's renew deadline.
+func (m *Member) EchoedSince(t time.Time, notify func()) bool {
+	l := m.current()
+	if l == nil {
+		return false
+	}
+	if l.view.echoedSince(t, notify) {
+		return true
+	}
+	if !l.hb.renewed().After(t) {
+		l.hb.sendNow()
+	}
+	return false
 }
 
 // AliveUntil is until when the session ref is alive by this process's

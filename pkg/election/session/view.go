@@ -11,6 +11,10 @@ import (
 	"k8s.io/utils/clock"
 )
 
+// maxWaiters bounds the callbacks waiting for an echo; a waiter left out
+// finds out at its next retry.
+const maxWaiters = 1 << 16
+
 // maxTokens bounds the tokens remembered per session Lease (restarts of a
 // process under the same identity).
 const maxTokens = 8
@@ -20,29 +24,70 @@ const maxTokens = 8
 type view struct {
 	clock clock.Clock
 
+	// own names this process's session; echo is the renew time of its
+	// latest heartbeat that came back through the watch.
+	ownName, ownToken string
+
 	mu      sync.Mutex
 	healthy bool
 	leases  map[string]*seenLease // by Lease name
+	echo    time.Time
+	swept   time.Time // when forget last pruned
+	// waiters are called once when the echo next advances.
+	waiters []func()
+	// onEnd, if set, is called (without v.mu) when a session ends
+	// gracefully, so that its followers act at once.
+	onEnd func()
 }
 
 // seenLease is one session Lease as observed here.
 type seenLease struct {
-	lease  time.Duration
-	tokens []seenToken // newest last
+	tokens  []seenToken // newest last
+	deleted bool        // the Lease was deleted since it was last seen
 }
 
 // seenToken is one session (one token) of a Lease: when this process last
-// saw it renewed, and whether it ended gracefully.
+// saw it renewed, for how long that keeps it alive, and whether it ended
+// gracefully.
 type seenToken struct {
 	token   string
 	renew   time.Time // the renewTime last seen, to notice changes
 	at      time.Time // local time of the last change seen
+	lease   time.Duration
 	ended   bool
 	holding bool // the Lease named a holder when last seen with this token
 }
 
-func newView(clk clock.Clock) *view {
-	return &view{clock: clk, leases: map[string]*seenLease{}}
+// over reports whether t no longer keeps anything alive at now.
+func (t seenToken) over(now time.Time) bool { return t.ended || now.After(t.at.Add(t.lease)) }
+
+func newView(clk clock.Clock, ownName, ownToken string) *view {
+	return &view{clock: clk, ownName: ownName, ownToken: ownToken, leases: map[string]*seenLease{}}
+}
+
+// echoed is the renew time of this process's latest heartbeat that the
+// watch delivered back: every write to a Lease of the namespace committed
+// before that heartbeat has been delivered too (a watch delivers in
+// order), so a holder that credits only echoed heartbeats has seen every
+// write that took its lock before them.
+func (v *view) echoed() time.Time {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.echo
+}
+
+// echoedSince reports whether a heartbeat of this process sent at or after
+// t has come back; if not, notify is called (once) when the next one does.
+func (v *view) echoedSince(t time.Time, notify func()) bool {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if !v.echo.Before(t) {
+		return true
+	}
+	if notify != nil && len(v.waiters) < maxWaiters {
+		v.waiters = append(v.waiters, notify)
+	}
+	return false
 }
 
 // aliveUntil is until when the session ref is alive by this process's
@@ -68,7 +113,7 @@ func (v *view) aliveUntil(ref string) (until time.Time, known bool) {
 			if t.ended {
 				return time.Time{}, true
 			}
-			return t.at.Add(l.lease), true
+			return t.at.Add(t.lease), true
 		}
 	}
 	return time.Time{}, true
@@ -80,17 +125,23 @@ func (v *view) setHealth(ok bool) {
 	v.mu.Unlock()
 }
 
-// observe takes in a Lease delivered by the watch. Deletions change nothing:
-// a deleted session is not ended (see the package doc).
+// sweepEvery is how often deletions prune the sessions that can no longer
+// keep anything alive.
+const sweepEvery = time.Second
+
+// observe takes in a Lease delivered by the watch. A deletion ends
+// nothing (see the package doc); the Lease is forgotten once every token
+// it had is over.
 func (v *view) observe(obj any, deleted bool) {
-	if deleted {
-		return
-	}
 	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 		obj = tomb.Obj
 	}
 	m, err := meta.Accessor(obj)
 	if err != nil || !strings.HasPrefix(m.GetName(), LeasePrefix) {
+		return
+	}
+	if deleted {
+		v.forget(m.GetName())
 		return
 	}
 	lease, ok := obj.(*coordinationv1.Lease)
@@ -108,20 +159,40 @@ func (v *view) observe(obj any, deleted bool) {
 		seconds = *lease.Spec.LeaseDurationSeconds
 	}
 	v.mu.Lock()
-	defer v.mu.Unlock()
-	now := v.clock.Now()
-	l := v.leases[lease.Name]
-	if l == nil {
-		l = &seenLease{}
-		v.leases[lease.Name] = l
+	ended := v.note(lease.Name, token, renew, holding, seconds)
+	v.mu.Unlock()
+	if ended && v.onEnd != nil {
+		v.onEnd()
 	}
-	l.lease = time.Duration(max(seconds, 0)) * time.Second
-	l.note(token, renew, holding, now)
 }
 
-// note records token as seen with renew; a change of renew or of the holder
-// is a sign of life (or, with no holder, the graceful end).
-func (l *seenLease) note(token string, renew time.Time, holding bool, now time.Time) {
+// note takes in one session Lease as seen; it reports whether a session
+// ended with it. v.mu is held.
+func (v *view) note(name, token string, renew time.Time, holding bool, seconds int32) (ended bool) {
+	now := v.clock.Now()
+	l := v.leases[name]
+	if l == nil {
+		l = &seenLease{}
+		v.leases[name] = l
+	}
+	l.deleted = false
+	ended = l.note(token, renew, holding, time.Duration(max(seconds, 0))*time.Second, now)
+	v.sweep(now)
+	if name == v.ownName && token == v.ownToken && holding && renew.After(v.echo) {
+		v.echo = renew
+		for _, w := range v.waiters {
+			w() // must not block (the elector's Trigger)
+		}
+		v.waiters = nil
+	}
+	return ended
+}
+
+// note records token as seen with renew and lease; a change of renew or of
+// the holder is a sign of life (or, with no holder, the graceful end) and
+// is when the lease takes effect: an edit of the lease alone (by anyone
+// but the heartbeat, which always writes renewTime too) changes nothing.
+func (l *seenLease) note(token string, renew time.Time, holding bool, lease time.Duration, now time.Time) (ended bool) {
 	for i := range l.tokens {
 		t := &l.tokens[i]
 		if t.token != token {
@@ -129,12 +200,51 @@ func (l *seenLease) note(token string, renew time.Time, holding bool, now time.T
 		}
 		if !t.renew.Equal(renew) || t.holding != holding {
 			t.renew, t.at, t.holding = renew, now, holding
+			if lease > 0 {
+				t.lease = lease
+			}
 		}
+		ended = !t.ended && !holding
 		t.ended = !holding
-		return
+		return ended
 	}
 	if len(l.tokens) == maxTokens {
 		l.tokens = append(l.tokens[:0], l.tokens[1:]...)
 	}
-	l.tokens = append(l.tokens, seenToken{token: token, renew: renew, at: now, holding: holding, ended: !holding})
+	l.tokens = append(l.tokens, seenToken{token: token, renew: renew, at: now, lease: lease, holding: holding, ended: !holding})
+	return false
+}
+
+// forget marks a deleted session Lease.
+func (v *view) forget(name string) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if l := v.leases[name]; l != nil {
+		l.deleted = true
+	}
+	v.sweep(v.clock.Now())
+}
+
+// sweep drops every deleted session Lease whose tokens are all over, at
+// most once per sweepEvery. v.mu is held.
+func (v *view) sweep(now time.Time) {
+	if now.Sub(v.swept) < sweepEvery {
+		return
+	}
+	v.swept = now
+	for n, l := range v.leases {
+		if l.deleted && l.allOver(now) {
+			delete(v.leases, n)
+		}
+	}
+}
+
+// allOver reports whether no token of l keeps anything alive at now.
+func (l *seenLease) allOver(now time.Time) bool {
+	for _, t := range l.tokens {
+		if !t.over(now) {
+			return false
+		}
+	}
+	return true
 }

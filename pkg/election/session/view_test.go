@@ -29,7 +29,7 @@ func TestViewJudgesEachTokenByItsOwnRenewals(t *testing.T) {
 	name := LeaseName("a", 10*time.Second)
 	ref1, ref2 := Ref(name, "t1"), Ref(name, "t2")
 	clk := clocktesting.NewFakeClock(t0)
-	v := newView(clk)
+	v := newView(clk, "", "")
 	ten := ptr.To(int32(10))
 
 	if _, known := v.aliveUntil(ref1); known {
@@ -79,7 +79,7 @@ func TestViewJudgesEachTokenByItsOwnRenewals(t *testing.T) {
 
 func TestViewRemembersABoundedNumberOfTokens(t *testing.T) {
 	name := LeaseName("a", 10*time.Second)
-	v := newView(clocktesting.NewFakeClock(t0))
+	v := newView(clocktesting.NewFakeClock(t0), "", "")
 	v.setHealth(true)
 	for i := range maxTokens + 3 {
 		v.observe(sessionLease(name, string(rune('a'+i)), "a", t0, ptr.To(int32(10))), false)
@@ -112,6 +112,30 @@ func TestLeaseNameAndRef(t *testing.T) {
 		name, tok, ok := ParseRef(c.ref)
 		if ok != c.ok || (ok && (name != c.name || tok != c.tok)) {
 			t.Errorf("ParseRef(%q) = %q, %q, %v", c.ref, name, tok, ok)
+		}
+	}
+}
+
+// A heartbeat counts once the watch delivered it back, and only this
+// process's own session under its own token.
+func TestViewEchoesOnlyItsOwnHeartbeats(t *testing.T) {
+	name := LeaseName("a", 10*time.Second)
+	v := newView(clocktesting.NewFakeClock(t0), name, "mine")
+	ten := ptr.To(int32(10))
+	for _, c := range []struct {
+		what string
+		obj  any
+		want time.Time
+	}{
+		{"another token of the same Lease", sessionLease(name, "theirs", "a", t0.Add(time.Second), ten), time.Time{}},
+		{"another Lease", sessionLease(LeaseName("b", 10*time.Second), "mine", "b", t0.Add(time.Second), ten), time.Time{}},
+		{"its own heartbeat", sessionLease(name, "mine", "a", t0.Add(2*time.Second), ten), t0.Add(2 * time.Second)},
+		{"an older one delivered late", sessionLease(name, "mine", "a", t0.Add(time.Second), ten), t0.Add(2 * time.Second)},
+		{"its own end", sessionLease(name, "mine", "", t0.Add(3*time.Second), ten), t0.Add(2 * time.Second)},
+	} {
+		v.observe(c.obj, false)
+		if got := v.echoed(); !got.Equal(c.want) {
+			t.Errorf("%s: echoed %v, want %v", c.what, got, c.want)
 		}
 	}
 }

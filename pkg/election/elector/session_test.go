@@ -1,0 +1,264 @@
+package elector
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/meshd-io/meshd/pkg/resourcelock"
+)
+
+// fakeSession is a Session whose state the test sets.
+type fakeSession struct {
+	ref     string
+	sent    time.Time
+	current bool
+	alive   map[string]time.Time // ref -> until; missing: not alive
+	known   bool
+	// unechoed: no heartbeat of its own has come back since the time
+	// asked; asked counts the calls that had to wait.
+	unechoed bool
+	asked    int
+}
+
+func (s *fakeSession) Ref() string                             { return s.ref }
+func (s *fakeSession) Renewed() (time.Time, bool)              { return s.sent, s.current }
+func (s *fakeSession) AliveUntil(ref string) (time.Time, bool) { return s.alive[ref], s.known }
+func (s *fakeSession) EchoedSince(time.Time, func()) bool {
+	if s.unechoed {
+		s.asked++
+	}
+	return !s.unechoed
+}
+
+// sessionElector is a ConfigMap candidate in session mode whose watch
+// counts as healthy without running (the tests call the loop's steps).
+func (h *harness) sessionElector(identity string, s *fakeSession) *LeaderElector {
+	h.t.Helper()
+	lock, err := resourcelock.NewConfigMapLock(h.client.CoreV1(), ns, lockName, resourcelock.Config{Identity: identity})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	le, err := New(Config{
+		Name: lockName, Lock: lock,
+		LeaseDuration: 4 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: time.Second,
+		Callbacks: Callbacks{OnStartedLeading: noErr(func(ctx context.Context) { <-ctx.Done() })},
+		Watch:     true, Session: s, Clock: h.clock,
+	})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	le.watch.ok.Store(true)
+	return le
+}
+
+// writeMark sets the session annotation of the lock object.
+func (h *harness) writeMark(m resourcelock.SessionMark) {
+	h.t.Helper()
+	ctx := context.Background()
+	cm, err := h.client.CoreV1().ConfigMaps(ns).Get(ctx, lockName, metav1.GetOptions{})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	raw, _ := json.Marshal(m)
+	cm.Annotations[resourcelock.SessionAnnotationKey] = string(raw)
+	if _, err := h.client.CoreV1().ConfigMaps(ns).Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+func (h *harness) mark() (resourcelock.SessionMark, bool) {
+	h.t.Helper()
+	cm, err := h.client.CoreV1().ConfigMaps(ns).Get(context.Background(), lockName, metav1.GetOptions{})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	var m resourcelock.SessionMark
+	raw, ok := cm.Annotations[resourcelock.SessionAnnotationKey]
+	if ok {
+		if err := json.Unmarshal([]byte(raw), &m); err != nil {
+			h.t.Fatal(err)
+		}
+	}
+	return m, ok
+}
+
+// A follower in session mode takes an expired record only once the
+// holder's session has run out too, and waits while it cannot tell.
+func TestFollowerWaitsForTheHoldersSession(t *testing.T) {
+	cases := []struct {
+		name  string
+		mark  *resourcelock.SessionMark
+		alive time.Time
+		known bool
+		at    time.Duration // after t0; the record's lease of 4s ends at t0+4s
+		want  outcome
+		mixed bool
+	}{
+		{"session alive past the record", &resourcelock.SessionMark{Holder: "a", Session: "s/1"}, t0.Add(8 * time.Second), true, 5 * time.Second, heldByOther, false},
+		{"session run out too", &resourcelock.SessionMark{Holder: "a", Session: "s/1"}, t0.Add(8 * time.Second), true, 9 * time.Second, acquired, false},
+		{"session not known here", &resourcelock.SessionMark{Holder: "a", Session: "s/1"}, time.Time{}, false, 60 * time.Second, heldByOther, false},
+		{"session ended or never seen", &resourcelock.SessionMark{Holder: "a", Session: "s/1"}, time.Time{}, true, 5 * time.Second, acquired, false},
+		{"a mark without a session: the record decides", &resourcelock.SessionMark{Holder: "a"}, t0.Add(time.Hour), true, 5 * time.Second, acquired, false},
+		{"a mark of an earlier holder means nothing", &resourcelock.SessionMark{Holder: "old", Session: "s/1"}, t0.Add(time.Hour), true, 5 * time.Second, acquired, true},
+		{"no mark: a holder without sessions", nil, t0.Add(time.Hour), true, 5 * time.Second, acquired, true},
+		{"record still valid", &resourcelock.SessionMark{Holder: "a", Session: "s/1"}, time.Time{}, true, 3 * time.Second, heldByOther, false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			h := newHarness(t)
+			h.writeRecord(held("a", "", 4))
+			if c.mark != nil {
+				h.writeMark(*c.mark)
+			}
+			s := &fakeSession{ref: "s/2", sent: t0, current: true, known: c.known, alive: map[string]time.Time{}}
+			if !c.alive.IsZero() {
+				s.alive["s/1"] = c.alive
+			}
+			le := h.sessionElector("b", s)
+			le.watch.ok.Store(false) // first read from the API server
+			mustAttempt(t, le, false, heldByOther)
+			le.watch.ok.Store(true)
+			if le.SessionFallback() != c.mixed {
+				t.Errorf("SessionFallback() = %v, want %v", le.SessionFallback(), c.mixed)
+			}
+			h.clock.SetTime(t0.Add(c.at))
+			h.verbs()
+			mustAttempt(t, le, false, c.want)
+			if c.want == heldByOther {
+				assertVerbs(t, h.verbs())
+			}
+		})
+	}
+}
+
+// A holder names its session when it takes the lock, and then leaves its
+// renewals to the session while the session is current; otherwise it
+// rewrites its record, with a mark that names no session.
+func TestHolderLeavesRenewalsToACurrentSession(t *testing.T) {
+	h := newHarness(t)
+	s := &fakeSession{ref: "s/1", sent: t0, current: true, known: true}
+	le := h.sessionElector("a", s)
+	le.watch.ok.Store(false)
+	mustAttempt(t, le, false, acquired)
+	le.watch.ok.Store(true)
+	if m, ok := h.mark(); !ok || m != (resourcelock.SessionMark{Holder: "a", Session: "s/1"}) {
+		t.Fatalf("mark after acquiring: %+v (present %v)", m, ok)
+	}
+	le.lastRenew = t0
+	h.verbs()
+	for i := 1; i <= 3; i++ {
+		h.clock.SetTime(t0.Add(time.Duration(i) * time.Second))
+		s.sent = h.clock.Now()
+		if end := le.renewOnce(context.Background()); end != nil {
+			t.Fatalf("renew %d ended the term: %+v", i, end)
+		}
+		assertVerbs(t, h.verbs())
+		if !le.lastRenew.Equal(s.sent) {
+			t.Fatalf("renew %d: the term's last renew is %v, want the heartbeat's %v", i, le.lastRenew, s.sent)
+		}
+	}
+	if err := le.Check(0); err != nil {
+		t.Errorf("a holder renewed by its session fails its health check: %v", err)
+	}
+	// The session stops being current: the holder writes its record.
+	s.current = false
+	h.clock.Step(time.Second)
+	if end := le.renewOnce(context.Background()); end != nil {
+		t.Fatalf("renew ended the term: %+v", end)
+	}
+	assertVerbs(t, h.verbs(), "update configmaps")
+	if m, ok := h.mark(); !ok || m != (resourcelock.SessionMark{Holder: "a"}) {
+		t.Errorf("mark after a renew without a current session: %+v (present %v)", m, ok)
+	}
+	// Neither renewed for the renew deadline: the term ends.
+	h.client.PrependReactor("update", "configmaps", failAll)
+	h.clock.Step(2*time.Second + time.Millisecond)
+	if end := le.renewOnce(context.Background()); end == nil || end.stillHeld {
+		t.Errorf("no renew for the deadline did not end the term: %+v", end)
+	}
+}
+
+// failAll is a reactor that fails every request it sees.
+func failAll(k8stesting.Action) (bool, runtime.Object, error) {
+	return true, nil, apierrors.NewServiceUnavailable("down")
+}
+
+// Deleting the lock object of a holder renewed by its session is not a
+// release: a follower keeps waiting for the session it saw named.
+func TestDeletedLockKeepsTheHoldersSession(t *testing.T) {
+	h := newHarness(t)
+	h.writeRecord(held("a", "", 4))
+	h.writeMark(resourcelock.SessionMark{Holder: "a", Session: "s/1"})
+	s := &fakeSession{ref: "s/2", current: true, known: true, alive: map[string]time.Time{"s/1": t0.Add(time.Minute)}}
+	le := h.sessionElector("b", s)
+	le.watch.ok.Store(false)
+	mustAttempt(t, le, false, heldByOther)
+	le.watch.ok.Store(true)
+
+	cm, err := h.client.CoreV1().ConfigMaps(ns).Get(context.Background(), lockName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.client.CoreV1().ConfigMaps(ns).Delete(context.Background(), lockName, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	le.watch.deliver(cm, true)
+	le.watch.ingest()
+	h.clock.SetTime(t0.Add(30 * time.Second)) // the record's own lease ran out long ago
+	h.verbs()
+	mustAttempt(t, le, false, heldByOther)
+	assertVerbs(t, h.verbs())
+	h.clock.SetTime(t0.Add(61 * time.Second))
+	mustAttempt(t, le, false, acquired)
+}
+
+// A forced steal from a holder that names a session starts the work no
+// earlier than RenewDeadline after the steal, even when this candidate's
+// view of the session is stale or says it ran out.
+func TestForcedStealFromASessionHolderIsFenced(t *testing.T) {
+	h := newHarness(t)
+	h.writeRecord(held("a", "stable", 1)) // its own lease ends before the deadline
+	h.writeMark(resourcelock.SessionMark{Holder: "a", Session: "s/1"})
+	s := &fakeSession{ref: "s/2", current: true, known: true, alive: map[string]time.Time{}}
+	le := h.sessionElector("b", s)
+	le.cfg.KeyComparison = func(string) bool { return true }
+	le.watch.ok.Store(false)
+	h.clock.SetTime(t0.Add(time.Second))
+	mustAttempt(t, le, false, acquired)
+	if want := t0.Add(time.Second + 2*time.Second); le.startAt.Before(want) {
+		t.Errorf("work may start at %v, before the holder's renew deadline after the steal (%v)", le.startAt, want)
+	}
+}
+
+// A session the view shows over counts as over only once a heartbeat of
+// this process's own session, sent after that judgement, came back.
+func TestFollowerConfirmsASessionIsOverWithItsOwnEcho(t *testing.T) {
+	h := newHarness(t)
+	h.writeRecord(held("a", "", 4))
+	h.writeMark(resourcelock.SessionMark{Holder: "a", Session: "s/1"})
+	s := &fakeSession{ref: "s/2", current: true, known: true, unechoed: true,
+		alive: map[string]time.Time{"s/1": t0.Add(6 * time.Second)}}
+	le := h.sessionElector("b", s)
+	le.watch.ok.Store(false)
+	mustAttempt(t, le, false, heldByOther)
+	le.watch.ok.Store(true)
+	h.clock.SetTime(t0.Add(7 * time.Second))
+	h.verbs()
+	mustAttempt(t, le, false, heldByOther)
+	assertVerbs(t, h.verbs())
+	if s.asked == 0 {
+		t.Fatal("the follower did not ask for an echo of its own session")
+	}
+	if w := le.followerWait(); w > time.Second+10*time.Millisecond {
+		t.Errorf("the follower sleeps %v waiting for the echo; want at most a retry period", w)
+	}
+	s.unechoed = false
+	mustAttempt(t, le, false, acquired)
+}
