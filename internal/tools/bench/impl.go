@@ -16,8 +16,13 @@ type Impl string
 
 // The implementations compared side by side, all on Lease locks.
 const (
-	// Meshd is meshd with its defaults: watch-driven, cooperative handover.
+	// Meshd is meshd with its defaults: watch-driven, cooperative handover,
+	// one record renewed per election (per-record mode).
 	Meshd Impl = "meshd"
+	// MeshdSession is Meshd in session mode: one heartbeat Lease per process
+	// is renewed for all of the process's elections, whose records are only
+	// written when a term begins or ends.
+	MeshdSession Impl = "meshd-session"
 	// MeshdPolling is meshd as istiod behaves: no watch, no handover.
 	MeshdPolling Impl = "meshd-polling"
 	// ClientGo is k8s.io/client-go/tools/leaderelection with a LeaseLock.
@@ -25,7 +30,11 @@ const (
 )
 
 // Impls is the order of implementations in every table.
-var Impls = []Impl{Meshd, MeshdPolling, ClientGo}
+var Impls = []Impl{Meshd, MeshdSession, MeshdPolling, ClientGo}
+
+// ScaleOnly are the implementations the benchmark runs in its scale section
+// only; the latency and request sections compare the shipped defaults.
+var ScaleOnly = []Impl{MeshdSession}
 
 // ParseImpl checks an implementation name.
 func ParseImpl(s string) (Impl, error) {
@@ -82,7 +91,7 @@ func NewCandidate(s Spec) (Candidate, error) {
 		s.Work = func(ctx context.Context) { <-ctx.Done() }
 	}
 	switch s.Impl {
-	case Meshd, MeshdPolling:
+	case Meshd, MeshdSession, MeshdPolling:
 		return newMeshd(s)
 	case ClientGo:
 		if s.Revision != "" {

@@ -14,7 +14,7 @@ type meshdCandidate struct {
 // newMeshd builds a meshd candidate. Meshd uses the shipped defaults (watch,
 // cooperative handover with the default grace); MeshdPolling turns both off
 // and starts its work at once after a forced steal, which is how istiod's
-// elector behaves.
+// elector behaves; MeshdSession is Meshd in session mode.
 func newMeshd(s Spec) (*meshdCandidate, error) {
 	watch, handover, grace := true, true, features.LeaderElectionHandoverGrace.Default()
 	if s.Impl == MeshdPolling {
@@ -29,6 +29,13 @@ func newMeshd(s Spec) (*meshdCandidate, error) {
 		election.WithHandover(handover, grace),
 		election.WithPrioritized(s.Revision != ""),
 		election.WithStartAtOnceAfterSteal(s.Impl == MeshdPolling),
+	}
+	if s.Impl == MeshdSession {
+		o, err := sessionOption()
+		if err != nil {
+			return nil, err
+		}
+		opts = append(opts, o)
 	}
 	if s.Logger != nil {
 		opts = append(opts, election.WithLogger(s.Logger))

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"runtime"
@@ -54,6 +55,12 @@ type ReplicaReport struct {
 	Window   time.Duration `json:"window,omitempty"`
 	Requests Counts        `json:"requests,omitempty"`
 	CPU      time.Duration `json:"cpu,omitempty"`
+	// LeaderRequests and FollowerRequests are the window's requests to the
+	// Leases of the elections this replica led at stop, and to those of the
+	// elections it did not lead. Requests naming no election's Lease (a
+	// watch, a list, a session's heartbeat) are in neither.
+	LeaderRequests   Counts `json:"leaderRequests,omitempty"`
+	FollowerRequests Counts `json:"followerRequests,omitempty"`
 	// PeakRSSKiB is the process's peak RSS, RSSKiB its RSS at stop.
 	PeakRSSKiB int64 `json:"peakRSSKiB,omitempty"`
 	RSSKiB     int64 `json:"rssKiB,omitempty"`
@@ -72,20 +79,28 @@ type ReplicaReport struct {
 	// from the replica's start to stop.
 	ServerErrors int    `json:"serverErrors,omitempty"`
 	Error        string `json:"error,omitempty"`
+	// Unsettled, in an error report, is how many elections still had no
+	// known leader when the replica gave up waiting (ScaleSettleTimeout).
+	Unsettled int `json:"unsettled,omitempty"`
 }
 
 // RunReplica runs the replica side of the scale benchmark; see the protocol
 // above. in and out are normally stdin and stdout.
 func RunReplica(ctx context.Context, o ReplicaOptions, in io.Reader, out io.Writer) error {
 	enc := json.NewEncoder(out)
-	err := runReplica(ctx, o, in, enc)
+	failure := ReplicaReport{Event: EventError}
+	err := runReplica(ctx, o, in, enc, &failure)
 	if err != nil {
-		_ = enc.Encode(ReplicaReport{Event: EventError, Error: err.Error()})
+		failure.Error = err.Error()
+		failure.PeakRSSKiB = selfUsage().PeakRSSKiB
+		_ = enc.Encode(failure)
 	}
 	return err
 }
 
-func runReplica(ctx context.Context, o ReplicaOptions, in io.Reader, enc *json.Encoder) error {
+// runReplica runs the replica; when it fails to settle it also fills in
+// failure's counts (the error itself is left to the caller).
+func runReplica(ctx context.Context, o ReplicaOptions, in io.Reader, enc *json.Encoder, failure *ReplicaReport) error {
 	quietKlog()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -122,8 +137,8 @@ func runReplica(ctx context.Context, o ReplicaOptions, in io.Reader, enc *json.E
 	if err != nil {
 		return err
 	}
-	counter := NewCounter()
-	client, err := newClient(restCfg, counter)
+	counter, byLease := NewCounter(), NewLeaseRequests()
+	client, err := newClient(byLease.Config(restCfg), counter)
 	if err != nil {
 		return err
 	}
@@ -151,9 +166,11 @@ func runReplica(ctx context.Context, o ReplicaOptions, in io.Reader, enc *json.E
 	}
 	baseGoroutines := runtime.NumGoroutine()
 	cands := make([]Candidate, o.Elections)
+	locks := make([]string, o.Elections)
 	for i := range cands {
+		locks[i] = fmt.Sprintf("e%04d", i)
 		cands[i], err = NewCandidate(Spec{
-			Impl: o.Impl, Client: client, Namespace: o.Namespace, Lock: fmt.Sprintf("e%04d", i),
+			Impl: o.Impl, Client: client, Namespace: o.Namespace, Lock: locks[i],
 			Identity: o.Identity, TTL: o.TTL, Logger: logger, Work: work, Revision: revision,
 		})
 		if err != nil {
@@ -180,6 +197,11 @@ func runReplica(ctx context.Context, o ReplicaOptions, in io.Reader, enc *json.E
 	}
 	settle, err := awaitLeaders(ctx, cands, startAt)
 	if err != nil {
+		var se *settleError
+		if errors.As(err, &se) {
+			failure.Unsettled = se.pending
+		}
+		failure.ServerErrors, failure.StartRequests = counter.ServerErrors(), counter.Snapshot()
 		return err
 	}
 	goroutines := runtime.NumGoroutine() - baseGoroutines
@@ -191,19 +213,23 @@ func runReplica(ctx context.Context, o ReplicaOptions, in io.Reader, enc *json.E
 	if err := next(cmdStart); err != nil {
 		return err
 	}
-	c0, u0, w0, t0terms := counter.Snapshot(), selfUsage(), time.Now(), terms.Load()
+	c0, l0, u0, w0, t0terms := counter.Snapshot(), byLease.Snapshot(), selfUsage(), time.Now(), terms.Load()
 	if err := next(cmdStop); err != nil {
 		return err
 	}
-	c1, u1, w1, t1terms := counter.Snapshot(), selfUsage(), time.Now(), terms.Load()
+	c1, l1, u1, w1, t1terms := counter.Snapshot(), byLease.Snapshot(), selfUsage(), time.Now(), terms.Load()
 	leading := 0
-	for _, c := range cands {
-		if c.Leading() {
+	leads := make(map[string]bool, len(cands))
+	for i, c := range cands {
+		leads[locks[i]] = c.Leading()
+		if leads[locks[i]] {
 			leading++
 		}
 	}
+	leader, follower := splitByLeader(l0, l1, leads)
 	return enc.Encode(ReplicaReport{
 		Event: EventResult, Window: w1.Sub(w0), Requests: c1.Sub(c0), CPU: u1.CPU - u0.CPU,
+		LeaderRequests: leader, FollowerRequests: follower,
 		PeakRSSKiB: u1.PeakRSSKiB, RSSKiB: u1.RSSKiB, Leading: leading,
 		NewTerms: int(t1terms - t0terms), ServerErrors: counter.ServerErrors(),
 	})
@@ -221,7 +247,7 @@ func awaitLeaders(ctx context.Context, cands []Candidate, startAt []time.Time) (
 	for len(pending) > 0 {
 		now := time.Now()
 		if now.After(deadline) {
-			return 0, fmt.Errorf("%w after %v: %d of %d elections have no known leader", errTimeout, ScaleSettleTimeout, len(pending), len(cands))
+			return 0, &settleError{pending: len(pending), total: len(cands)}
 		}
 		left := pending[:0]
 		for _, i := range pending {
@@ -238,3 +264,13 @@ func awaitLeaders(ctx context.Context, cands []Candidate, startAt []time.Time) (
 	}
 	return longest, nil
 }
+
+// settleError says that some elections had no known leader after
+// ScaleSettleTimeout.
+type settleError struct{ pending, total int }
+
+func (e *settleError) Error() string {
+	return fmt.Sprintf("%v after %v: %d of %d elections have no known leader", errTimeout, ScaleSettleTimeout, e.pending, e.total)
+}
+
+func (e *settleError) Unwrap() error { return errTimeout }

@@ -10,6 +10,7 @@ import (
 	"math"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -51,12 +52,100 @@ func (c Cell) String() string {
 	return fmt.Sprintf("%d elections x %d replicas", c.Elections, c.Replicas)
 }
 
+// ParseCells parses a comma-separated list of cells written
+// "<elections>x<replicas>", such as "1000x3,100x10".
+func ParseCells(s string) ([]Cell, error) {
+	var out []Cell
+	for _, f := range strings.Split(s, ",") {
+		f = strings.TrimSpace(f)
+		if f == "" {
+			continue
+		}
+		c, err := parseCell(f)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, c)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("no cells in %q", s)
+	}
+	return out, nil
+}
+
+func parseCell(f string) (Cell, error) {
+	e, r, ok := strings.Cut(strings.ToLower(f), "x")
+	ne, err1 := strconv.Atoi(e)
+	nr, err2 := strconv.Atoi(r)
+	if !ok || err1 != nil || err2 != nil || ne < 1 || nr < 1 {
+		return Cell{}, fmt.Errorf("cell %q: want <elections>x<replicas>, both positive integers, such as 1000x3", f)
+	}
+	return Cell{Elections: ne, Replicas: nr}, nil
+}
+
+// Short writes the cell as ParseCells reads it.
+func (c Cell) Short() string { return fmt.Sprintf("%dx%d", c.Elections, c.Replicas) }
+
 // ScaleResult is one implementation at one cell.
 type ScaleResult struct {
 	Impl     Impl
 	Cell     Cell
 	Replicas []ReplicaReport // the settled and result reports merged
 	Err      string
+	// Unsettled counts, when some replicas gave up waiting for their
+	// elections to have a known leader (ScaleSettleTimeout), the elections
+	// still without one, summed over those replicas; UnsettledReplicas is
+	// how many replicas gave up, and UnsettledRSSKiB their largest peak RSS.
+	Unsettled         int
+	UnsettledReplicas int
+	UnsettledRSSKiB   int64
+}
+
+// NotSettled reports whether the cell failed because elections had no
+// known leader within ScaleSettleTimeout.
+func (r ScaleResult) NotSettled() bool { return r.UnsettledReplicas > 0 }
+
+// LeaderRequests, FollowerRequests and OtherRequests split the window's
+// requests of all replicas: to the Leases of elections the sending replica
+// led, to those of elections it followed, and requests naming no election's
+// Lease (watches, lists, a session's heartbeat).
+func (r ScaleResult) LeaderRequests() Counts {
+	out := Counts{}
+	for _, p := range r.Replicas {
+		out.Add(p.LeaderRequests)
+	}
+	return out
+}
+
+// FollowerRequests: see LeaderRequests.
+func (r ScaleResult) FollowerRequests() Counts {
+	out := Counts{}
+	for _, p := range r.Replicas {
+		out.Add(p.FollowerRequests)
+	}
+	return out
+}
+
+// OtherRequests: see LeaderRequests.
+func (r ScaleResult) OtherRequests() Counts {
+	out := Counts{}
+	for _, p := range r.Replicas {
+		out.Add(p.Requests.Sub(p.LeaderRequests).Sub(p.FollowerRequests))
+	}
+	return out
+}
+
+// WindowSeconds is the longest window of any replica, in seconds (NaN
+// when there is none).
+func (r ScaleResult) WindowSeconds() float64 {
+	m := 0.0
+	for _, p := range r.Replicas {
+		m = max(m, p.Window.Seconds())
+	}
+	if m == 0 {
+		return math.NaN()
+	}
+	return r.orNaN(m)
 }
 
 // StartRequests are the requests all replicas sent until they settled,
@@ -205,7 +294,7 @@ func (r ScaleResult) orNaN(v float64) float64 {
 // each a candidate in cell.Elections elections of namespace ns.
 func RunScale(ctx context.Context, sc ScaleConfig, impl Impl, cell Cell, ns string) ScaleResult {
 	res := ScaleResult{Impl: impl, Cell: cell}
-	reps, err := runScale(ctx, sc, impl, cell, ns)
+	reps, err := runScale(ctx, sc, impl, cell, ns, &res)
 	res.Replicas = reps
 	if err != nil {
 		res.Err = err.Error()
@@ -225,7 +314,9 @@ type replicaProc struct {
 	done   chan struct{}
 }
 
-func runScale(ctx context.Context, sc ScaleConfig, impl Impl, cell Cell, ns string) ([]ReplicaReport, error) {
+// runScale runs a cell; when replicas do not settle it counts how far they
+// got in unsettled.
+func runScale(ctx context.Context, sc ScaleConfig, impl Impl, cell Cell, ns string, unsettled *ScaleResult) ([]ReplicaReport, error) {
 	procs := make([]*replicaProc, 0, cell.Replicas)
 	defer func() {
 		for _, p := range procs {
@@ -243,12 +334,26 @@ func runScale(ctx context.Context, sc ScaleConfig, impl Impl, cell Cell, ns stri
 		procs = append(procs, p)
 	}
 	reports := make([]ReplicaReport, len(procs))
+	// Every replica is awaited, also after one failed: they settle at the
+	// same time, and an unsettled cell reports how far each got.
+	var failed error
 	for i, p := range procs {
 		r, err := p.await(ctx, EventSettled, ScaleSettleTimeout+30*time.Second)
 		if err != nil {
-			return nil, fmt.Errorf("replica %d: %w", i, err)
+			if r.Unsettled > 0 {
+				unsettled.Unsettled += r.Unsettled
+				unsettled.UnsettledReplicas++
+				unsettled.UnsettledRSSKiB = max(unsettled.UnsettledRSSKiB, r.PeakRSSKiB)
+			}
+			if failed == nil {
+				failed = fmt.Errorf("replica %d: %w", i, err)
+			}
+			continue
 		}
 		reports[i].Settle, reports[i].Goroutines, reports[i].StartRequests = r.Settle, r.Goroutines, r.StartRequests
+	}
+	if failed != nil {
+		return nil, failed
 	}
 	if err := sleep(ctx, sc.Pause); err != nil {
 		return nil, err
@@ -372,61 +477,92 @@ func (w *limitedWriter) Write(b []byte) (int, error) {
 	return len(b), nil
 }
 
-// Sweeps are the two lines through the scale matrix: elections at a fixed
-// number of replicas, and replicas at a fixed number of elections.
-type Sweeps struct {
-	Elections   []int
-	AtReplicas  int
-	Replicas    []int
-	AtElections int
-	ByElections []ScaleResult // Elections[i] x AtReplicas, impl by impl
-	ByReplicas  []ScaleResult // AtElections x Replicas[i], impl by impl
+// ScaleMatrix is the set of cells of the scale benchmark, each run for
+// every implementation that is not skipped there.
+type ScaleMatrix struct {
+	// Cells in the order given; they run from the lightest to the heaviest
+	// (elections x replicas), so that a cell that overloads the API server
+	// disturbs as few others as possible.
+	Cells []Cell
+	// Skip names the implementations left out of a cell.
+	Skip map[Cell][]Impl
+	// Results, filled by RunMatrix, in run order, impl by impl.
+	Results []ScaleResult
 }
 
-// RunSweeps runs every cell of both sweeps once (a cell on both lines is
-// shared) for every implementation, one at a time, each in a fresh
-// namespace.
-func RunSweeps(ctx context.Context, env *Env, sc ScaleConfig, sw *Sweeps) {
+// Skipped reports whether impl is left out of cell.
+func (m *ScaleMatrix) Skipped(impl Impl, cell Cell) bool {
+	for _, i := range m.Skip[cell] {
+		if i == impl {
+			return true
+		}
+	}
+	return false
+}
+
+// Result returns impl's result at cell.
+func (m *ScaleMatrix) Result(impl Impl, cell Cell) (ScaleResult, bool) {
+	for _, r := range m.Results {
+		if r.Impl == impl && r.Cell == cell {
+			return r, true
+		}
+	}
+	return ScaleResult{}, false
+}
+
+// RunOrder is the order in which RunMatrix runs the cells: by elections x
+// replicas, then by replicas, each cell once.
+func (m *ScaleMatrix) RunOrder() []Cell {
+	seen := map[Cell]bool{}
+	var out []Cell
+	for _, c := range m.Cells {
+		if !seen[c] {
+			seen[c] = true
+			out = append(out, c)
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool {
+		a, b := out[i].Elections*out[i].Replicas, out[j].Elections*out[j].Replicas
+		if a != b {
+			return a < b
+		}
+		return out[i].Replicas < out[j].Replicas
+	})
+	return out
+}
+
+// RunMatrix runs every cell for every implementation of sc.Impls not
+// skipped there, one at a time, each in a fresh namespace, and appends the
+// results to m.Results.
+func RunMatrix(ctx context.Context, env *Env, sc ScaleConfig, m *ScaleMatrix) {
 	impls := sc.Impls
 	if len(impls) == 0 {
 		impls = Impls
 	}
-	done := map[Cell]map[Impl]ScaleResult{}
-	run := func(cell Cell) []ScaleResult {
-		if _, ok := done[cell]; !ok {
-			done[cell] = map[Impl]ScaleResult{}
-			for _, impl := range impls {
-				if ctx.Err() != nil {
-					break
-				}
-				res := ScaleResult{Impl: impl, Cell: cell}
-				ns, err := newScaleNamespace(ctx, env)
-				if err != nil {
-					res.Err = err.Error()
-				} else {
-					res = RunScale(ctx, sc, impl, cell, ns)
-				}
-				if sc.Logf != nil {
-					sc.Logf("  scale %-13s %-26v %8.1f req/s (%s)  cpu %5.1f%%  rss %6.1f MiB  settle %6.0f ms  leaders %d  new terms %d  goroutines/election %.1f  5xx %.0f  start requests (%s)",
-						impl, cell, res.ReqPerSec(), fmtMix(res.Mix()), res.CPUPercent(), res.PeakRSSMiB(), res.Settle(), res.Leaders(), res.NewTerms(),
-						res.GoroutinesPerElection(), res.ServerErrors(), fmtTotals(res.StartRequests()))
-				}
-				done[cell][impl] = res
-			}
-		}
-		out := make([]ScaleResult, 0, len(impls))
+	for _, cell := range m.RunOrder() {
 		for _, impl := range impls {
-			if r, ok := done[cell][impl]; ok {
-				out = append(out, r)
+			if ctx.Err() != nil {
+				return
 			}
+			if m.Skipped(impl, cell) {
+				continue
+			}
+			began := time.Now()
+			res := ScaleResult{Impl: impl, Cell: cell}
+			ns, err := newScaleNamespace(ctx, env)
+			if err != nil {
+				res.Err = err.Error()
+			} else {
+				res = RunScale(ctx, sc, impl, cell, ns)
+			}
+			if sc.Logf != nil {
+				sc.Logf("  scale %-13s %-26v %8.1f req/s (%s; leaders %s, followers %s, other %s)  cpu %5.1f%%  rss %6.1f MiB  settle %6.0f ms  leaders %d  new terms %d  goroutines/election %.1f  5xx %.0f  start requests (%s)  took %v",
+					impl, cell, res.ReqPerSec(), fmtMix(res.Mix()), fmtTotals(res.LeaderRequests()), fmtTotals(res.FollowerRequests()), fmtTotals(res.OtherRequests()),
+					res.CPUPercent(), res.PeakRSSMiB(), res.Settle(), res.Leaders(), res.NewTerms(),
+					res.GoroutinesPerElection(), res.ServerErrors(), fmtTotals(res.StartRequests()), time.Since(began).Round(time.Second))
+			}
+			m.Results = append(m.Results, res)
 		}
-		return out
-	}
-	for _, n := range sw.Elections {
-		sw.ByElections = append(sw.ByElections, run(Cell{Elections: n, Replicas: sw.AtReplicas})...)
-	}
-	for _, n := range sw.Replicas {
-		sw.ByReplicas = append(sw.ByReplicas, run(Cell{Elections: sw.AtElections, Replicas: n})...)
 	}
 }
 

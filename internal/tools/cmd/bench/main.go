@@ -6,6 +6,7 @@
 //
 //	go run ./internal/tools/cmd/bench -out docs/benchmarks.md
 //	go run ./internal/tools/cmd/bench -quick             # a short development run
+//	go run ./internal/tools/cmd/bench -sections scale -scale-cells 100x3,1000x3 -impls meshd,client-go
 //
 // The etcd and kube-apiserver binaries come from "make kube-bins"; set
 // KUBE_BIN_DIR=$PWD/.cache/kube/bin when not running through make. With
@@ -21,6 +22,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -41,8 +43,8 @@ type options struct {
 	longTrials     int
 	scaleTTL       time.Duration
 	scaleWindow    time.Duration
-	scaleElections string
-	scaleReplicas  string
+	scaleCells     string
+	scaleSkip      string
 	timeout        time.Duration
 	impls          string
 	replicaLogs    string
@@ -66,10 +68,11 @@ func main() {
 	flag.IntVar(&o.longTrials, "long-trials", 5, "trials per implementation at -long-ttl")
 	flag.DurationVar(&o.scaleTTL, "scale-ttl", 30*time.Second, "ttl of the scale section")
 	flag.DurationVar(&o.scaleWindow, "scale-window", 0, "steady-state window of each scale cell (default 3 retry periods of the scale ttl)")
-	flag.StringVar(&o.scaleElections, "scale-elections", "1,10,100,1000", "elections per process, swept at 3 replicas")
-	flag.StringVar(&o.scaleReplicas, "scale-replicas", "1,3,10", "replica processes, swept at 10 elections")
-	flag.StringVar(&o.impls, "impls", "meshd,meshd-polling,client-go", "implementations to compare")
-	flag.DurationVar(&o.timeout, "timeout", 45*time.Minute, "give up after this long")
+	flag.StringVar(&o.scaleCells, "scale-cells", bench.DefaultScaleCells, "cells of the scale section, comma-separated <elections per process>x<replica processes>")
+	flag.StringVar(&o.scaleSkip, "scale-skip", bench.DefaultScaleSkip, "implementations left out of scale cells, comma-separated <implementation>@<elections>x<replicas>")
+	flag.StringVar(&o.impls, "impls", strings.Join(implNames(bench.Impls), ","),
+		"implementations to compare; "+strings.Join(implNames(bench.ScaleOnly), ",")+" runs in the scale section only")
+	flag.DurationVar(&o.timeout, "timeout", 60*time.Minute, "give up after this long")
 	// Replica mode, used by the benchmark itself.
 	flag.BoolVar(&o.isChild, "replica", false, "internal: run as one replica process of the scale benchmark")
 	flag.StringVar(&o.impl, "impl", "", "internal (replica): implementation")
@@ -125,8 +128,7 @@ func replicaArgs(r bench.ReplicaOptions) []string {
 func run(ctx context.Context, o options) error {
 	if o.quick {
 		setDefault("trials", &o.trials, 3)
-		setDefault("scale-elections", &o.scaleElections, "1,10,100")
-		setDefault("scale-replicas", &o.scaleReplicas, "1,3")
+		setDefault("scale-cells", &o.scaleCells, "1x3,10x3,100x3,10x1")
 		setDefault("scale-ttl", &o.scaleTTL, 8*time.Second)
 		setDefault("long-ttl", &o.longTTL, 8*time.Second)
 		setDefault("long-trials", &o.longTrials, 2)
@@ -144,17 +146,24 @@ func run(ctx context.Context, o options) error {
 	if err != nil {
 		return err
 	}
-	elections, err := parseInts(o.scaleElections)
+	cells, err := bench.ParseCells(o.scaleCells)
 	if err != nil {
-		return fmt.Errorf("-scale-elections: %w", err)
+		return fmt.Errorf("-scale-cells: %w", err)
 	}
-	impls, err := parseImpls(o.impls)
+	skip, err := bench.ParseSkip(o.scaleSkip)
 	if err != nil {
-		return err
+		return fmt.Errorf("-scale-skip: %w", err)
 	}
-	replicas, err := parseInts(o.scaleReplicas)
+	scaleImpls, err := parseImpls(o.impls)
 	if err != nil {
-		return fmt.Errorf("-scale-replicas: %w", err)
+		return fmt.Errorf("-impls: %w", err)
+	}
+	// The latency and request sections compare the shipped defaults.
+	var impls []bench.Impl
+	for _, impl := range scaleImpls {
+		if !slices.Contains(bench.ScaleOnly, impl) {
+			impls = append(impls, impl)
+		}
 	}
 	cfg := bench.Config{TTL: o.ttl, Trials: o.trials, Logf: logf}
 	if err := cfg.Validate(); err != nil {
@@ -248,12 +257,14 @@ func run(ctx context.Context, o options) error {
 	if sections["scale"] {
 		sc := bench.ScaleConfig{
 			TTL: o.scaleTTL, Pause: 2 * time.Second, Window: o.scaleWindow,
-			Kubeconfig: env.Kubeconfig, LogDir: o.replicaLogs, Executable: exe, ReplicaArgs: replicaArgs, Impls: impls, Logf: logf,
+			Kubeconfig: env.Kubeconfig, LogDir: o.replicaLogs, Executable: exe, ReplicaArgs: replicaArgs, Impls: scaleImpls, Logf: logf,
 		}
-		res.Scale = &bench.Sweeps{Elections: elections, AtReplicas: 3, Replicas: replicas, AtElections: 10}
+		res.Scale = &bench.ScaleMatrix{Cells: cells, Skip: skip}
+		res.ScaleDefaults = !o.quick && !isSet("scale-cells") && !isSet("scale-skip")
 		res.ScaleTTL, res.ScalePause, res.ScaleWindow = sc.TTL, sc.Pause, sc.Window
-		logf("scale: elections %v at 3 replicas, replicas %v at 10 elections, ttl %v, window %v", elections, replicas, sc.TTL, sc.Window)
-		bench.RunSweeps(ctx, env, sc, res.Scale)
+		logf("scale: cells %s (in this order), implementations %s, skipping %q, ttl %v, window %v",
+			cellList(res.Scale.RunOrder()), o.impls, o.scaleSkip, sc.TTL, sc.Window)
+		bench.RunMatrix(ctx, env, sc, res.Scale)
 	}
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("interrupted: %w", err)
@@ -327,11 +338,32 @@ func logf(format string, args ...any) {
 
 // setDefault changes a flag's value unless it was given on the command line.
 func setDefault[T any](name string, p *T, v T) {
-	set := false
-	flag.Visit(func(f *flag.Flag) { set = set || f.Name == name })
-	if !set {
+	if !isSet(name) {
 		*p = v
 	}
+}
+
+// isSet reports whether a flag was given on the command line.
+func isSet(name string) bool {
+	set := false
+	flag.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
+}
+
+func implNames(impls []bench.Impl) []string {
+	out := make([]string, len(impls))
+	for i, impl := range impls {
+		out[i] = string(impl)
+	}
+	return out
+}
+
+func cellList(cells []bench.Cell) string {
+	out := make([]string, len(cells))
+	for i, c := range cells {
+		out[i] = c.Short()
+	}
+	return strings.Join(out, ",")
 }
 
 // command reconstructs how the benchmark was started.
@@ -374,18 +406,6 @@ func parseImpls(s string) ([]bench.Impl, error) {
 			return nil, err
 		}
 		out = append(out, impl)
-	}
-	return out, nil
-}
-
-func parseInts(s string) ([]int, error) {
-	var out []int
-	for _, f := range strings.Split(s, ",") {
-		n, err := strconv.Atoi(strings.TrimSpace(f))
-		if err != nil || n < 1 {
-			return nil, fmt.Errorf("%q is not a positive integer", f)
-		}
-		out = append(out, n)
 	}
 	return out, nil
 }
