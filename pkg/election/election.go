@@ -41,6 +41,7 @@ type LeaderElection struct {
 	events       *eventSink // started by this election; nil in a Group
 	elector      *elector.LeaderElector
 	session      *session.Member // WithSessions only
+	sessionWait  time.Duration   // how long Run waits for the session's first heartbeat
 	candidacy    *candidacy      // coordinated elections only
 	coordLock    *preferredLock  // coordinated elections only
 	// coordinatorWatcher is the default watcher of a standalone
@@ -191,6 +192,7 @@ func build(client kubernetes.Interface, spec Spec, o *options, newWatcher watche
 		}); err != nil {
 			return fail(err)
 		}
+		l.sessionWait = retryPeriod
 	}
 	if l.elector, err = elector.New(l.electorConfig(lock, o, cooperative)); err != nil {
 		return nil, fmt.Errorf("election %q (ttl %v): %w", spec.ElectionID, o.ttl, err)

@@ -101,6 +101,11 @@ func (l *LeaderElection) RunContext(ctx context.Context) error {
 	defer l.startOwned()()
 	ctx, withdrawn := l.runCandidacy(ctx)
 	defer withdrawn()
+	if l.session != nil && l.enabled {
+		// Bounded: without a working session the election renews its
+		// record itself.
+		l.session.AwaitStart(ctx, l.sessionWait)
+	}
 
 	inARow := 0 // terms ended by a failure, one after the other
 	for ctx.Err() == nil {

@@ -286,6 +286,37 @@ func (m *Member) EchoedSince(t time.Time, notify func()) bool {
 	return false
 }
 
+// AwaitStart waits until the session's first heartbeat has come back
+// through the process's watch, ctx ends or timeout passes, and reports
+// whether it came back. An election that waits for it before contending
+// names its session in its very first record, instead of writing that
+// record a second time once the session works.
+func (m *Member) AwaitStart(ctx context.Context, timeout time.Duration) bool {
+	l := m.current()
+	if l == nil {
+		return false
+	}
+	came := make(chan struct{}, 1)
+	notify := func() {
+		select {
+		case came <- struct{}{}:
+		default:
+		}
+	}
+	t := m.cfg.Clock.NewTimer(timeout)
+	defer t.Stop()
+	for !l.view.echoedSince(l.hb.start, notify) {
+		select {
+		case <-came:
+		case <-ctx.Done():
+			return false
+		case <-t.C():
+			return false
+		}
+	}
+	return true
+}
+
 // AliveUntil is until when the session ref is alive by this process's
 // observation; zero when it is not (unknown here, or ended). known is false
 // while the process cannot tell, including before Start.
