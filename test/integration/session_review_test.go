@@ -33,7 +33,9 @@ import (
 // chosen substring can be refused.
 type faultLink struct {
 	client kubernetes.Interface
-	stall  atomic.Bool
+	// cut fails every request, as a partition from the API server does.
+	cut   atomic.Bool
+	stall atomic.Bool
 	// stallOnly, when set, limits stalling to watches whose path
 	// contains it.
 	stallOnly string
@@ -51,6 +53,9 @@ type faultTransport struct {
 }
 
 func (t *faultTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if t.link.cut.Load() {
+		return nil, errors.New("partitioned from the API server")
+	}
 	if sub, _ := t.link.failWrites.Load().(string); sub != "" && (req.Method == http.MethodPut || req.Method == http.MethodPost) &&
 		strings.Contains(req.URL.Path, sub) {
 		t.link.count(req.Method+" "+req.URL.Path+" refused", 1)
@@ -71,6 +76,15 @@ func (l *faultLink) count(key string, n int) {
 	l.mu.Lock()
 	l.counts[key] += n
 	l.mu.Unlock()
+}
+
+// takeCounts returns the counts so far and starts afresh.
+func (l *faultLink) takeCounts() map[string]int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := l.counts
+	l.counts = map[string]int{}
+	return out
 }
 
 // countMatching sums the counts whose key contains every part.
@@ -128,7 +142,7 @@ func newFaultLink(t *testing.T, c *testcluster.Cluster) *faultLink {
 	}
 	link.client = client
 	// Never leave a stalled stream behind: the watches must be able to stop.
-	t.Cleanup(func() { link.stall.Store(false); link.failWrites.Store("") })
+	t.Cleanup(func() { link.stall.Store(false); link.cut.Store(false); link.failWrites.Store("") })
 	return link
 }
 

@@ -2,18 +2,12 @@ package integration
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"net/http"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 
 	"github.com/meshd-io/meshd/internal/testing/testcluster"
 	"github.com/meshd-io/meshd/internal/testing/testutil"
@@ -22,67 +16,14 @@ import (
 	"github.com/meshd-io/meshd/pkg/resourcelock"
 )
 
-// processLink is one simulated process's way to the API server: its own
-// clientset (so its own shared watches and session), whose requests are
-// counted by verb and resource and can be cut off, as by a partition.
-type processLink struct {
-	client kubernetes.Interface
-	cut    atomic.Bool
-
-	mu       sync.Mutex
-	requests map[string]int // "verb resource/name"
-}
-
-type linkTransport struct {
-	link *processLink
-	next http.RoundTripper
-}
-
-func (t *linkTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	if t.link.cut.Load() {
-		return nil, errors.New("partitioned from the API server")
-	}
-	verb := strings.ToLower(req.Method)
-	if req.URL.Query().Get("watch") == "true" {
-		verb = "watch"
-	}
-	t.link.mu.Lock()
-	t.link.requests[verb+" "+req.URL.Path]++
-	t.link.mu.Unlock()
-	return t.next.RoundTrip(req)
-}
-
-func newProcessLink(t *testing.T, c *testcluster.Cluster) *processLink {
-	t.Helper()
-	link := &processLink{requests: map[string]int{}}
-	cfg := rest.CopyConfig(c.Config)
-	cfg.QPS, cfg.Burst = -1, 0
-	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return &linkTransport{link: link, next: rt} })
-	client, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	link.client = client
-	return link
-}
-
-// take returns and resets the requests counted so far.
-func (l *processLink) take() map[string]int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	out := l.requests
-	l.requests = map[string]int{}
-	return out
-}
-
 // sessionProcess is n elections of one process, all with sessions.
 type sessionProcess struct {
-	link      *processLink
+	link      *faultLink
 	instances []*instance
 }
 
 func startSessionProcess(t *testing.T, c *testcluster.Cluster, ns, identity string, n int, extra ...election.Option) *sessionProcess {
-	link := newProcessLink(t, c)
+	link := newFaultLink(t, c)
 	p := &sessionProcess{link: link}
 	for i := range n {
 		le, err := election.New(link.client, election.Spec{Namespace: ns, ElectionID: fmt.Sprintf("sess-%d", i),
@@ -120,17 +61,18 @@ func TestSessionRenewsEveryRecordWithOneLease(t *testing.T) {
 	testutil.Eventually(t, 10*time.Second, testutil.Check("a to lead every election", a.leadsAll))
 	b := startSessionProcess(t, c, ns, "b", n)
 	time.Sleep(ttl) // both settled: b has listed, and a named its session in every record
-	a.link.take()
-	b.link.take()
+	a.link.takeCounts()
+	b.link.takeCounts()
 	window := 4 * ttl // 16 retry periods
 	testutil.Consistently(t, window, testutil.Check("a to lead every election and b none", func() bool { return a.leadsAll() && !b.leadsAny() }))
 	sessionPath := "/apis/coordination.k8s.io/v1/namespaces/" + ns + "/leases/" + session.LeaseName("a", ttl)
-	got := a.link.take()
+	got := a.link.takeCounts()
 	t.Logf("leader's requests in %v: %v", window, got)
-	if got["put "+sessionPath] < 12 || len(got) != 1 {
+	if renewals, total := onlyTo(got, "PUT "+sessionPath+" 200"); renewals < 12 || total != renewals {
 		t.Errorf("leader's requests in %v: %v; want only about 16 renewals of its session Lease", window, got)
 	}
-	if got := b.link.take(); len(got) > 1 || got["put /apis/coordination.k8s.io/v1/namespaces/"+ns+"/leases/"+session.LeaseName("b", ttl)] == 0 {
+	bSession := "PUT /apis/coordination.k8s.io/v1/namespaces/" + ns + "/leases/" + session.LeaseName("b", ttl) + " 200"
+	if got := b.link.takeCounts(); func() bool { n, total := onlyTo(got, bSession); return n == 0 || n != total }() {
 		t.Errorf("follower's requests in %v: %v; want only the renewals of its own session Lease", window, got)
 	}
 	lease, err := c.Client.CoordinationV1().Leases(ns).Get(context.Background(), "sess-0", metav1.GetOptions{})
@@ -201,7 +143,7 @@ func TestSessionCandidateRenewsItsRecordInAMixedElection(t *testing.T) {
 	le, err := election.New(c.Client, spec("plain"), opts(t)...)
 	plain := newInstance(t, "plain", le, err)
 	testutil.Eventually(t, 10*time.Second, testutil.Check("plain to lead", plain.leads))
-	link := newProcessLink(t, c)
+	link := newFaultLink(t, c)
 	le, err = election.New(link.client, spec("s"), opts(t, election.WithSessions(true))...)
 	s := newInstance(t, "s", le, err)
 	time.Sleep(ttl / 2)
@@ -224,4 +166,15 @@ func renewTime(t *testing.T, c *testcluster.Cluster, ns, name string) time.Time 
 		t.Fatal(err)
 	}
 	return lease.Spec.RenewTime.Time
+}
+
+// onlyTo counts the requests of counts whose key is key, and all of them.
+func onlyTo(counts map[string]int, key string) (n, total int) {
+	for k, c := range counts {
+		total += c
+		if k == key {
+			n += c
+		}
+	}
+	return n, total
 }
