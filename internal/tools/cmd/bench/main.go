@@ -46,6 +46,7 @@ type options struct {
 	timeout        time.Duration
 	impls          string
 	replicaLogs    string
+	replicaHeap    string
 
 	replica bench.ReplicaOptions
 	isChild bool
@@ -67,7 +68,7 @@ func main() {
 	flag.DurationVar(&o.scaleTTL, "scale-ttl", 30*time.Second, "ttl of the scale section")
 	flag.DurationVar(&o.scaleWindow, "scale-window", 0, "steady-state window of each scale cell (default 3 retry periods of the scale ttl)")
 	flag.StringVar(&o.scaleElections, "scale-elections", "1,10,100,1000", "elections per process, swept at 3 replicas")
-	flag.StringVar(&o.scaleReplicas, "scale-replicas", "1,3,10", "replica processes, swept at 10 elections")
+	flag.StringVar(&o.scaleReplicas, "scale-replicas", "1,3,10", "replica processes, swept at 10 elections; empty skips that sweep (with -scale-elections 1000: only the cell 1000 x 3)")
 	flag.StringVar(&o.impls, "impls", "meshd,meshd-polling,client-go", "implementations to compare")
 	flag.DurationVar(&o.timeout, "timeout", 45*time.Minute, "give up after this long")
 	// Replica mode, used by the benchmark itself.
@@ -78,7 +79,10 @@ func main() {
 	flag.StringVar(&o.replica.Identity, "identity", "", "internal (replica): holder identity")
 	flag.StringVar(&o.replica.Kubeconfig, "kubeconfig", "", "internal (replica): kubeconfig of the API server")
 	flag.StringVar(&o.replica.LogFile, "log-file", "", "internal (replica): file for meshd's elector logs")
-	flag.StringVar(&o.replicaLogs, "replica-logs", "", "directory for the elector logs of every scale replica (for diagnosis)")
+	flag.StringVar(&o.replica.RequestLog, "request-log", "", "internal (replica): file listing every API request sent")
+	flag.StringVar(&o.replica.HeapProfile, "heap-profile", "", "internal (replica): file for a heap profile taken at the end of the window")
+	flag.StringVar(&o.replicaLogs, "replica-logs", "", "directory for the elector logs and request logs of every scale replica (for diagnosis)")
+	flag.StringVar(&o.replicaHeap, "replica-heap-profiles", "", "directory for a heap profile of every scale replica, taken at the end of its window (for diagnosis)")
 	flag.Parse()
 	if flag.NArg() > 0 {
 		fail(fmt.Errorf("unexpected arguments: %v", flag.Args()))
@@ -118,6 +122,12 @@ func replicaArgs(r bench.ReplicaOptions) []string {
 		"-ttl", r.TTL.String(), "-namespace", r.Namespace, "-identity", r.Identity, "-kubeconfig", r.Kubeconfig}
 	if r.LogFile != "" {
 		args = append(args, "-log-file", r.LogFile)
+	}
+	if r.RequestLog != "" {
+		args = append(args, "-request-log", r.RequestLog)
+	}
+	if r.HeapProfile != "" {
+		args = append(args, "-heap-profile", r.HeapProfile)
 	}
 	return args
 }
@@ -248,7 +258,7 @@ func run(ctx context.Context, o options) error {
 	if sections["scale"] {
 		sc := bench.ScaleConfig{
 			TTL: o.scaleTTL, Pause: 2 * time.Second, Window: o.scaleWindow,
-			Kubeconfig: env.Kubeconfig, LogDir: o.replicaLogs, Executable: exe, ReplicaArgs: replicaArgs, Impls: impls, Logf: logf,
+			Kubeconfig: env.Kubeconfig, LogDir: o.replicaLogs, ProfileDir: o.replicaHeap, Executable: exe, ReplicaArgs: replicaArgs, Impls: impls, Logf: logf,
 		}
 		res.Scale = &bench.Sweeps{Elections: elections, AtReplicas: 3, Replicas: replicas, AtElections: 10}
 		res.ScaleTTL, res.ScalePause, res.ScaleWindow = sc.TTL, sc.Pause, sc.Window
@@ -378,8 +388,13 @@ func parseImpls(s string) ([]bench.Impl, error) {
 	return out, nil
 }
 
+// parseInts parses a comma-separated list of positive integers; an empty
+// list is empty.
 func parseInts(s string) ([]int, error) {
 	var out []int
+	if strings.TrimSpace(s) == "" {
+		return nil, nil
+	}
 	for _, f := range strings.Split(s, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(f))
 		if err != nil || n < 1 {
