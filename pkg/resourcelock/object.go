@@ -86,6 +86,7 @@ func (l *objectLock[T, L]) Get(ctx context.Context) (*Record, []byte, error) {
 	if err != nil {
 		return nil, nil, err
 	}
+	obj.SetManagedFields(nil) // see trimForCache
 	l.set(obj)
 	return l.decode()
 }
@@ -136,6 +137,7 @@ func (l *objectLock[T, L]) write(ctx context.Context, obj T) error {
 	if err != nil {
 		return err
 	}
+	updated.SetManagedFields(nil) // see trimForCache
 	l.set(updated)
 	return nil
 }
