@@ -172,10 +172,10 @@ func (l *objectLock[T, L]) ListWatch() cache.ListerWatcher {
 				opts.FieldSelector = selector
 				return l.client.List(ctx, opts)
 			},
-			WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+			WatchFuncWithContext: serverTimedWatch(func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
 				opts.FieldSelector = selector
 				return l.client.Watch(ctx, opts)
-			},
+			}),
 		},
 		noWatchList: l.noWatchList || l.clientNoWatchList,
 	}
