@@ -57,7 +57,7 @@ func NewConfigMapLock(client corev1client.ConfigMapsGetter, namespace, name stri
 		return nil, err
 	}
 	return &ConfigMapLock{objectLock[*corev1.ConfigMap, *corev1.ConfigMapList]{
-		client: client.ConfigMaps(namespace), namespace: namespace, name: name, cfg: cfg, kind: configMapKind,
+		client: ownStackClient[*corev1.ConfigMap, *corev1.ConfigMapList]{client.ConfigMaps(namespace)}, namespace: namespace, name: name, cfg: cfg, kind: configMapKind,
 		clientNoWatchList: watchlist.DoesClientNotSupportWatchListSemantics(client), hubKey: client,
 	}}, nil
 }

@@ -64,7 +64,7 @@ func NewLeaseLock(client coordinationv1client.LeasesGetter, namespace, name stri
 		return nil, err
 	}
 	return &LeaseLock{objectLock[*coordinationv1.Lease, *coordinationv1.LeaseList]{
-		client: client.Leases(namespace), namespace: namespace, name: name, cfg: cfg, kind: leaseKind,
+		client: ownStackClient[*coordinationv1.Lease, *coordinationv1.LeaseList]{client.Leases(namespace)}, namespace: namespace, name: name, cfg: cfg, kind: leaseKind,
 		clientNoWatchList: watchlist.DoesClientNotSupportWatchListSemantics(client), hubKey: client,
 	}}, nil
 }

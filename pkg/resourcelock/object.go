@@ -92,6 +92,7 @@ func (l *objectLock[T, L]) Get(ctx context.Context) (*Record, []byte, error) {
 	if err != nil {
 		return nil, nil, err
 	}
+	obj.SetManagedFields(nil) // see trimForCache
 	l.set(obj)
 	return l.decode()
 }
@@ -144,6 +145,7 @@ func (l *objectLock[T, L]) write(ctx context.Context, obj T) error {
 	if err != nil {
 		return err
 	}
+	updated.SetManagedFields(nil) // see trimForCache
 	l.set(updated)
 	return nil
 }
@@ -178,10 +180,10 @@ func (l *objectLock[T, L]) ListWatch() cache.ListerWatcher {
 				opts.FieldSelector = selector
 				return l.client.List(ctx, opts)
 			},
-			WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+			WatchFuncWithContext: serverTimedWatch(func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
 				opts.FieldSelector = selector
 				return l.client.Watch(ctx, opts)
-			},
+			}),
 		},
 		noWatchList: l.noWatchList || l.clientNoWatchList,
 	}

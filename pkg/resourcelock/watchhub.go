@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/cache"
 )
@@ -186,6 +187,7 @@ type hubEntry struct {
 func startHubEntry(sw SharedWatch) *hubEntry {
 	e := &hubEntry{key: sw.Key, byName: map[string][]*hubSub{}}
 	e.informer = cache.NewSharedIndexInformer(sw.ListWatch(), sw.Example, 0, cache.Indexers{})
+	_ = e.informer.SetTransform(trimForCache)
 	_ = e.informer.SetWatchErrorHandlerWithContext(func(context.Context, *cache.Reflector, error) { e.setHealth(false) })
 	reg, _ := e.informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { e.deliver(obj, false) },
@@ -210,6 +212,19 @@ func startHubEntry(sw SharedWatch) *hubEntry {
 		}
 	}()
 	return e
+}
+
+// trimForCache drops what no lock reads from an object before the shared
+// watch caches it and hands it to subscribers: the managed fields, often a
+// third of a small object such as a Lease. It changes the object in place
+// (each one is freshly decoded) and is idempotent. A lock writing over such
+// an object sends no managed fields, which the API server answers by keeping
+// the stored ones.
+func trimForCache(obj any) (any, error) {
+	if o, ok := obj.(metav1.Object); ok {
+		o.SetManagedFields(nil)
+	}
+	return obj, nil
 }
 
 // syncPoll is how often a new shared watch checks whether it has listed.

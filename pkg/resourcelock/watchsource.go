@@ -60,8 +60,23 @@ func namespaceListWatch(noWatchList bool,
 	watchFn func(context.Context, metav1.ListOptions) (watch.Interface, error),
 ) cache.ListerWatcher {
 	return &listWatch{
-		ListWatch:   cache.ListWatch{ListWithContextFunc: list, WatchFuncWithContext: watchFn},
+		ListWatch:   cache.ListWatch{ListWithContextFunc: list, WatchFuncWithContext: serverTimedWatch(watchFn)},
 		noWatchList: noWatchList,
+	}
+}
+
+// serverTimedWatch makes watchFn's watches last as long as the API server
+// lets a watch without a timeout of its own last: by default a random 30 to
+// 60 minutes (kube-apiserver's --min-request-timeout, times one to two).
+// client-go's reflector asks for a random 5 to 10 minutes, which made each
+// shared watch re-open about 8 times an hour; a watch ended by the server
+// is re-opened from the last version seen, as before. A dead connection is
+// still noticed by the client's HTTP/2 health checks and TCP keep-alives,
+// not only by the timeout.
+func serverTimedWatch(watchFn func(context.Context, metav1.ListOptions) (watch.Interface, error)) func(context.Context, metav1.ListOptions) (watch.Interface, error) {
+	return func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+		o.TimeoutSeconds = nil
+		return watchFn(ctx, o)
 	}
 }
 

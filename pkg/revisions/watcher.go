@@ -44,6 +44,10 @@ func NewDefaultWatcher(client kubernetes.Interface, opts Options) (DefaultWatche
 		},
 		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
 			o.FieldSelector = selector
+			// The API server picks how long the watch lasts: by default
+			// 30 to 60 minutes, against client-go's 5 to 10, so the watch
+			// is re-opened a few times an hour rather than about 8.
+			o.TimeoutSeconds = nil
 			return webhooks.Watch(ctx, o)
 		},
 	}}

@@ -29,6 +29,13 @@ type ReplicaOptions struct {
 	Kubeconfig string
 	// LogFile, if set, receives meshd's elector logs (info and above).
 	LogFile string
+	// RequestLog, if set, receives one line per API request the replica
+	// sends: time, verb, method and URL (for diagnosis).
+	RequestLog string
+	// HeapProfile, if set, receives a heap profile of the replica taken
+	// at the end of the window, after the result has been measured, with
+	// its goroutines and memory statistics beside it.
+	HeapProfile string
 }
 
 // Replica protocol: the replica writes one JSON ReplicaReport per line to
@@ -138,6 +145,13 @@ func runReplica(ctx context.Context, o ReplicaOptions, in io.Reader, enc *json.E
 		return err
 	}
 	counter, byLease := NewCounter(), NewLeaseRequests()
+	if o.RequestLog != "" {
+		closeLog, err := traceRequests(counter, o.RequestLog)
+		if err != nil {
+			return err
+		}
+		defer closeLog()
+	}
 	client, err := newClient(byLease.Config(restCfg), counter)
 	if err != nil {
 		return err
@@ -205,6 +219,11 @@ func runReplica(ctx context.Context, o ReplicaOptions, in io.Reader, enc *json.E
 		return err
 	}
 	goroutines := runtime.NumGoroutine() - baseGoroutines
+	if o.HeapProfile != "" {
+		if err := appendMemStats(o.HeapProfile+".memstats", "settled"); err != nil {
+			return err
+		}
+	}
 	settled := ReplicaReport{Event: EventSettled, Settle: settle, Goroutines: goroutines, StartRequests: counter.Snapshot()}
 	if err := enc.Encode(settled); err != nil {
 		return err
@@ -227,12 +246,21 @@ func runReplica(ctx context.Context, o ReplicaOptions, in io.Reader, enc *json.E
 		}
 	}
 	leader, follower := splitByLeader(l0, l1, leads)
-	return enc.Encode(ReplicaReport{
+	result := ReplicaReport{
 		Event: EventResult, Window: w1.Sub(w0), Requests: c1.Sub(c0), CPU: u1.CPU - u0.CPU,
 		LeaderRequests: leader, FollowerRequests: follower,
 		PeakRSSKiB: u1.PeakRSSKiB, RSSKiB: u1.RSSKiB, Leading: leading,
 		NewTerms: int(t1terms - t0terms), ServerErrors: counter.ServerErrors(),
-	})
+	}
+	if o.HeapProfile != "" {
+		if err := appendMemStats(o.HeapProfile+".memstats", "window end"); err != nil {
+			return err
+		}
+		if err := writeHeapProfile(o.HeapProfile); err != nil {
+			return err
+		}
+	}
+	return enc.Encode(result)
 }
 
 // awaitLeaders waits until every candidate knows a leader and returns the

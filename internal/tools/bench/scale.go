@@ -33,6 +33,9 @@ type ScaleConfig struct {
 	// LogDir, if set, receives one log file of meshd's elector logs per
 	// replica, for diagnosis.
 	LogDir string
+	// ProfileDir, if set, receives one heap profile per replica, taken at
+	// the end of the window.
+	ProfileDir string
 	// Executable re-executed as a replica; ReplicaArgs turns options into
 	// its command line.
 	Executable  string
@@ -326,7 +329,8 @@ func runScale(ctx context.Context, sc ScaleConfig, impl Impl, cell Cell, ns stri
 	for i := 0; i < cell.Replicas; i++ {
 		p, err := startReplica(sc, ReplicaOptions{
 			Impl: impl, Elections: cell.Elections, TTL: sc.TTL, Namespace: ns, Identity: "r" + strconv.Itoa(i),
-			Kubeconfig: sc.Kubeconfig, LogFile: sc.logFile(impl, cell, i),
+			Kubeconfig: sc.Kubeconfig, LogFile: sc.logFile(impl, cell, i), RequestLog: sc.requestLog(impl, cell, i),
+			HeapProfile: sc.heapProfile(impl, cell, i),
 		})
 		if err != nil {
 			return nil, err
@@ -379,10 +383,23 @@ func runScale(ctx context.Context, sc ScaleConfig, impl Impl, cell Cell, ns stri
 }
 
 func (sc ScaleConfig) logFile(impl Impl, cell Cell, replica int) string {
-	if sc.LogDir == "" {
+	return replicaFile(sc.LogDir, impl, cell, replica, ".log")
+}
+
+func (sc ScaleConfig) requestLog(impl Impl, cell Cell, replica int) string {
+	return replicaFile(sc.LogDir, impl, cell, replica, ".requests")
+}
+
+func (sc ScaleConfig) heapProfile(impl Impl, cell Cell, replica int) string {
+	return replicaFile(sc.ProfileDir, impl, cell, replica, ".heap")
+}
+
+// replicaFile names a file of one replica in dir; "" when dir is.
+func replicaFile(dir string, impl Impl, cell Cell, replica int, ext string) string {
+	if dir == "" {
 		return ""
 	}
-	return filepath.Join(sc.LogDir, fmt.Sprintf("%s-%de-%dr-r%d.log", impl, cell.Elections, cell.Replicas, replica))
+	return filepath.Join(dir, fmt.Sprintf("%s-%de-%dr-r%d%s", impl, cell.Elections, cell.Replicas, replica, ext))
 }
 
 func startReplica(sc ScaleConfig, o ReplicaOptions) (*replicaProc, error) {

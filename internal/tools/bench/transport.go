@@ -69,6 +69,8 @@ type Counter struct {
 	// serverErrors counts responses with a 5xx status and requests that
 	// got no response at all (time-outs, refused connections).
 	serverErrors int
+	// trace, if set, is called with every request as it leaves.
+	trace func(verb string, req *http.Request)
 }
 
 // maxRecentUpdates bounds the update times a Counter keeps: enough for the
@@ -87,6 +89,14 @@ func (c *Counter) Config(cfg *rest.Config) *rest.Config {
 	out.RateLimiter = nil
 	out.Wrap(func(rt http.RoundTripper) http.RoundTripper { return &countingRoundTripper{c: c, next: rt} })
 	return out
+}
+
+// SetTrace makes c call f with every request from now on, as it leaves
+// (for diagnosis). f must be safe for concurrent use.
+func (c *Counter) SetTrace(f func(verb string, req *http.Request)) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.trace = f
 }
 
 // Snapshot returns the counts so far.
@@ -139,7 +149,11 @@ func (rt *countingRoundTripper) RoundTrip(req *http.Request) (*http.Response, er
 	verb := classify(req)
 	rt.c.mu.Lock()
 	rt.c.counts[verb]++
+	trace := rt.c.trace
 	rt.c.mu.Unlock()
+	if trace != nil {
+		trace(verb, req)
+	}
 	resp, err := rt.next.RoundTrip(req)
 	if (err != nil && req.Context().Err() == nil) || (err == nil && resp.StatusCode >= 500) {
 		rt.c.mu.Lock()

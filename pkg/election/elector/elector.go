@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/clock"
@@ -116,11 +117,16 @@ func New(cfg Config) (*LeaderElector, error) {
 		trigger: make(chan struct{}, 1),
 		damper:  stealDamper{retry: cfg.RetryPeriod, lease: cfg.LeaseDuration},
 	}
-	if le.log == nil {
+	switch {
+	case le.log == nil:
 		le.log = zap.NewNop()
+	case le.log.Core().Enabled(zapcore.FatalLevel): // writes something
+		// The fields are encoded when the first entry is written: in a
+		// process with many elections most electors write none at the
+		// enabled level, and each encoded copy costs a buffer.
+		le.log = le.log.WithLazy(zap.String("election", cfg.Name), zap.String("lock", cfg.Lock.Describe()),
+			zap.String("identity", cfg.Lock.Identity()))
 	}
-	le.log = le.log.With(zap.String("election", cfg.Name), zap.String("lock", cfg.Lock.Describe()),
-		zap.String("identity", cfg.Lock.Identity()))
 	if le.clock == nil {
 		le.clock = clock.RealClock{}
 	}

@@ -48,6 +48,7 @@ type options struct {
 	timeout        time.Duration
 	impls          string
 	replicaLogs    string
+	replicaHeap    string
 
 	replica bench.ReplicaOptions
 	isChild bool
@@ -81,7 +82,10 @@ func main() {
 	flag.StringVar(&o.replica.Identity, "identity", "", "internal (replica): holder identity")
 	flag.StringVar(&o.replica.Kubeconfig, "kubeconfig", "", "internal (replica): kubeconfig of the API server")
 	flag.StringVar(&o.replica.LogFile, "log-file", "", "internal (replica): file for meshd's elector logs")
-	flag.StringVar(&o.replicaLogs, "replica-logs", "", "directory for the elector logs of every scale replica (for diagnosis)")
+	flag.StringVar(&o.replica.RequestLog, "request-log", "", "internal (replica): file listing every API request sent")
+	flag.StringVar(&o.replica.HeapProfile, "heap-profile", "", "internal (replica): file for a heap profile taken at the end of the window")
+	flag.StringVar(&o.replicaLogs, "replica-logs", "", "directory for the elector logs and request logs of every scale replica (for diagnosis)")
+	flag.StringVar(&o.replicaHeap, "replica-heap-profiles", "", "directory for a heap profile of every scale replica, taken at the end of its window (for diagnosis)")
 	flag.Parse()
 	if flag.NArg() > 0 {
 		fail(fmt.Errorf("unexpected arguments: %v", flag.Args()))
@@ -121,6 +125,12 @@ func replicaArgs(r bench.ReplicaOptions) []string {
 		"-ttl", r.TTL.String(), "-namespace", r.Namespace, "-identity", r.Identity, "-kubeconfig", r.Kubeconfig}
 	if r.LogFile != "" {
 		args = append(args, "-log-file", r.LogFile)
+	}
+	if r.RequestLog != "" {
+		args = append(args, "-request-log", r.RequestLog)
+	}
+	if r.HeapProfile != "" {
+		args = append(args, "-heap-profile", r.HeapProfile)
 	}
 	return args
 }
@@ -257,7 +267,7 @@ func run(ctx context.Context, o options) error {
 	if sections["scale"] {
 		sc := bench.ScaleConfig{
 			TTL: o.scaleTTL, Pause: 2 * time.Second, Window: o.scaleWindow,
-			Kubeconfig: env.Kubeconfig, LogDir: o.replicaLogs, Executable: exe, ReplicaArgs: replicaArgs, Impls: scaleImpls, Logf: logf,
+			Kubeconfig: env.Kubeconfig, LogDir: o.replicaLogs, ProfileDir: o.replicaHeap, Executable: exe, ReplicaArgs: replicaArgs, Impls: scaleImpls, Logf: logf,
 		}
 		res.Scale = &bench.ScaleMatrix{Cells: cells, Skip: skip}
 		res.ScaleDefaults = !o.quick && !isSet("scale-cells") && !isSet("scale-skip")
