@@ -2,8 +2,6 @@ package elector
 
 import (
 	"context"
-	"reflect"
-	"sync"
 	"time"
 
 	"golang.org/x/time/rate"
@@ -109,50 +107,3 @@ func (le *LeaderElector) awaitTurn(ctx context.Context, ready <-chan time.Time, 
 		}
 	}
 }
-
-// The first renewals of terms that begin together are spread over the
-// retry period. A process that starts a thousand elections within a second
-// would otherwise renew them in that same second of every period, for as
-// long as the terms last: a burst that makes the API server close the
-// watches that follow it (their buffers overflow) and re-open them. Each
-// term takes a turn from a process-wide bucket per retry period that grants
-// renewSpread turns per period, one at a time, and renews that much earlier
-// (modulo the period): a lone term, or terms that begin apart, renew a
-// whole period after they began, as before; a burst of them renews spread
-// evenly. Renewing early is always safe.
-const renewSpread = 100
-
-// The buckets are kept per clock (a program has one; a test or a
-// simulation one per world) and run on that clock.
-var renewSpreads = struct {
-	mu      sync.Mutex
-	buckets map[spreadKey]*rate.Limiter
-}{buckets: map[spreadKey]*rate.Limiter{}}
-
-type spreadKey struct {
-	clock  any
-	period time.Duration
-}
-
-// firstRenew is the wait before the term's first renew, at most wait (see
-// renewSpread).
-func (le *LeaderElector) firstRenew(wait time.Duration) time.Duration {
-	period := le.cfg.RetryPeriod
-	key := spreadKey{le.clock, period}
-	if !mapKeyable(le.clock) || period <= 0 {
-		return wait
-	}
-	renewSpreads.mu.Lock()
-	bucket := renewSpreads.buckets[key]
-	if bucket == nil {
-		bucket = rate.NewLimiter(rate.Limit(float64(renewSpread)/period.Seconds()), 1)
-		renewSpreads.buckets[key] = bucket
-	}
-	now := le.clock.Now()
-	early := bucket.ReserveN(now, 1).DelayFrom(now) % period
-	renewSpreads.mu.Unlock()
-	return max(wait-early, min(wait, time.Millisecond))
-}
-
-// mapKeyable reports whether v can be a map key.
-func mapKeyable(v any) bool { return v != nil && reflect.TypeOf(v).Comparable() }

@@ -1,8 +1,6 @@
 package elector
 
 import (
-	"time"
-
 	"fmt"
 	"testing"
 )
@@ -78,28 +76,5 @@ func TestSlotPriorityDiffersByIdentity(t *testing.T) {
 	}
 	if a.slotPriority() != h.elector("a", "", nil, nil).slotPriority() {
 		t.Fatal("the slot priority of one candidate and lock is not stable")
-	}
-}
-
-// A lone term renews a whole retry period after it began; terms that begin
-// together renew spread over the period, each no later than usual.
-func TestFirstRenewalsOfTermsThatBeginTogetherAreSpread(t *testing.T) {
-	h := newHarness(t)
-	le := h.elector("a", "", nil, nil)
-	period := le.cfg.RetryPeriod
-	if got := le.firstRenew(period); got != period {
-		t.Fatalf("a lone term renews after %v, want %v", got, period)
-	}
-	h.clock.Step(time.Minute) // the bucket fills again
-	seen := map[time.Duration]bool{}
-	for i := 0; i < renewSpread; i++ {
-		got := le.firstRenew(period)
-		if got <= 0 || got > period {
-			t.Fatalf("term %d renews after %v, outside (0, %v]", i, got, period)
-		}
-		seen[got.Round(period/10)] = true
-	}
-	if len(seen) < 10 {
-		t.Errorf("%d terms that began together renew in %d tenths of the period, want all 10 or more", renewSpread, len(seen))
 	}
 }

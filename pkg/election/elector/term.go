@@ -132,7 +132,7 @@ func (le *LeaderElector) renew(ctx context.Context, t *term) termEnd {
 	if fence != nil {
 		defer fence.Stop()
 	}
-	timer := le.clock.NewTimer(le.firstRenew(le.nextRenew()))
+	timer := le.clock.NewTimer(le.nextRenew())
 	defer timer.Stop()
 	// A request may already wait: one addressed to this candidate while the
 	// previous holder was handing the lock to it.
