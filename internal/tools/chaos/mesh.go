@@ -317,6 +317,40 @@ func (m *mesh) deleteLock(ctx context.Context, l lockRef) error {
 	return err
 }
 
+// deleteLease deletes the Lease name of the run's namespace (gone already is
+// fine).
+func (m *mesh) deleteLease(ctx context.Context, name string) error {
+	ctx, cancel := withTimeout(ctx)
+	defer cancel()
+	err := m.client.CoordinationV1().Leases(m.namespace).Delete(ctx, name, metav1.DeleteOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	return err
+}
+
+// awaitLease waits up to wait for the Lease name of the run's namespace to
+// exist.
+func (m *mesh) awaitLease(ctx context.Context, name string, wait time.Duration) error {
+	deadline := time.Now().Add(wait)
+	for {
+		gctx, cancel := withTimeout(ctx)
+		_, err := m.client.CoordinationV1().Leases(m.namespace).Get(gctx, name, metav1.GetOptions{})
+		cancel()
+		switch {
+		case err == nil:
+			return nil
+		case !apierrors.IsNotFound(err):
+			return fmt.Errorf("read Lease %s: %w", name, err)
+		case ctx.Err() != nil:
+			return ctx.Err()
+		case time.Now().After(deadline):
+			return fmt.Errorf("Lease %s not created again within %v", name, wait)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
 // checkData returns every piece of seeded content that is gone, and every
 // root certificate that is missing or differs from the source.
 func (m *mesh) checkData(ctx context.Context) ([]string, error) {

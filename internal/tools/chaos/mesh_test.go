@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -111,5 +112,37 @@ func TestSeedLockRacesWithMeshd(t *testing.T) {
 	}
 	if lease.Labels[keepKey] != keepValue || *lease.Spec.HolderIdentity != "stable-1" {
 		t.Fatalf("after the race: labels %v, holder %v", lease.Labels, *lease.Spec.HolderIdentity)
+	}
+}
+
+// TestDeleteLeaseAndAwaitItsReturn: delete-session deletes a session Lease
+// and fails unless the session creates it again in time.
+func TestDeleteLeaseAndAwaitItsReturn(t *testing.T) {
+	client := fake.NewClientset()
+	m := testMesh(client)
+	ctx := context.Background()
+	const name = "meshd-session-4s-stable-1-abc"
+	leases := client.CoordinationV1().Leases("mesh")
+	if _, err := leases.Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "mesh"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.deleteLease(ctx, name); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := leases.Get(ctx, name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("after deleteLease: %v, want not found", err)
+	}
+	if err := m.deleteLease(ctx, name); err != nil {
+		t.Fatalf("deleting a Lease that is gone: %v", err)
+	}
+	if err := m.awaitLease(ctx, name, 200*time.Millisecond); err == nil || !strings.Contains(err.Error(), "not created again") {
+		t.Fatalf("awaitLease of a Lease nobody creates = %v", err)
+	}
+	go func() {
+		time.Sleep(100 * time.Millisecond)
+		_, _ = leases.Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "mesh"}}, metav1.CreateOptions{})
+	}()
+	if err := m.awaitLease(ctx, name, 5*time.Second); err != nil {
+		t.Fatalf("awaitLease of a Lease created again: %v", err)
 	}
 }
