@@ -35,6 +35,15 @@ type sessionState struct {
 	// still be a candidate, and it would take a record that is not
 	// rewritten, so this candidate renews its record itself from then on.
 	mixed bool
+	// seen is the mark of the lock object as it was when the record last
+	// observed was new; seenOK is false when it had none. A follower
+	// judges the holder by it while the object it last saw carries no mark
+	// (deleted, re-created or edited by a writer that dropped it): the
+	// holder renews through the session it named there, not through its
+	// record, so losing the mark must not make a working holder look
+	// expired.
+	seen   resourcelock.SessionMark
+	seenOK bool
 }
 
 // sessionMode reports whether this elector may renew through a session.
@@ -68,10 +77,30 @@ func (le *LeaderElector) holderSessionRef(holder string) string {
 	return mark.Session
 }
 
-// noteSessionAware marks the election mixed when the holder of the record
-// just observed does not understand sessions.
+// observedSessionRef is the session by which a follower judges holder:
+// the one the lock object last seen names for it or, when that object
+// carries no mark at all, the one named next to the record last observed.
+// "" when the holder renews its record itself.
+func (le *LeaderElector) observedSessionRef(holder string) string {
+	mark, ok := le.session.lock.SessionMark()
+	if !ok {
+		mark, ok = le.session.seen, le.session.seenOK
+	}
+	if !ok || mark.Holder != holder {
+		return ""
+	}
+	return mark.Session
+}
+
+// noteSessionAware remembers the session mark that came with the record
+// just observed, and marks the election mixed when the record's holder
+// does not understand sessions.
 func (le *LeaderElector) noteSessionAware(rec *resourcelock.Record) {
-	if !le.sessionMode() || le.session.mixed || rec.HolderIdentity == "" || rec.HolderIdentity == le.cfg.Lock.Identity() {
+	if !le.sessionMode() {
+		return
+	}
+	le.session.seen, le.session.seenOK = le.session.lock.SessionMark()
+	if le.session.mixed || rec.HolderIdentity == "" || rec.HolderIdentity == le.cfg.Lock.Identity() {
 		return
 	}
 	if mark, ok := le.session.lock.SessionMark(); ok && mark.Holder == rec.HolderIdentity {
@@ -93,7 +122,7 @@ func (le *LeaderElector) sessionUntil(now time.Time) time.Time {
 	if holder == "" || holder == le.cfg.Lock.Identity() {
 		return time.Time{}
 	}
-	ref := le.holderSessionRef(holder)
+	ref := le.observedSessionRef(holder)
 	if ref == "" {
 		return time.Time{}
 	}
@@ -106,7 +135,9 @@ func (le *LeaderElector) sessionUntil(now time.Time) time.Time {
 
 // renewedBySession credits the session's heartbeat to this term when the
 // lock names the session, and reports whether the renew due now can be
-// left to it. It cannot when the session is not current, when a request
+// left to it. Only the object as last seen counts here, never a mark
+// remembered from before: a holder whose lock object was deleted writes
+// its record again at once. It cannot when the session is not current, when a request
 // waits for an answer, or when the watch is broken: the holder then writes
 // its record, which also shows it whether someone took the lock meanwhile.
 func (le *LeaderElector) renewedBySession() bool {
