@@ -3,6 +3,7 @@ package chaos
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"time"
 
@@ -245,9 +246,9 @@ func (m *mesh) record(ctx context.Context, l lockRef) (resourcelock.Record, erro
 	return *rec, nil
 }
 
-// rewrite changes the record of lock l by hand, keeping the rest of the
-// object.
-func (m *mesh) rewrite(ctx context.Context, l lockRef, change func(*resourcelock.Record)) error {
+// rewrite changes the record of lock l by hand and sets the annotations
+// extra, keeping the rest of the object.
+func (m *mesh) rewrite(ctx context.Context, l lockRef, change func(*resourcelock.Record), extra map[string]string) error {
 	ctx, cancel := withTimeout(ctx)
 	defer cancel()
 	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
@@ -265,6 +266,7 @@ func (m *mesh) rewrite(ctx context.Context, l lockRef, change func(*resourcelock
 			if cm.Annotations == nil {
 				cm.Annotations = map[string]string{}
 			}
+			maps.Copy(cm.Annotations, extra)
 			cm.Annotations[resourcelock.LeaderAnnotationKey] = string(resourcelock.EncodeRecord(rec))
 			_, err = cms.Update(ctx, cm, metav1.UpdateOptions{})
 			return err
@@ -277,6 +279,12 @@ func (m *mesh) rewrite(ctx context.Context, l lockRef, change func(*resourcelock
 		rec := resourcelock.LeaseToRecord(lease)
 		change(rec)
 		resourcelock.ApplyRecordToLease(*rec, lease)
+		if len(extra) > 0 {
+			if lease.Annotations == nil {
+				lease.Annotations = map[string]string{}
+			}
+			maps.Copy(lease.Annotations, extra)
+		}
 		_, err = leases.Update(ctx, lease, metav1.UpdateOptions{})
 		return err
 	})

@@ -32,7 +32,7 @@ func TestSetUpSeedsAndCheckDataFindsLosses(t *testing.T) {
 	}
 	// What meshd would add: records, the source certificate, its copies.
 	for _, l := range m.locks {
-		if err := m.rewrite(ctx, l, func(r *resourcelock.Record) { r.HolderIdentity, r.LeaseDurationSeconds = "stable-1", 4 }); err != nil {
+		if err := m.rewrite(ctx, l, func(r *resourcelock.Record) { r.HolderIdentity, r.LeaseDurationSeconds = "stable-1", 4 }, nil); err != nil {
 			t.Fatalf("rewrite %s: %v", l.name, err)
 		}
 	}
@@ -144,5 +144,32 @@ func TestDeleteLeaseAndAwaitItsReturn(t *testing.T) {
 	}()
 	if err := m.awaitLease(ctx, name, 5*time.Second); err != nil {
 		t.Fatalf("awaitLease of a Lease created again: %v", err)
+	}
+}
+
+// TestRewriteSetsExtraAnnotations: bogus-holder can leave a session mark
+// next to the record it writes, keeping every other annotation.
+func TestRewriteSetsExtraAnnotations(t *testing.T) {
+	client := fake.NewClientset()
+	m := testMesh(client)
+	ctx := context.Background()
+	if err := m.setUp(ctx); err != nil {
+		t.Fatal(err)
+	}
+	l := m.locks[1] // a Lease
+	mark := `{"holder":"intruder-2","session":"meshd-session-4s-intruder-2-x/bogus"}`
+	if err := m.rewrite(ctx, l, func(r *resourcelock.Record) { r.HolderIdentity = "intruder-2" },
+		map[string]string{resourcelock.SessionAnnotationKey: mark}); err != nil {
+		t.Fatal(err)
+	}
+	lease, err := client.CoordinationV1().Leases("mesh").Get(ctx, l.name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := lease.Annotations[resourcelock.SessionAnnotationKey]; got != mark {
+		t.Errorf("session mark %q, want %q", got, mark)
+	}
+	if lease.Annotations[keepKey] != keepValue || *lease.Spec.HolderIdentity != "intruder-2" {
+		t.Errorf("after rewrite: annotations %v, holder %v", lease.Annotations, *lease.Spec.HolderIdentity)
 	}
 }

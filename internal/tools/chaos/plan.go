@@ -36,7 +36,9 @@ const (
 	// DeleteLock deletes a lock object.
 	DeleteLock Kind = "delete-lock"
 	// BogusHolder rewrites a lock by hand with a valid record naming a
-	// holder that does not exist.
+	// holder that does not exist. In a run with sessions, every other one
+	// on a Lease lock also names a session nobody has seen, as a
+	// session-aware holder would.
 	BogusHolder Kind = "bogus-holder"
 	// CorruptRecord rewrites the ConfigMap lock's record with bytes that are
 	// not a record.

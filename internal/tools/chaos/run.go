@@ -3,6 +3,7 @@ package chaos
 import (
 	"context"
 	"crypto/rand"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -632,6 +633,23 @@ func (r *runner) inject(ctx context.Context, n int, f Fault) FaultRecord {
 	case BogusHolder:
 		holder := fmt.Sprintf("intruder-%d", n)
 		rec.Target = lock.name + " -> " + holder
+		var extra map[string]string
+		if r.cfg.Sessions && lock.kind == election.LeaseLock && n%2 == 0 {
+			// Every other one claims a session nobody has seen, as a
+			// session-aware holder would; the others write as a holder that
+			// does not know sessions, after which the candidates that saw
+			// it renew their records themselves in that election for the
+			// rest of their process.
+			lease, _, _ := Timing(r.cfg.TTL)
+			mark, err := json.Marshal(resourcelock.SessionMark{Holder: holder, Session: session.Ref(session.LeaseName(holder, lease), "bogus")})
+			if err != nil {
+				instant()
+				rec.Err = err
+				break
+			}
+			extra = map[string]string{resourcelock.SessionAnnotationKey: string(mark)}
+			rec.Target += " (with a session mark)"
+		}
 		instant()
 		rec.Err = r.mesh.rewrite(ctx, lock, func(rec *resourcelock.Record) {
 			now := time.Now()
@@ -641,7 +659,7 @@ func (r *runner) inject(ctx context.Context, n int, f Fault) FaultRecord {
 				LeaderTransitions:    rec.LeaderTransitions + 1,
 			}
 			rec.AcquireTime.Time, rec.RenewTime.Time = now, now
-		})
+		}, extra)
 	case CorruptRecord:
 		lock = r.mesh.locks[0] // the ConfigMap lock: a Lease has no bytes to break
 		rec.Target = lock.name
