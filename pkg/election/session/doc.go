@@ -31,7 +31,10 @@
 //   - While the process's watch of Leases is broken (or has not listed),
 //     a follower cannot tell whether a session lives: it treats every
 //     session as alive and takes no lock held through one until the watch
-//     is back. Safety is kept; failover waits for the watch.
+//     is back. The same holds while the watch has not shown the process
+//     its own heartbeat sent within LeaseDuration - RenewDeadline, which
+//     catches a watch that stalls without breaking and a process whose own
+//     heartbeat fails. Safety is kept; failover waits for the watch.
 //   - Readers that do not know sessions (istiod, older meshd, client-go)
 //     see a record that is not renewed and take the lock after its lease.
 //     Sessions are therefore only for elections whose candidates are all

@@ -217,10 +217,18 @@ func (m *Member) Renewed() (sent time.Time, current bool) {
 
 // AliveUntil is until when the session ref is alive by this process's
 // observation; zero when it is not (unknown here, or ended). known is false
-// while the process cannot tell, including before Start.
+// while the process cannot tell, including before Start, and while the
+// process's watch has not shown it its own session's heartbeat sent within
+// LeaseDuration - RenewDeadline (see view.current): a watch that stalls
+// without breaking (a partition that holds bytes) would otherwise let a
+// live session look expired.
 func (m *Member) AliveUntil(ref string) (until time.Time, known bool) {
-	if l := m.current(); l != nil {
-		return l.view.aliveUntil(ref)
+	l := m.current()
+	if l == nil {
+		return time.Time{}, false
 	}
-	return time.Time{}, false
+	if !l.view.current(l.hb.name, l.hb.token, m.cfg.Clock.Now(), m.cfg.LeaseDuration-m.cfg.RenewDeadline) {
+		return time.Time{}, false
+	}
+	return l.view.aliveUntil(ref)
 }
