@@ -3,6 +3,7 @@
 // and checks safety, liveness, thrash and data loss; see internal/tools/chaos.
 //
 //	go run ./internal/tools/cmd/chaos -duration 3m -seed 42
+//	go run ./internal/tools/cmd/chaos -duration 3m -seed 42 -sessions
 //
 // It prints the seed first: the same seed injects the same sequence of
 // faults. It exits 0 when every check passed, 1 when one failed and 2 when
