@@ -25,10 +25,15 @@ type heartbeat struct {
 
 	lease *coordinationv1.Lease // the version last written or read; loop only
 
-	mu   sync.Mutex
-	sent time.Time // when the last successful write was sent
-	ok   bool      // the latest attempt succeeded
+	mu    sync.Mutex
+	sent  time.Time   // when the last successful write was sent
+	ok    bool        // the latest attempt succeeded
+	tried []time.Time // when the latest writes were sent, oldest first; see sentAt
 }
+
+// maxTried bounds the send times remembered for sentAt: more than the
+// writes a lease holds at one write per retry period.
+const maxTried = 16
 
 func newHeartbeat(cfg Config, log *zap.Logger) *heartbeat {
 	b := make([]byte, 8)
@@ -49,6 +54,32 @@ func (h *heartbeat) renewed(now time.Time) (time.Time, bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.sent, !h.sent.IsZero() && now.Sub(h.sent) < h.cfg.RetryPeriod*3/2
+}
+
+// noteTry remembers that a write with renewTime sent is about to be sent.
+func (h *heartbeat) noteTry(sent time.Time) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if len(h.tried) == maxTried {
+		h.tried = append(h.tried[:0], h.tried[1:]...)
+	}
+	h.tried = append(h.tried, sent)
+}
+
+// sentAt is when this process sent the write that stored renew as the
+// renewTime of its Lease, by its own clock (with its monotonic reading,
+// so that a step of the wall clock does not move it); false when it is
+// not one of the latest writes. A Lease keeps microseconds.
+func (h *heartbeat) sentAt(renew time.Time) (time.Time, bool) {
+	renew = renew.Truncate(time.Microsecond)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for i := len(h.tried) - 1; i >= 0; i-- {
+		if h.tried[i].Truncate(time.Microsecond).Equal(renew) {
+			return h.tried[i], true
+		}
+	}
+	return time.Time{}, false
 }
 
 // run renews until ctx ends: every RetryPeriod after a success, every
@@ -77,6 +108,7 @@ func (h *heartbeat) renewOnce(ctx context.Context) bool {
 	ctx, cancel := context.WithTimeout(ctx, h.cfg.RetryPeriod)
 	defer cancel()
 	sent := h.cfg.Clock.Now()
+	h.noteTry(sent)
 	err := h.write(ctx, sent)
 	if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
 		h.lease = nil // read it again, or create it

@@ -219,7 +219,7 @@ func (m *Member) Renewed() (sent time.Time, current bool) {
 // observation; zero when it is not (unknown here, or ended). known is false
 // while the process cannot tell, including before Start, and while the
 // process's watch has not shown it its own session's heartbeat sent within
-// LeaseDuration - RenewDeadline (see view.current): a watch that stalls
+// LeaseDuration - RenewDeadline (see current): a watch that stalls
 // without breaking (a partition that holds bytes) would otherwise let a
 // live session look expired.
 func (m *Member) AliveUntil(ref string) (until time.Time, known bool) {
@@ -227,8 +227,36 @@ func (m *Member) AliveUntil(ref string) (until time.Time, known bool) {
 	if l == nil {
 		return time.Time{}, false
 	}
-	if !l.view.current(l.hb.name, l.hb.token, m.cfg.Clock.Now(), m.cfg.LeaseDuration-m.cfg.RenewDeadline) {
+	if !current(l.view, l.hb, m.cfg.Clock.Now(), m.cfg.LeaseDuration-m.cfg.RenewDeadline) {
 		return time.Time{}, false
 	}
 	return l.view.aliveUntil(ref)
+}
+
+// current reports whether view v is current enough to judge other
+// sessions at now: it has seen this process's own session (heartbeat h)
+// renewed by a write that h sent no more than margin before now.
+//
+// Why that suffices, with margin = LeaseDuration - RenewDeadline: the watch
+// delivers writes in the order they were stored, so having seen the own
+// heartbeat sent at s means having seen every heartbeat of another session
+// S stored before it, that is, stored before s. A heartbeat of S not seen
+// yet was stored after s, so S learnt that it succeeded after s >= now -
+// margin. S's holders credit a heartbeat only once it succeeded, and end
+// their terms RenewDeadline after the last credited one; S counts as
+// expired only once LeaseDuration has passed since its last heartbeat seen
+// here, so its terms had ended (last seen + RenewDeadline < now - margin)
+// before any later heartbeat could be credited: they cannot be resumed by
+// it. Without this check a follower whose watch stalls without breaking
+// (its traffic held, not refused) takes a session that lives for expired
+// and writes over a lock object that the session's holder no longer
+// rewrites, so the write's resourceVersion still matches. Both times are
+// this process's own readings, the send time with its monotonic clock.
+func current(v *view, h *heartbeat, now time.Time, margin time.Duration) bool {
+	renew, ok := v.ownRenew(h.name, h.token)
+	if !ok {
+		return false
+	}
+	sent, ok := h.sentAt(renew)
+	return ok && now.Sub(sent) <= margin
 }

@@ -74,37 +74,21 @@ func (v *view) aliveUntil(ref string) (until time.Time, known bool) {
 	return time.Time{}, true
 }
 
-// current reports whether this view is current enough to judge other
-// sessions at now: it has seen this process's own session (Lease name,
-// token) renewed with a heartbeat sent no more than margin before now.
-//
-// Why that suffices, with margin = LeaseDuration - RenewDeadline: the watch
-// delivers writes in the order they were stored, so having seen the own
-// heartbeat sent at s means having seen every heartbeat of another session
-// S stored before it, that is, stored before s. A heartbeat of S not seen
-// yet was stored after s, so S learnt that it succeeded after s >= now -
-// margin. S's holders credit a heartbeat only once it succeeded, and end
-// their terms RenewDeadline after the last credited one; S counts as
-// expired only once LeaseDuration has passed since its last heartbeat seen
-// here, so its terms had ended (last seen + RenewDeadline < now - margin)
-// before any later heartbeat could be credited: they cannot be resumed by
-// it. Without this check a follower whose watch stalls without breaking
-// (its traffic held, not refused) takes a session that lives for expired
-// and writes over a lock object that the session's holder no longer
-// rewrites, so the write's resourceVersion still matches.
-func (v *view) current(name, token string, now time.Time, margin time.Duration) bool {
+// ownRenew is the renewTime last seen of the Lease name with token (this
+// process's own session); false when it was never seen or has ended.
+func (v *view) ownRenew(name, token string) (time.Time, bool) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	l := v.leases[name]
 	if l == nil {
-		return false
+		return time.Time{}, false
 	}
 	for _, t := range l.tokens {
 		if t.token == token {
-			return !t.ended && !t.renew.IsZero() && now.Sub(t.renew) <= margin
+			return t.renew, !t.ended && !t.renew.IsZero()
 		}
 	}
-	return false
+	return time.Time{}, false
 }
 
 func (v *view) setHealth(ok bool) {

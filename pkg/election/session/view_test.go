@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/zap"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clocktesting "k8s.io/utils/clock/testing"
@@ -15,7 +16,8 @@ func sessionLease(name, token, holder string, renew time.Time) *coordinationv1.L
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ns", Annotations: map[string]string{TokenAnnotation: token}},
 		Spec: coordinationv1.LeaseSpec{
 			LeaseDurationSeconds: ptr.To(int32(4)),
-			RenewTime:            &metav1.MicroTime{Time: renew},
+			// A Lease stores microseconds.
+			RenewTime: &metav1.MicroTime{Time: renew.Truncate(time.Microsecond)},
 		},
 	}
 	if holder != "" {
@@ -25,52 +27,91 @@ func sessionLease(name, token, holder string, renew time.Time) *coordinationv1.L
 }
 
 // The view may judge other sessions only while it has seen this process's
-// own heartbeat sent within the margin: a watch that stalls shows none.
+// own heartbeat, sent within the margin: a watch that stalls shows none.
 func TestViewIsCurrentOnlyWhileItSeesItsOwnHeartbeats(t *testing.T) {
-	start := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	start := time.Date(2026, 1, 2, 3, 4, 5, 123456789, time.UTC)
 	clk := clocktesting.NewFakeClock(start)
+	const margin = 2 * time.Second
+	h := newHeartbeat(Config{Identity: "me", LeaseDuration: 4 * time.Second, Clock: clk}, zap.NewNop())
+	other := LeaseName("other", 4*time.Second)
 	v := newView(clk)
 	v.setHealth(true)
-	const own, other, margin = LeasePrefix + "4s-me-x", LeasePrefix + "4s-other-y", 2 * time.Second
+	beat := func() {
+		sent := clk.Now()
+		h.noteTry(sent)
+		v.observe(sessionLease(h.name, h.token, "me", sent), false)
+	}
 
-	if v.current(own, "t1", clk.Now(), margin) {
+	if current(v, h, clk.Now(), margin) {
 		t.Fatal("current before the own session was ever seen")
 	}
-	v.observe(sessionLease(own, "t1", "me", clk.Now()), false)
+	beat()
 	v.observe(sessionLease(other, "t2", "other", clk.Now()), false)
-	if !v.current(own, "t1", clk.Now(), margin) {
+	if !current(v, h, clk.Now(), margin) {
 		t.Fatal("not current right after the own heartbeat was seen")
-	}
-	if v.current(own, "t0", clk.Now(), margin) {
-		t.Fatal("current for a token of another incarnation")
 	}
 	until, known := v.aliveUntil(Ref(other, "t2"))
 	if !known || !until.Equal(start.Add(4*time.Second)) {
 		t.Fatalf("aliveUntil(other) = %v, %v; want a lease after it was seen", until, known)
 	}
 
-	// The watch stalls: nothing more arrives. Within the margin the view
-	// still counts; past it, it cannot tell, although the other session's
-	// lease as seen here has run out.
+	// The watch stalls: nothing more arrives, though this process goes on
+	// writing. Within the margin the view still counts; past it, it cannot
+	// tell, although the other session's lease as seen here has run out.
 	clk.Step(margin)
-	if !v.current(own, "t1", clk.Now(), margin) {
+	h.noteTry(clk.Now())
+	if !current(v, h, clk.Now(), margin) {
 		t.Fatal("not current at the margin")
 	}
 	clk.Step(3 * time.Second)
-	if v.current(own, "t1", clk.Now(), margin) {
-		t.Fatal("current although the own heartbeat was last seen 5s ago")
+	h.noteTry(clk.Now())
+	if current(v, h, clk.Now(), margin) {
+		t.Fatal("current although the own heartbeat seen was sent 5s ago")
 	}
 
-	// A heartbeat of this process sent now, seen through the watch, makes
-	// it current again.
-	v.observe(sessionLease(own, "t1", "me", clk.Now()), false)
-	if !v.current(own, "t1", clk.Now(), margin) {
+	// A heartbeat held in the network and stored late, seen now, counts
+	// from when it was sent, not from when it was seen.
+	v.observe(sessionLease(h.name, h.token, "me", start.Add(margin)), false)
+	if current(v, h, clk.Now(), margin) {
+		t.Fatal("current after seeing, late, a heartbeat sent 3s ago")
+	}
+	// One sent now and seen now makes it current again.
+	beat()
+	if !current(v, h, clk.Now(), margin) {
 		t.Fatal("not current after a new own heartbeat was seen")
 	}
 
+	// The own Lease written by another incarnation (another token) and a
+	// renewTime this process never wrote do not count.
+	v.observe(sessionLease(h.name, "other-incarnation", "me", clk.Now()), false)
+	if got, ok := v.ownRenew(h.name, "other-incarnation"); !ok || !got.Equal(clk.Now().Truncate(time.Microsecond)) {
+		t.Fatalf("ownRenew of the other incarnation = %v, %v", got, ok)
+	}
+	if _, ok := h.sentAt(clk.Now().Add(time.Millisecond)); ok {
+		t.Fatal("sentAt found a renewTime this process never wrote")
+	}
+
 	// The own session ended gracefully: nothing is current any more.
-	v.observe(sessionLease(own, "t1", "", clk.Now()), false)
-	if v.current(own, "t1", clk.Now(), margin) {
+	v.observe(sessionLease(h.name, h.token, "", clk.Now()), false)
+	if current(v, h, clk.Now(), margin) {
 		t.Fatal("current after the own session ended")
+	}
+}
+
+// sentAt remembers only the latest writes.
+func TestHeartbeatRemembersTheLatestSendTimes(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
+	h := newHeartbeat(Config{Identity: "me", LeaseDuration: 4 * time.Second, Clock: clk}, zap.NewNop())
+	first := clk.Now()
+	for range maxTried + 1 {
+		h.noteTry(clk.Now())
+		clk.Step(time.Second)
+	}
+	if _, ok := h.sentAt(first); ok {
+		t.Fatalf("the oldest of %d writes is still remembered", maxTried+1)
+	}
+	last := clk.Now().Add(-time.Second)
+	if got, ok := h.sentAt(last); !ok || !got.Equal(last) {
+		t.Fatalf("sentAt(latest) = %v, %v", got, ok)
 	}
 }
