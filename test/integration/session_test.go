@@ -3,12 +3,16 @@ package integration
 import (
 	"context"
 	"fmt"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
+	"github.com/meshd-io/meshd/internal/testing/faultproxy"
 	"github.com/meshd-io/meshd/internal/testing/testcluster"
 	"github.com/meshd-io/meshd/internal/testing/testutil"
 	"github.com/meshd-io/meshd/pkg/election"
@@ -177,4 +181,55 @@ func onlyTo(counts map[string]int, key string) (n, total int) {
 		}
 	}
 	return n, total
+}
+
+// A follower whose traffic is held rather than refused (its watch stalls
+// without breaking, its writes wait in the network) sees no heartbeat of
+// the holder's session for longer than a lease. It must not take that for
+// the session's end: the holder does not rewrite its lock object while its
+// session renews it, so a takeover written with the object's old
+// resourceVersion would still succeed once the traffic flows again, while
+// the holder works. The follower judges other sessions only while its
+// watch shows it its own heartbeats.
+func TestStalledFollowerDoesNotTakeALockHeldThroughALiveSession(t *testing.T) {
+	c := testcluster.Get(t)
+	ns := c.NewNamespace(t)
+	a := startSessionProcess(t, c, ns, "a", 1, election.WithReleaseOnCancel(false))
+	testutil.Eventually(t, 10*time.Second, testutil.Check("a to lead", a.leadsAll))
+
+	u, err := url.Parse(c.Config.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy, err := faultproxy.New(u.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { proxy.Close() })
+	cfg := rest.CopyConfig(c.Config)
+	cfg.Host = "https://" + proxy.Addr()
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	le, err := election.New(client, election.Spec{Namespace: ns, ElectionID: "sess-0", Identity: "b", Lock: election.LeaseLock},
+		opts(t, election.WithSessions(true))...)
+	b := newInstance(t, "b", le, err)
+	time.Sleep(2 * ttl) // b has listed and follows a, whose record is no longer rewritten
+
+	proxy.Partition()
+	time.Sleep(3 * ttl) // b sees nothing of a's session for longer than a lease
+	proxy.Heal()
+	time.Sleep(2 * ttl)
+
+	b.mu.Lock()
+	bStarted := len(b.started)
+	b.mu.Unlock()
+	holder := a.instances[0]
+	holder.mu.Lock()
+	aStopped := len(holder.stopped)
+	holder.mu.Unlock()
+	if bStarted != 0 || aStopped != 0 {
+		t.Fatalf("after b's traffic was held for %v: b started %d time(s), a stopped %d time(s); want a to keep leading", 3*ttl, bStarted, aStopped)
+	}
 }

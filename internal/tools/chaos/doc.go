@@ -18,6 +18,10 @@
 //     there, and every istio-ca-root-cert holds the current certificate;
 //   - no crash: no meshd exited unless it was told to.
 //
+// With Config.Sessions every instance runs with --sessions (meshd's own
+// Lease elections renew through one session Lease per process) and the
+// fault DeleteSession is drawn as well.
+//
 // internal/tools/cmd/chaos is the command line; test/reliability runs a short,
 // fixed-seed variant in the tests.
 package chaos

@@ -3,6 +3,7 @@ package chaos
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"time"
 
@@ -245,9 +246,9 @@ func (m *mesh) record(ctx context.Context, l lockRef) (resourcelock.Record, erro
 	return *rec, nil
 }
 
-// rewrite changes the record of lock l by hand, keeping the rest of the
-// object.
-func (m *mesh) rewrite(ctx context.Context, l lockRef, change func(*resourcelock.Record)) error {
+// rewrite changes the record of lock l by hand and sets the annotations
+// extra, keeping the rest of the object.
+func (m *mesh) rewrite(ctx context.Context, l lockRef, change func(*resourcelock.Record), extra map[string]string) error {
 	ctx, cancel := withTimeout(ctx)
 	defer cancel()
 	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
@@ -265,6 +266,7 @@ func (m *mesh) rewrite(ctx context.Context, l lockRef, change func(*resourcelock
 			if cm.Annotations == nil {
 				cm.Annotations = map[string]string{}
 			}
+			maps.Copy(cm.Annotations, extra)
 			cm.Annotations[resourcelock.LeaderAnnotationKey] = string(resourcelock.EncodeRecord(rec))
 			_, err = cms.Update(ctx, cm, metav1.UpdateOptions{})
 			return err
@@ -277,6 +279,12 @@ func (m *mesh) rewrite(ctx context.Context, l lockRef, change func(*resourcelock
 		rec := resourcelock.LeaseToRecord(lease)
 		change(rec)
 		resourcelock.ApplyRecordToLease(*rec, lease)
+		if len(extra) > 0 {
+			if lease.Annotations == nil {
+				lease.Annotations = map[string]string{}
+			}
+			maps.Copy(lease.Annotations, extra)
+		}
 		_, err = leases.Update(ctx, lease, metav1.UpdateOptions{})
 		return err
 	})
@@ -315,6 +323,40 @@ func (m *mesh) deleteLock(ctx context.Context, l lockRef) error {
 		return nil
 	}
 	return err
+}
+
+// deleteLease deletes the Lease name of the run's namespace (gone already is
+// fine).
+func (m *mesh) deleteLease(ctx context.Context, name string) error {
+	ctx, cancel := withTimeout(ctx)
+	defer cancel()
+	err := m.client.CoordinationV1().Leases(m.namespace).Delete(ctx, name, metav1.DeleteOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	return err
+}
+
+// awaitLease waits up to wait for the Lease name of the run's namespace to
+// exist.
+func (m *mesh) awaitLease(ctx context.Context, name string, wait time.Duration) error {
+	deadline := time.Now().Add(wait)
+	for {
+		gctx, cancel := withTimeout(ctx)
+		_, err := m.client.CoordinationV1().Leases(m.namespace).Get(gctx, name, metav1.GetOptions{})
+		cancel()
+		switch {
+		case err == nil:
+			return nil
+		case !apierrors.IsNotFound(err):
+			return fmt.Errorf("read Lease %s: %w", name, err)
+		case ctx.Err() != nil:
+			return ctx.Err()
+		case time.Now().After(deadline):
+			return fmt.Errorf("Lease %s not created again within %v", name, wait)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 // checkData returns every piece of seeded content that is gone, and every

@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -31,7 +32,7 @@ func TestSetUpSeedsAndCheckDataFindsLosses(t *testing.T) {
 	}
 	// What meshd would add: records, the source certificate, its copies.
 	for _, l := range m.locks {
-		if err := m.rewrite(ctx, l, func(r *resourcelock.Record) { r.HolderIdentity, r.LeaseDurationSeconds = "stable-1", 4 }); err != nil {
+		if err := m.rewrite(ctx, l, func(r *resourcelock.Record) { r.HolderIdentity, r.LeaseDurationSeconds = "stable-1", 4 }, nil); err != nil {
 			t.Fatalf("rewrite %s: %v", l.name, err)
 		}
 	}
@@ -111,5 +112,64 @@ func TestSeedLockRacesWithMeshd(t *testing.T) {
 	}
 	if lease.Labels[keepKey] != keepValue || *lease.Spec.HolderIdentity != "stable-1" {
 		t.Fatalf("after the race: labels %v, holder %v", lease.Labels, *lease.Spec.HolderIdentity)
+	}
+}
+
+// TestDeleteLeaseAndAwaitItsReturn: delete-session deletes a session Lease
+// and fails unless the session creates it again in time.
+func TestDeleteLeaseAndAwaitItsReturn(t *testing.T) {
+	client := fake.NewClientset()
+	m := testMesh(client)
+	ctx := context.Background()
+	const name = "meshd-session-4s-stable-1-abc"
+	leases := client.CoordinationV1().Leases("mesh")
+	if _, err := leases.Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "mesh"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.deleteLease(ctx, name); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := leases.Get(ctx, name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("after deleteLease: %v, want not found", err)
+	}
+	if err := m.deleteLease(ctx, name); err != nil {
+		t.Fatalf("deleting a Lease that is gone: %v", err)
+	}
+	if err := m.awaitLease(ctx, name, 200*time.Millisecond); err == nil || !strings.Contains(err.Error(), "not created again") {
+		t.Fatalf("awaitLease of a Lease nobody creates = %v", err)
+	}
+	go func() {
+		time.Sleep(100 * time.Millisecond)
+		_, _ = leases.Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "mesh"}}, metav1.CreateOptions{})
+	}()
+	if err := m.awaitLease(ctx, name, 5*time.Second); err != nil {
+		t.Fatalf("awaitLease of a Lease created again: %v", err)
+	}
+}
+
+// TestRewriteSetsExtraAnnotations: bogus-holder can leave a session mark
+// next to the record it writes, keeping every other annotation.
+func TestRewriteSetsExtraAnnotations(t *testing.T) {
+	client := fake.NewClientset()
+	m := testMesh(client)
+	ctx := context.Background()
+	if err := m.setUp(ctx); err != nil {
+		t.Fatal(err)
+	}
+	l := m.locks[1] // a Lease
+	mark := `{"holder":"intruder-2","session":"meshd-session-4s-intruder-2-x/bogus"}`
+	if err := m.rewrite(ctx, l, func(r *resourcelock.Record) { r.HolderIdentity = "intruder-2" },
+		map[string]string{resourcelock.SessionAnnotationKey: mark}); err != nil {
+		t.Fatal(err)
+	}
+	lease, err := client.CoordinationV1().Leases("mesh").Get(ctx, l.name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := lease.Annotations[resourcelock.SessionAnnotationKey]; got != mark {
+		t.Errorf("session mark %q, want %q", got, mark)
+	}
+	if lease.Annotations[keepKey] != keepValue || *lease.Spec.HolderIdentity != "intruder-2" {
+		t.Errorf("after rewrite: annotations %v, holder %v", lease.Annotations, *lease.Spec.HolderIdentity)
 	}
 }

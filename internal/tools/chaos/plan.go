@@ -36,25 +36,50 @@ const (
 	// DeleteLock deletes a lock object.
 	DeleteLock Kind = "delete-lock"
 	// BogusHolder rewrites a lock by hand with a valid record naming a
-	// holder that does not exist.
+	// holder that does not exist. In a run with sessions, every other one
+	// on a Lease lock also names a session nobody has seen, as a
+	// session-aware holder would.
 	BogusHolder Kind = "bogus-holder"
 	// CorruptRecord rewrites the ConfigMap lock's record with bytes that are
 	// not a record.
 	CorruptRecord Kind = "corrupt-record"
 	// ResetLeader resets every connection of the leader.
 	ResetLeader Kind = "reset-leader"
+	// DeleteSession deletes the session Lease of the leader (runs with
+	// sessions only). A deleted session is not an ended one: its holder
+	// keeps leading and the session creates its Lease again at its next
+	// heartbeat.
+	DeleteSession Kind = "delete-session"
 )
 
-// AllKinds lists every kind, in the order reports use.
+// AllKinds lists every kind that applies to every run, in the order reports
+// use. Adding a kind here changes the plan every seed draws.
 func AllKinds() []Kind {
 	return []Kind{KillLeader, TermLeader, RestartAPIServer, RestartEtcd, PartitionLeader, PartitionAll,
 		SlowLeader, FlipDefault, DeleteLock, BogusHolder, CorruptRecord, ResetLeader}
 }
 
-// ParseKinds reads a comma-separated list of kinds; "" or "all" is every kind.
-func ParseKinds(list string) ([]Kind, error) {
+// SessionKinds lists the kinds that apply only to runs whose instances use
+// sessions (Config.Sessions).
+func SessionKinds() []Kind { return []Kind{DeleteSession} }
+
+// KnownKinds is AllKinds followed by SessionKinds.
+func KnownKinds() []Kind { return append(AllKinds(), SessionKinds()...) }
+
+// DefaultKinds is what a run draws from unless told otherwise: AllKinds,
+// and SessionKinds when the instances use sessions.
+func DefaultKinds(sessions bool) []Kind {
+	if sessions {
+		return KnownKinds()
+	}
+	return AllKinds()
+}
+
+// ParseKinds reads a comma-separated list of kinds; "" or "all" is
+// DefaultKinds(sessions).
+func ParseKinds(list string, sessions bool) ([]Kind, error) {
 	if strings.TrimSpace(list) == "" || strings.TrimSpace(list) == "all" {
-		return AllKinds(), nil
+		return DefaultKinds(sessions), nil
 	}
 	var out []Kind
 	var unknown []string
@@ -62,17 +87,17 @@ func ParseKinds(list string) ([]Kind, error) {
 		k := Kind(strings.TrimSpace(name))
 		switch {
 		case k == "":
-		case !slices.Contains(AllKinds(), k):
+		case !slices.Contains(KnownKinds(), k):
 			unknown = append(unknown, string(k))
 		case !slices.Contains(out, k):
 			out = append(out, k)
 		}
 	}
 	if len(unknown) > 0 {
-		return nil, fmt.Errorf("unknown fault kinds %s; known: %s", strings.Join(unknown, ", "), kindNames(AllKinds()))
+		return nil, fmt.Errorf("unknown fault kinds %s; known: %s", strings.Join(unknown, ", "), kindNames(KnownKinds()))
 	}
 	if len(out) == 0 {
-		return nil, fmt.Errorf("no fault kinds selected; known: %s", kindNames(AllKinds()))
+		return nil, fmt.Errorf("no fault kinds selected; known: %s", kindNames(KnownKinds()))
 	}
 	return out, nil
 }

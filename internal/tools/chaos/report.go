@@ -17,6 +17,8 @@ type Report struct {
 	TTL       time.Duration
 	// Mode is the instances' election mode ("" or racing, coordinated, ...).
 	Mode string
+	// Sessions is set when the instances renewed through sessions.
+	Sessions bool
 	// Bound is the liveness bound (see Bound).
 	Bound time.Duration
 	// Duration is how long faults were injected.
@@ -116,8 +118,12 @@ func (r *Report) Print(w io.Writer) {
 	if r.Mode != "" && r.Mode != "racing" {
 		bound = fmt.Sprintf("2 x lease + %.1f x retry + slack: election mode %s", 1+elector.JitterFactor, r.Mode)
 	}
-	fmt.Fprintf(w, "ttl %v: lease %v, renew deadline %v, retry period %v; liveness bound %v (%s)\n\n",
-		r.TTL, lease, renew, retry, r.Bound, bound)
+	sessions := ""
+	if r.Sessions {
+		sessions = "; sessions on"
+	}
+	fmt.Fprintf(w, "ttl %v: lease %v, renew deadline %v, retry period %v; liveness bound %v (%s)%s\n\n",
+		r.TTL, lease, renew, retry, r.Bound, bound, sessions)
 
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "fault\tinjected\tlongest gap\twithout leader after reference\tover bound\t")
@@ -197,12 +203,12 @@ const thrashPerFault = 3
 func analyse(in analysisInput) *Report {
 	bound := in.cfg.bound()
 	r := &Report{
-		Seed: in.cfg.Seed, Instances: in.instances, TTL: in.cfg.TTL, Bound: bound, Mode: in.cfg.ElectionMode,
+		Seed: in.cfg.Seed, Instances: in.instances, TTL: in.cfg.TTL, Bound: bound, Mode: in.cfg.ElectionMode, Sessions: in.cfg.Sessions,
 		Duration: in.faultsUntil.Sub(in.faultsFrom), Faults: in.faults,
 		Overlaps: Overlaps(in.intervals), Lost: in.lost, Crashes: in.crashes, Unclean: in.unclean,
 	}
 	kinds := map[Kind]*KindReport{}
-	for _, k := range AllKinds() {
+	for _, k := range KnownKinds() {
 		kinds[k] = &KindReport{Kind: k}
 	}
 	for _, f := range in.faults {
@@ -272,7 +278,7 @@ func analyse(in analysisInput) *Report {
 	if n := len(in.faults); n > 0 {
 		r.TermsPerFault = float64(totalTerms) / float64(n)
 	}
-	for _, k := range AllKinds() {
+	for _, k := range KnownKinds() {
 		r.Kinds = append(r.Kinds, *kinds[k])
 	}
 	return r

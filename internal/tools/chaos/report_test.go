@@ -3,6 +3,7 @@ package chaos
 import (
 	"errors"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -46,17 +47,66 @@ func TestPlanIsReproducibleAndCoversEveryKind(t *testing.T) {
 }
 
 func TestParseKinds(t *testing.T) {
-	if k, err := ParseKinds("all"); err != nil || len(k) != len(AllKinds()) {
+	if k, err := ParseKinds("all", false); err != nil || !reflect.DeepEqual(k, AllKinds()) {
 		t.Fatalf("all: %v, %v", k, err)
 	}
-	if k, err := ParseKinds(" kill-leader, delete-lock,kill-leader "); err != nil || len(k) != 2 {
+	if k, err := ParseKinds("all", true); err != nil || !reflect.DeepEqual(k, KnownKinds()) || !slices.Contains(k, DeleteSession) {
+		t.Fatalf("all with sessions: %v, %v", k, err)
+	}
+	if k, err := ParseKinds(" kill-leader, delete-lock,kill-leader ", false); err != nil || len(k) != 2 {
 		t.Fatalf("list: %v, %v", k, err)
 	}
-	if _, err := ParseKinds("kill-leader,unplug"); err == nil || !strings.Contains(err.Error(), "unplug") {
+	if k, err := ParseKinds("delete-session", false); err != nil || !reflect.DeepEqual(k, []Kind{DeleteSession}) {
+		t.Fatalf("a session kind is parsed (CheckSettings refuses it without sessions): %v, %v", k, err)
+	}
+	if _, err := ParseKinds("kill-leader,unplug", false); err == nil || !strings.Contains(err.Error(), "unplug") {
 		t.Fatalf("unknown kind: %v", err)
 	}
-	if _, err := ParseKinds(",,"); err == nil {
+	if _, err := ParseKinds(",,", false); err == nil {
 		t.Fatal("empty list accepted")
+	}
+}
+
+// TestPlanWithoutSessionKindsIsUnchanged: the session kinds are not drawn
+// unless asked for, so a seed's plan without sessions stays what earlier
+// runs recorded.
+func TestPlanWithoutSessionKindsIsUnchanged(t *testing.T) {
+	for _, f := range Plan(7, 60, DefaultKinds(false), 4*time.Second, 4, []string{"stable", "canary"}) {
+		if slices.Contains(SessionKinds(), f.Kind) {
+			t.Fatalf("%v drawn without sessions", f)
+		}
+	}
+	n := 0
+	for _, f := range Plan(7, 2*len(KnownKinds()), DefaultKinds(true), 4*time.Second, 4, []string{"stable", "canary"}) {
+		if f.Kind == DeleteSession {
+			n++
+		}
+	}
+	if n != 2 {
+		t.Fatalf("delete-session drawn %d times in two rounds with sessions, want 2", n)
+	}
+}
+
+func TestSessionSettings(t *testing.T) {
+	for _, tc := range []struct {
+		cfg  Config
+		want string
+	}{
+		{Config{Kinds: []Kind{DeleteSession}}, "fault kind delete-session needs Sessions"},
+		{Config{Sessions: true, ElectionMode: "coordinated"}, "Sessions apply to racing elections only"},
+		{Config{Sessions: true, ElectionMode: "racing"}, ""},
+		{Config{Sessions: true, Kinds: []Kind{DeleteSession}}, ""},
+	} {
+		err := tc.cfg.CheckSettings()
+		if tc.want == "" && err != nil || tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)) {
+			t.Errorf("%+v: CheckSettings() = %v, want %q", tc.cfg, err, tc.want)
+		}
+	}
+	if k := (Config{Sessions: true}).withDefaults().Kinds; !slices.Contains(k, DeleteSession) {
+		t.Errorf("default kinds with sessions %v lack %s", k, DeleteSession)
+	}
+	if k := (Config{}).withDefaults().Kinds; slices.Contains(k, DeleteSession) {
+		t.Errorf("default kinds without sessions %v include %s", k, DeleteSession)
 	}
 }
 

@@ -3,6 +3,7 @@ package chaos
 import (
 	"context"
 	"crypto/rand"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -11,6 +12,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -21,8 +23,10 @@ import (
 	"github.com/meshd-io/meshd/internal/errlist"
 	"github.com/meshd-io/meshd/internal/testing/faultproxy"
 	"github.com/meshd-io/meshd/internal/testing/testcluster"
+	"github.com/meshd-io/meshd/pkg/election"
 	"github.com/meshd-io/meshd/pkg/election/coordinated"
 	"github.com/meshd-io/meshd/pkg/election/elector"
+	"github.com/meshd-io/meshd/pkg/election/session"
 	"github.com/meshd-io/meshd/pkg/resourcelock"
 	"github.com/meshd-io/meshd/pkg/revisions"
 )
@@ -59,6 +63,11 @@ type Config struct {
 	// ElectionMode is meshd's --election-mode; empty means racing. A
 	// coordinated mode needs a Cluster that serves LeaseCandidates.
 	ElectionMode string
+	// Sessions starts every instance with --sessions: meshd's own Lease
+	// elections (status, revision) renew through one session Lease per
+	// process. Racing mode only. It adds DeleteSession to the default
+	// kinds.
+	Sessions bool
 
 	// Log receives a line per step; default none.
 	Log io.Writer
@@ -78,7 +87,7 @@ func (c Config) withDefaults() Config {
 		c.TTL = 4 * time.Second
 	}
 	if len(c.Kinds) == 0 {
-		c.Kinds = AllKinds()
+		c.Kinds = DefaultKinds(c.Sessions)
 	}
 	if len(c.Revisions) == 0 {
 		c.Revisions = []string{"stable", "canary"}
@@ -126,6 +135,14 @@ func (c Config) CheckSettings() error {
 	}
 	if len(c.Revisions) < 2 {
 		errs = append(errs, errors.New("at least two revisions are needed"))
+	}
+	if c.Sessions && c.ElectionMode != "" && c.ElectionMode != "racing" {
+		errs = append(errs, fmt.Errorf("Sessions apply to racing elections only, not election mode %s", c.ElectionMode))
+	}
+	for _, k := range SessionKinds() {
+		if !c.Sessions && slices.Contains(c.Kinds, k) {
+			errs = append(errs, fmt.Errorf("fault kind %s needs Sessions", k))
+		}
 	}
 	return errlist.Join(errs...)
 }
@@ -453,6 +470,9 @@ func (r *runner) instanceArgs() []string {
 	if r.cfg.ElectionMode != "" {
 		args = append(args, "--election-mode", r.cfg.ElectionMode)
 	}
+	if r.cfg.Sessions {
+		args = append(args, "--sessions")
+	}
 	return args
 }
 
@@ -589,9 +609,47 @@ func (r *runner) inject(ctx context.Context, n int, f Fault) FaultRecord {
 		rec.Target = lock.name
 		instant()
 		rec.Err = r.mesh.deleteLock(ctx, lock)
+	case DeleteSession:
+		if lock.kind == election.ConfigMapLock {
+			// istiod's election never uses sessions: hit the status
+			// election's leader instead.
+			lock = r.mesh.locks[1]
+		}
+		victim, desc := r.leader(ctx, lock)
+		if victim == nil {
+			instant()
+			rec.Target, rec.Err = desc, errors.New("no instance whose session to delete")
+			break
+		}
+		lease, _, _ := Timing(r.cfg.TTL)
+		name := session.LeaseName(victim.name, lease)
+		rec.Target = name + " of " + desc
+		instant()
+		if rec.Err = r.mesh.deleteLease(ctx, name); rec.Err == nil {
+			// The session must create its Lease again at its next
+			// heartbeat; a session that stays gone is a failure.
+			rec.Err = r.mesh.awaitLease(ctx, name, 3*lease)
+		}
 	case BogusHolder:
 		holder := fmt.Sprintf("intruder-%d", n)
 		rec.Target = lock.name + " -> " + holder
+		var extra map[string]string
+		if r.cfg.Sessions && lock.kind == election.LeaseLock && n%2 == 0 {
+			// Every other one claims a session nobody has seen, as a
+			// session-aware holder would; the others write as a holder that
+			// does not know sessions, after which the candidates that saw
+			// it renew their records themselves in that election for the
+			// rest of their process.
+			lease, _, _ := Timing(r.cfg.TTL)
+			mark, err := json.Marshal(resourcelock.SessionMark{Holder: holder, Session: session.Ref(session.LeaseName(holder, lease), "bogus")})
+			if err != nil {
+				instant()
+				rec.Err = err
+				break
+			}
+			extra = map[string]string{resourcelock.SessionAnnotationKey: string(mark)}
+			rec.Target += " (with a session mark)"
+		}
 		instant()
 		rec.Err = r.mesh.rewrite(ctx, lock, func(rec *resourcelock.Record) {
 			now := time.Now()
@@ -601,7 +659,7 @@ func (r *runner) inject(ctx context.Context, n int, f Fault) FaultRecord {
 				LeaderTransitions:    rec.LeaderTransitions + 1,
 			}
 			rec.AcquireTime.Time, rec.RenewTime.Time = now, now
-		})
+		}, extra)
 	case CorruptRecord:
 		lock = r.mesh.locks[0] // the ConfigMap lock: a Lease has no bytes to break
 		rec.Target = lock.name

@@ -3,6 +3,7 @@
 // and checks safety, liveness, thrash and data loss; see internal/tools/chaos.
 //
 //	go run ./internal/tools/cmd/chaos -duration 3m -seed 42
+//	go run ./internal/tools/cmd/chaos -duration 3m -seed 42 -sessions
 //
 // It prints the seed first: the same seed injects the same sequence of
 // faults. It exits 0 when every check passed, 1 when one failed and 2 when
@@ -40,12 +41,13 @@ func run(args []string, stdout, stderr io.Writer) int {
 		maxFaults = fs.Int("faults", 100, "at most this many faults")
 		instances = fs.Int("instances", 4, "meshd processes, 3 to 5, alternating revisions stable and canary")
 		ttl       = fs.Duration("ttl", 4*time.Second, "meshd --ttl: lease ttl, renew deadline ttl/2, retry period ttl/4")
-		kinds     = fs.String("kinds", "all", "comma-separated fault kinds to draw from: "+kindList())
+		kinds     = fs.String("kinds", "all", "comma-separated fault kinds to draw from: "+kindNames(chaos.KnownKinds()))
 		meshd     = fs.String("meshd", "", "meshd binary; empty builds ./cmd/meshd into the work directory")
 		dir       = fs.String("dir", "", "work directory for logs and ledgers; empty makes a temporary one")
 		keep      = fs.Bool("keep", false, "keep the work directory even when every check passed")
 		quiet     = fs.Bool("quiet", false, "print only the seed and the report, not every fault")
 		mode      = fs.String("election-mode", "racing", "meshd --election-mode; a coordinated mode starts the control plane with coordinated leader election on")
+		sessions  = fs.Bool("sessions", false, "start every meshd with --sessions (racing mode only); \"all\" kinds then include "+kindNames(chaos.SessionKinds()))
 	)
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -60,12 +62,13 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	*mode = string(electionMode)
-	selected, err := chaos.ParseKinds(*kinds)
+	selected, err := chaos.ParseKinds(*kinds, *sessions)
 	if err != nil {
 		fmt.Fprintf(stderr, "chaos: %v\n", err)
 		return 2
 	}
-	settings := chaos.Config{Duration: *duration, MaxFaults: *maxFaults, Instances: *instances, TTL: *ttl, Kinds: selected}
+	settings := chaos.Config{Duration: *duration, MaxFaults: *maxFaults, Instances: *instances, TTL: *ttl, Kinds: selected,
+		ElectionMode: *mode, Sessions: *sessions}
 	if err := settings.CheckSettings(); err != nil {
 		fmt.Fprintf(stderr, "chaos: %v\n", err)
 		return 2
@@ -144,6 +147,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		Kinds:        selected,
 		Log:          progress,
 		ElectionMode: *mode,
+		Sessions:     *sessions,
 	})
 	if err != nil {
 		if errors.Is(err, context.Canceled) {
@@ -162,9 +166,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-func kindList() string {
+func kindNames(kinds []chaos.Kind) string {
 	var s string
-	for i, k := range chaos.AllKinds() {
+	for i, k := range kinds {
 		if i > 0 {
 			s += ","
 		}

@@ -18,6 +18,8 @@ func TestBadFlagsFailBeforeAnythingStarts(t *testing.T) {
 		{[]string{"-ttl", "1500ms"}, "TTL 1.5s: want whole seconds"},
 		{[]string{"-duration", "2h"}, "bounded to an hour"},
 		{[]string{"extra"}, "unexpected arguments"},
+		{[]string{"-kinds", "delete-session"}, "fault kind delete-session needs Sessions"},
+		{[]string{"-sessions", "-election-mode", "coordinated"}, "Sessions apply to racing elections only"},
 		{[]string{"-no-such-flag"}, "flag provided but not defined"},
 	} {
 		var stdout, stderr bytes.Buffer
