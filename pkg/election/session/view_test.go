@@ -139,3 +139,20 @@ func TestViewEchoesOnlyItsOwnHeartbeats(t *testing.T) {
 		}
 	}
 }
+
+// Any reference parses or is refused without a panic, and what parses is
+// what Ref builds.
+func FuzzParseRef(f *testing.F) {
+	for _, s := range []string{"l/t", "l/", "/t", "", "a/b/c", "meshd-session-30s-a-0123456789/deadbeef"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, ref string) {
+		name, token, ok := ParseRef(ref)
+		if !ok {
+			return
+		}
+		if name == "" || token == "" || Ref(name, token) != ref {
+			t.Fatalf("ParseRef(%q) = %q, %q", ref, name, token)
+		}
+	})
+}
