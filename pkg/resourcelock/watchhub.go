@@ -216,13 +216,22 @@ func startHubEntry(sw SharedWatch) *hubEntry {
 
 // trimForCache drops what no lock reads from an object before the shared
 // watch caches it and hands it to subscribers: the managed fields, often a
-// third of a small object such as a Lease. It changes the object in place
-// (each one is freshly decoded) and is idempotent. A lock writing over such
-// an object sends no managed fields, which the API server answers by keeping
-// the stored ones.
+// third of a small object such as a Lease. It trims a copy: a watch may
+// share the objects it delivers with their sender (the fake clientset's
+// does), so changing them in place would race with it. A lock writing over
+// such an object sends no managed fields, which the API server answers by
+// keeping the stored ones.
 func trimForCache(obj any) (any, error) {
-	if o, ok := obj.(metav1.Object); ok {
-		o.SetManagedFields(nil)
+	o, ok := obj.(metav1.Object)
+	if !ok || len(o.GetManagedFields()) == 0 {
+		return obj, nil
+	}
+	if r, ok := obj.(runtime.Object); ok {
+		c := r.DeepCopyObject()
+		if m, ok := c.(metav1.Object); ok {
+			m.SetManagedFields(nil)
+			return c, nil
+		}
 	}
 	return obj, nil
 }
