@@ -26,37 +26,13 @@ func TestChaosShort(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a chaos run takes about a minute")
 	}
-	bin := meshdBinary(t)
-	var progress bytes.Buffer
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-	defer cancel()
-	start := time.Now()
-	rep, err := chaos.Run(ctx, chaos.Config{
-		Cluster:     cluster,
-		MeshdBinary: bin,
-		Dir:         t.TempDir(),
-		Seed:        chaosSeed,
-		Duration:    55 * time.Second,
-		MaxFaults:   10,
-		Instances:   4,
-		TTL:         4 * time.Second,
+	runShortChaos(t, "chaos run", 4*time.Minute, 8, "at least 8", chaos.Config{
+		Seed:      chaosSeed,
+		Duration:  55 * time.Second,
+		MaxFaults: 10,
 		Kinds: []chaos.Kind{chaos.KillLeader, chaos.TermLeader, chaos.PartitionLeader, chaos.PartitionAll,
 			chaos.FlipDefault, chaos.BogusHolder, chaos.CorruptRecord, chaos.RestartAPIServer, chaos.DeleteLock, chaos.ResetLeader},
-		Log: &progress,
 	})
-	t.Logf("chaos run (seed %d) took %v:\n%s", chaosSeed, time.Since(start).Round(time.Second), progress.String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out strings.Builder
-	rep.Print(&out)
-	t.Logf("report:\n%s", out.String())
-	if len(rep.Faults) < 8 {
-		t.Errorf("only %d faults injected in the time budget, want at least 8", len(rep.Faults))
-	}
-	for _, f := range rep.Failures() {
-		t.Error(f)
-	}
 }
 
 // TestChaosShortSessions is a smaller chaos run with every meshd started
@@ -67,33 +43,37 @@ func TestChaosShortSessions(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a chaos run takes about 40 seconds")
 	}
-	bin := meshdBinary(t)
+	runShortChaos(t, "chaos run with sessions", 3*time.Minute, 5, "5", chaos.Config{
+		Seed:      sessionChaosSeed,
+		Duration:  35 * time.Second,
+		MaxFaults: 5,
+		Sessions:  true,
+		Kinds:     []chaos.Kind{chaos.KillLeader, chaos.PartitionLeader, chaos.DeleteLock, chaos.DeleteSession, chaos.TermLeader},
+	})
+}
+
+// runShortChaos runs cfg with four meshd processes at ttl 4s on the shared
+// cluster, within limit, and fails on any failure of the report or when
+// fewer than minFaults faults were injected.
+func runShortChaos(t *testing.T, what string, limit time.Duration, minFaults int, want string, cfg chaos.Config) {
+	t.Helper()
+	cfg.Cluster, cfg.MeshdBinary, cfg.Dir = cluster, meshdBinary(t), t.TempDir()
+	cfg.Instances, cfg.TTL = 4, 4*time.Second
 	var progress bytes.Buffer
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	cfg.Log = &progress
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
 	defer cancel()
 	start := time.Now()
-	rep, err := chaos.Run(ctx, chaos.Config{
-		Cluster:     cluster,
-		MeshdBinary: bin,
-		Dir:         t.TempDir(),
-		Seed:        sessionChaosSeed,
-		Duration:    35 * time.Second,
-		MaxFaults:   5,
-		Instances:   4,
-		TTL:         4 * time.Second,
-		Sessions:    true,
-		Kinds:       []chaos.Kind{chaos.KillLeader, chaos.PartitionLeader, chaos.DeleteLock, chaos.DeleteSession, chaos.TermLeader},
-		Log:         &progress,
-	})
-	t.Logf("chaos run with sessions (seed %d) took %v:\n%s", sessionChaosSeed, time.Since(start).Round(time.Second), progress.String())
+	rep, err := chaos.Run(ctx, cfg)
+	t.Logf("%s (seed %d) took %v:\n%s", what, cfg.Seed, time.Since(start).Round(time.Second), progress.String())
 	if err != nil {
 		t.Fatal(err)
 	}
 	var out strings.Builder
 	rep.Print(&out)
 	t.Logf("report:\n%s", out.String())
-	if len(rep.Faults) < 5 {
-		t.Errorf("only %d faults injected in the time budget, want 5", len(rep.Faults))
+	if len(rep.Faults) < minFaults {
+		t.Errorf("only %d faults injected in the time budget, want %s", len(rep.Faults), want)
 	}
 	for _, f := range rep.Failures() {
 		t.Error(f)
