@@ -41,6 +41,8 @@ type apiServer struct {
 	cs    *fake.Clientset
 	clock *simClock
 	ns    string
+	// gate orders the requests of actors (nil outside a world).
+	gate *callGate
 
 	mu       sync.Mutex
 	events   []apiEvent
@@ -126,16 +128,24 @@ func (a *apiServer) dropWatch(w *simWatcher) {
 	}
 }
 
-// deliver hands every due event to its watchers, one watcher at a time, and
-// calls settle after each watcher that received something.
+// deliver hands every due event to its watchers, one event at a time, and
+// calls settle after each: in rounds over the watchers in the order they
+// were opened, each sending at most one event a round.
 func (a *apiServer) deliver(settle func()) {
-	a.mu.Lock()
-	ws := append([]*simWatcher(nil), a.watchers...)
-	a.mu.Unlock()
 	now := a.clock.Now()
-	for _, w := range ws {
-		if w.flush(now) {
-			settle()
+	for {
+		a.mu.Lock()
+		ws := append([]*simWatcher(nil), a.watchers...)
+		a.mu.Unlock()
+		sent := false
+		for _, w := range ws {
+			if w.flushOne(now) {
+				sent = true
+				settle()
+			}
+		}
+		if !sent {
+			return
 		}
 	}
 }

@@ -96,6 +96,9 @@ type candidate struct {
 	le    *elector.LeaderElector
 	// session is the process's session, in session mode.
 	session *session.Member
+	// starts counts the process's starts (its first and every restart);
+	// used by the world's goroutine only.
+	starts int
 
 	mu     sync.Mutex
 	view   string
@@ -150,6 +153,7 @@ func (c *candidate) electorConfig(lock resourcelock.Interface) elector.Config {
 		StopTimeout:     t.StopTimeout,
 		Watch:           c.spec.Watch,
 		Clock:           c.w.clock,
+		Rand:            c.w.randFor(fmt.Sprintf("%s/%d", c.id, c.starts)),
 		Logger:          c.w.electorLogger(c.id),
 	}
 	if c.spec.Cooperative {
@@ -165,6 +169,7 @@ func (c *candidate) electorConfig(lock resourcelock.Interface) elector.Config {
 // client and following Leases through the process's own watch (the lock's
 // shared watch), so every fault of the process hits it too.
 func (c *candidate) start() error {
+	c.starts++
 	client := newActorClient(c.w.api, c.state)
 	lock, err := resourcelock.New(c.w.sched.LockKind, c.w.sched.Namespace, c.w.sched.LockName, client,
 		resourcelock.Config{Identity: c.id, Key: c.key(), Cooperative: c.spec.Cooperative})
@@ -192,6 +197,9 @@ func (c *candidate) start() error {
 	stopSession := func() {}
 	if member != nil {
 		stopSession = member.Start()
+		// The session's first heartbeat goes out before the elector starts,
+		// not in a race with it: package election waits for it too.
+		c.w.settle()
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	c.mu.Lock()

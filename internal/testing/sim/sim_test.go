@@ -18,6 +18,7 @@ var (
 	flagSeed  = flag.Int64("sim.seed", 1, "first seed TestSimulation runs")
 	flagV     = flag.Bool("sim.v", false, "print the trace of every failing schedule")
 	flagShow  = flag.Int("sim.show", 3, "how many failing seeds TestSimulation describes in full")
+	flagTrace = flag.Bool("sim.trace", false, "print the trace of every schedule TestSimulation runs, failing or not")
 	flagMode  = flag.String("sim.mode", "classic", "which random schedules TestSimulation runs: classic (Generate) or sessions (GenerateSessions)")
 )
 
@@ -75,6 +76,9 @@ func TestSimulation(t *testing.T) {
 		res := Run(t, generate(t, seed))
 		steps += res.Steps
 		starts += res.WorkStarts
+		if *flagTrace {
+			t.Logf("trace of seed %d:\n%s", seed, res.Trace)
+		}
 		if len(res.Violations) == 0 {
 			continue
 		}

@@ -59,24 +59,25 @@ func (w *simWatcher) due() (time.Time, bool) {
 	return w.queue[0].at.Add(w.actor.watchLag()), true
 }
 
-// flush sends every event due by now, as far as the buffer allows, and
-// reports whether it sent any.
-func (w *simWatcher) flush(now time.Time) bool {
+// flushOne sends the first queued event if it is due by now and the
+// buffer has room, and reports whether it sent one. The world sends one
+// event at a time and settles in between, so that whether a reader sees an
+// intermediate version or only the newest (client-go's informer and the
+// lock's watch hand on only the latest) does not depend on the scheduler.
+func (w *simWatcher) flushOne(now time.Time) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	lag := w.actor.watchLag()
-	sent := false
-	for !w.closed && len(w.queue) > 0 && !w.queue[0].at.Add(lag).After(now) {
-		ev := w.queue[0]
-		select {
-		case w.ch <- watch.Event{Type: ev.typ, Object: ev.obj.DeepCopyObject()}:
-			w.queue = w.queue[1:]
-			sent = true
-		default:
-			return sent
-		}
+	if w.closed || len(w.queue) == 0 || w.queue[0].at.Add(w.actor.watchLag()).After(now) {
+		return false
 	}
-	return sent
+	ev := w.queue[0]
+	select {
+	case w.ch <- watch.Event{Type: ev.typ, Object: ev.obj.DeepCopyObject()}:
+		w.queue = w.queue[1:]
+		return true
+	default:
+		return false
+	}
 }
 
 // close ends the watch from the server side.

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"math/rand"
 	"sort"
 	"strings"
@@ -130,6 +131,8 @@ func newWorld(s Schedule) *World {
 		trans:        &transitions{j: j, retry: s.Timing.RetryPeriod, slack: s.TransitionSlack},
 		lastFaultEnd: epoch, lastLeader: epoch,
 	}
+	w.api.gate = newCallGate(s.Seed)
+	clk.settle = w.settle
 	w.api.onChange = w.noteChange
 	w.ledger.excuse = w.excuse
 	for _, spec := range s.Candidates {
@@ -145,6 +148,15 @@ func newWorld(s Schedule) *World {
 		w.loose = true
 	}
 	return w
+}
+
+// randFor returns a random source of its own for the actor or process
+// named name, drawn from the seed: what one actor draws does not depend on
+// when the others draw.
+func (w *World) randFor(name string) *rand.Rand {
+	h := fnv.New64a()
+	_, _ = fmt.Fprintf(h, "%d/%s", w.sched.Seed, name)
+	return rand.New(rand.NewSource(int64(h.Sum64())))
 }
 
 // newState returns the fault switches of a new actor; its one-off faults
@@ -314,7 +326,15 @@ func (w *World) Rejected() error { w.mu.Lock(); defer w.mu.Unlock(); return w.re
 
 // settle waits until every goroutine of the simulation is blocked: on the
 // fake clock, on a watch, on a paused API call, or on a harness channel.
-func (w *World) settle() { synctest.Wait() }
+// Requests waiting at the API's gate are let through one at a time, each
+// followed by another wait, so that requests made in one step reach the API
+// in an order drawn from the seed.
+func (w *World) settle() {
+	synctest.Wait()
+	for w.api.gate.releaseOne() {
+		synctest.Wait()
+	}
+}
 
 // advance moves both clocks, the fake clock of the actors and the bubble's
 // own clock that timeouts of contexts and client-go's reflector use.

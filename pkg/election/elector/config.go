@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand"
 	"time"
 
 	"github.com/hashicorp/go-multierror"
@@ -156,6 +157,11 @@ type Config struct {
 
 	// Clock defaults to the real clock.
 	Clock clock.WithTicker
+	// Rand is the source of the followers' retry jitter; nil draws from
+	// math/rand's global source. Only the election loop draws from it, so
+	// it need not be safe for concurrent use, but it must not be shared
+	// with another elector.
+	Rand *rand.Rand
 	// Metrics defaults to a no-op implementation.
 	Metrics Metrics
 	// Logger defaults to a no-op logger.

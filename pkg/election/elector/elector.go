@@ -345,13 +345,22 @@ func (le *LeaderElector) tryAcquire(ctx context.Context) bool {
 	return false
 }
 
+// jitter returns d stretched by a random fraction of up to JitterFactor, as
+// wait.Jitter does, drawn from Config.Rand when one is set.
+func (le *LeaderElector) jitter(d time.Duration) time.Duration {
+	if le.cfg.Rand == nil {
+		return wait.Jitter(d, JitterFactor)
+	}
+	return d + time.Duration(le.cfg.Rand.Float64()*JitterFactor*float64(d))
+}
+
 // followerWait is how long a follower sleeps before its next attempt when
 // nothing happens meanwhile. Polling, it is the jittered retry period; with a
 // working watch, it is the time until the lease runs out by this
 // candidate's observation, or until the handover protocol or the steal
 // damper may let it act, whichever comes first.
 func (le *LeaderElector) followerWait() time.Duration {
-	poll := wait.Jitter(le.cfg.RetryPeriod, JitterFactor)
+	poll := le.jitter(le.cfg.RetryPeriod)
 	if le.watch == nil || !le.watch.healthy() {
 		return poll
 	}
