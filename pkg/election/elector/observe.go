@@ -82,6 +82,17 @@ func noRecord(rec *resourcelock.Record) bool {
 	return *rec == (resourcelock.Record{})
 }
 
+// refreshObservedLease takes the observed holder's lease as renewed at now:
+// used when deliveries of the watch were lost, one of which may have been
+// a renewal. It delays a takeover by at most one lease and never hastens it.
+func (le *LeaderElector) refreshObservedLease(now time.Time) {
+	le.mu.Lock()
+	defer le.mu.Unlock()
+	if le.observedRecord.HolderIdentity != "" && !le.observedTime.IsZero() {
+		le.observedTime = now
+	}
+}
+
 // observeOwnWrite remembers a record this candidate just wrote.
 func (le *LeaderElector) observeOwnWrite(rec resourcelock.Record, now time.Time) {
 	le.mu.Lock()

@@ -18,13 +18,15 @@ type lockWatch struct {
 	le   *LeaderElector
 	lock resourcelock.Watchable
 
-	// events has room for one wake-up; the newest object waits in pending.
+	// events has room for one wake-up; what the watch delivered meanwhile
+	// waits in pending, in order.
 	events chan struct{}
 
 	mu      sync.Mutex
-	pending any
-	deleted bool
-	fresh   bool // pending or deleted holds something not yet ingested
+	pending []delivered
+	// dropped is set when pending overflowed and its oldest entries were
+	// dropped unseen.
+	dropped bool
 
 	// ok is true from the first successful list or event until the watch
 	// reports an error, and again from the next event.
@@ -38,6 +40,20 @@ type lockWatch struct {
 	// leader then writes its record again at once (used by the loop only).
 	recordGone bool
 }
+
+// delivered is one object (or deletion) the watch handed over.
+type delivered struct {
+	obj     any
+	deleted bool
+}
+
+// maxPending bounds the deliveries waiting for the loop. The loop takes
+// them in order, so that a renewal followed by a deletion or a re-creation
+// of the lock object is seen as what it is: the holder was alive just
+// before. Past the bound the oldest are dropped and the holder's lease is
+// taken as renewed when the rest is ingested (a later takeover, never an
+// earlier one).
+const maxPending = 64
 
 // takeRecordGone reports and clears recordGone.
 func (w *lockWatch) takeRecordGone() bool {
@@ -86,31 +102,54 @@ func (w *lockWatch) setHealth(ok bool) {
 	}
 	if w.ok.Swap(false) {
 		w.le.log.Info("watch of the lock broke; polling until it is back")
+		// Wake the loop: a follower asleep until the lease end it computed
+		// must poll now, since renewals no longer reach it.
+		w.wake()
 	}
 }
 
-// deliver is called by the hub with the newest object (or a deletion).
-func (w *lockWatch) deliver(obj any, deleted bool) {
-	w.mu.Lock()
-	w.pending, w.deleted, w.fresh = obj, deleted, true
-	w.mu.Unlock()
-	w.ok.Store(true)
+func (w *lockWatch) wake() {
 	select {
 	case w.events <- struct{}{}:
 	default:
 	}
 }
 
+// deliver is called by the hub with the newest object (or a deletion).
+func (w *lockWatch) deliver(obj any, deleted bool) {
+	w.mu.Lock()
+	if len(w.pending) == maxPending {
+		w.pending = append(w.pending[:0], w.pending[1:]...)
+		w.dropped = true
+	}
+	w.pending = append(w.pending, delivered{obj: obj, deleted: deleted})
+	w.mu.Unlock()
+	w.ok.Store(true)
+	w.wake()
+}
+
 // ingest takes what the watch delivered into the lock and the elector's
-// observation. It returns false when there was nothing new.
+// observation, in the order delivered. It returns false when there was
+// nothing new.
 func (w *lockWatch) ingest() bool {
 	w.mu.Lock()
-	obj, deleted, fresh := w.pending, w.deleted, w.fresh
-	w.pending, w.fresh = nil, false
+	batch, dropped := w.pending, w.dropped
+	w.pending, w.dropped = nil, false
 	w.mu.Unlock()
-	if !fresh {
-		return false
+	if dropped {
+		w.le.refreshObservedLease(w.le.clock.Now())
 	}
+	changed := false
+	for _, d := range batch {
+		if w.ingestOne(d.obj, d.deleted) {
+			changed = true
+		}
+	}
+	return changed
+}
+
+// ingestOne takes one delivery; false when it changed nothing.
+func (w *lockWatch) ingestOne(obj any, deleted bool) bool {
 	le := w.le
 	now := le.clock.Now()
 	rec, raw, err := w.lock.Observe(obj, deleted)
@@ -124,13 +163,13 @@ func (w *lockWatch) ingest() bool {
 		// once, before a candidate that never saw its record takes it.
 		le.log.Info("the lock object was deleted while held; keeping the holder's lease",
 			zap.String("holder", le.GetLeader()))
-		w.recordGone = mine
+		w.recordGone = w.recordGone || mine
 		return false
 	case err == nil && le.keepsPrevious(rec, now):
 		// Re-created without a record: not a release either.
 		le.log.Info("the lock object was replaced by one without a record while held; keeping the holder's lease",
 			zap.String("holder", le.GetLeader()))
-		w.recordGone = mine
+		w.recordGone = w.recordGone || mine
 		return false
 	case err == nil:
 		le.observe(rec, raw, now)
