@@ -172,6 +172,13 @@ func (le *LeaderElector) decideAndWrite(ctx context.Context, renewing bool, rec 
 	desired := le.desired(now)
 	if rec.HolderIdentity == me {
 		if !renewing {
+			if h := le.promisedSuccessor(now); h != nil {
+				// This holder accepted a request in its last term and its
+				// write naming the candidate failed: keep the promise
+				// instead of taking the lock back.
+				le.handOver(*h)
+				return heldByOther, nil
+			}
 			// Handed the lock: answer requests once leading.
 		} else if out, err := le.answerRequest(ctx); out != readNeeded {
 			return out, err

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -201,7 +202,16 @@ func TestStealDamper(t *testing.T) {
 // refuses. Before: the candidate took the lock by force after the grace
 // period while the holder's work still ran. Now a refusal is an answer; the
 // holder accepts once it sees the same default (Trigger), with no overlap.
+//
+// It runs in a synctest bubble: the harness's steps let the goroutines run
+// between clock steps for 10ms of real time, which a loaded machine may
+// not give the holder to renew (it then lost its lease and started again).
+// In the bubble a step waits until every goroutine is blocked.
 func TestRefusalIsAnAnswerAndIsReconsidered(t *testing.T) {
+	synctest.Test(t, testRefusalIsAnAnswerAndIsReconsidered)
+}
+
+func testRefusalIsAnAnswerAndIsReconsidered(t *testing.T) {
 	h := newHarness(t)
 	x := &exclusive{}
 	var holderAgrees atomic.Bool

@@ -194,9 +194,14 @@ func (p *handoverProtocol) answer(ctx context.Context, now time.Time) (*resource
 	le := p.le
 	me := le.cfg.Lock.Identity()
 	h := p.lock.Handover()
-	if !h.Requested(me) || h.Answer == resourcelock.AnswerAccepted {
+	if !h.Requested(me) {
 		return nil, nil
 	}
+	// An accepted request seen by a holder that leads and is not stopping
+	// is a promise it could not keep (its write naming the candidate
+	// failed and it took the lock back): it is answered again, so that the
+	// candidate is neither stranded on an old acceptance nor kept waiting
+	// when the holder no longer agrees.
 	if p.stale(h, now) {
 		le.log.Info("ignoring a stale handover request", zap.String("candidate", h.Candidate), zap.Any("requestTime", h.RequestTime))
 		return nil, p.write(ctx, resourcelock.Handover{Holder: me})
@@ -217,6 +222,39 @@ func (p *handoverProtocol) answer(ctx context.Context, now time.Time) (*resource
 	}
 	le.log.Info("accepted a handover request", zap.String("candidate", h.Candidate), zap.String("candidateKey", h.CandidateKey))
 	return &h, nil
+}
+
+// promisedSuccessor returns the request this holder accepted and has not
+// yet honoured, when the lock still names this holder and the request is
+// fresh and still entitled; nil otherwise.
+func (le *LeaderElector) promisedSuccessor(now time.Time) *resourcelock.Handover {
+	p := le.handover
+	if p == nil {
+		return nil
+	}
+	h := p.lock.Handover()
+	if !h.Requested(le.cfg.Lock.Identity()) || h.Answer != resourcelock.AnswerAccepted ||
+		p.stale(h, now) || p.accept == nil || !p.accept(h.CandidateKey) {
+		return nil
+	}
+	return &h
+}
+
+// reconsiders reports whether a leading holder must answer a fresh request
+// again: one it refused whose candidate has become entitled, or one it
+// accepted in a term whose end could not name the candidate.
+func (p *handoverProtocol) reconsiders(now time.Time) bool {
+	h := p.lock.Handover()
+	if !h.Requested(p.le.cfg.Lock.Identity()) || p.stale(h, now) {
+		return false
+	}
+	switch h.Answer {
+	case resourcelock.AnswerAccepted:
+		return true
+	case resourcelock.AnswerRefused:
+		return p.accept != nil && p.accept(h.CandidateKey)
+	}
+	return false
 }
 
 // successor returns the candidate this holder should hand the lock to when

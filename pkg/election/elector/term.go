@@ -294,6 +294,15 @@ func (le *LeaderElector) requestPending() bool {
 	return le.handover != nil && le.handover.lock.Handover().Pending(le.cfg.Lock.Identity())
 }
 
+// requestToAnswer reports whether the holder has a request to answer now:
+// one not answered yet, or a fresh one it refused whose candidate it would
+// accept now (the default changed since). A renew may be left to the
+// session only when there is none; otherwise the refusal would stand for
+// as long as the session lives.
+func (le *LeaderElector) requestToAnswer() bool {
+	return le.requestPending() || (le.handover != nil && le.handover.reconsiders(le.clock.Now()))
+}
+
 // stopWork cancels the callback and waits for it to return, renewing the
 // lock meanwhile so that no successor starts beside it. A callback that
 // outlives StopTimeout keeps the lock held, makes Check fail and is
@@ -476,7 +485,13 @@ func (le *LeaderElector) writeSuccessor(h resourcelock.Handover, done string) bo
 		}
 		if !apierrors.IsConflict(err) {
 			le.log.Warn("could not end the term cleanly", zap.String("successor", h.Candidate), zap.Error(err))
-			return false
+			if ctx.Err() != nil {
+				return false
+			}
+			// A failed write (a 500, a timeout) is tried again: a candidate
+			// that was promised the lock waits for this write. If the
+			// write happened after all, the next one conflicts.
+			continue
 		}
 		rec, raw, err := le.get(ctx)
 		if err != nil {

@@ -1,0 +1,114 @@
+package elector
+
+import (
+	"context"
+	"encoding/json"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/meshd-io/meshd/pkg/resourcelock"
+)
+
+// cooperativeElector is a polling, cooperative holder that accepts every
+// request while accept is set.
+func (h *harness) cooperativeElector(identity string, accept *atomic.Bool) *LeaderElector {
+	h.t.Helper()
+	lock, err := resourcelock.NewConfigMapLock(h.client.CoreV1(), ns, lockName, resourcelock.Config{Identity: identity, Key: "stable", Cooperative: true})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	le, err := New(Config{
+		Name: lockName, Lock: lock,
+		LeaseDuration: 4 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: time.Second,
+		Callbacks:      Callbacks{OnStartedLeading: noErr(func(ctx context.Context) { <-ctx.Done() })},
+		AcceptHandover: func(string) bool { return accept.Load() },
+		HandoverGrace:  2 * time.Second, StopTimeout: time.Second,
+		Clock: h.clock,
+	})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return le
+}
+
+// acceptedRequest writes c's request, accepted by holder, as the holder's
+// answer left it.
+func (h *harness) acceptedRequest(holder string) {
+	h.t.Helper()
+	now := metav1.NewTime(h.clock.Now())
+	raw, _ := json.Marshal(resourcelock.Handover{Holder: holder, Candidate: "c", CandidateKey: "canary", RequestTime: &now,
+		Answer: resourcelock.AnswerAccepted, AnswerTime: &now, StopWithinMillis: 2000})
+	h.setHandover(string(raw))
+}
+
+// failUpdates makes the next n updates of the lock fail with a 500.
+func (h *harness) failUpdates(n int32) {
+	left := n
+	h.client.PrependReactor("update", "configmaps", func(k8stesting.Action) (bool, runtime.Object, error) {
+		if atomic.AddInt32(&left, -1) >= 0 {
+			return true, nil, apierrors.NewInternalError(context.DeadlineExceeded)
+		}
+		return false, nil, nil
+	})
+}
+
+// The holder's one write naming the candidate it accepted failed with a
+// 500: it is tried again at once. Before, the failure was only logged and
+// the record kept naming the holder.
+func TestHandoverWriteIsRetriedAfterAFailure(t *testing.T) {
+	h := newHarness(t)
+	var accept atomic.Bool
+	accept.Store(true)
+	le := h.cooperativeElector("a", &accept)
+	mustAttempt(t, le, false, acquired)
+	h.acceptedRequest("a")
+	mustAttempt(t, le, true, handOff) // the holder reads the request and accepts it
+	h.failUpdates(1)
+	le.handOver(*le.handTo)
+	if rec := h.record(); rec.HolderIdentity != "c" {
+		t.Fatalf("record after a failed handover write = %+v, want c as holder", rec)
+	}
+}
+
+// Every write at the end of the term failed, so the record still names the
+// holder and the request still says accepted. When the holder contends
+// again it keeps its promise and names the candidate, instead of taking the
+// lock back and leaving the candidate waiting on an acceptance that no
+// one answers again (before: the candidate never led while both lived).
+func TestHolderKeepsItsPromiseAfterAFailedHandover(t *testing.T) {
+	h := newHarness(t)
+	var accept atomic.Bool
+	accept.Store(true)
+	le := h.cooperativeElector("a", &accept)
+	mustAttempt(t, le, false, acquired)
+	h.acceptedRequest("a")
+	h.clock.Step(500 * time.Millisecond)
+	mustAttempt(t, le, false, heldByOther)
+	if rec := h.record(); rec.HolderIdentity != "c" || rec.HolderKey != "canary" {
+		t.Fatalf("record = %+v, want the lock handed to c", rec)
+	}
+}
+
+// A holder that leads again with an accepted request it did not honour
+// answers it again: refused when it no longer agrees, so the candidate is
+// not left waiting on an acceptance.
+func TestLeaderAnswersABrokenPromiseAgain(t *testing.T) {
+	h := newHarness(t)
+	var accept atomic.Bool
+	le := h.cooperativeElector("a", &accept)
+	mustAttempt(t, le, false, acquired)
+	h.acceptedRequest("a")
+	h.clock.Step(500 * time.Millisecond)
+	mustAttempt(t, le, false, acquired) // it no longer agrees: it keeps the lock
+	h.clock.Step(500 * time.Millisecond)
+	mustAttempt(t, le, true, acquired)
+	if got := h.handover(); got.Answer != resourcelock.AnswerRefused {
+		t.Fatalf("answer after the holder changed its mind = %q (%+v), want refused", got.Answer, got)
+	}
+}

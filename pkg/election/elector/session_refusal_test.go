@@ -1,0 +1,76 @@
+package elector
+
+import (
+	"context"
+	"encoding/json"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/meshd-io/meshd/pkg/resourcelock"
+)
+
+// A holder renewed by its session that refused a handover request accepts
+// it at its next renew once the candidate is entitled (the holder saw the
+// new default after the candidate did). Before, a refused request was not
+// pending, so every renew was left to the session and the refusal stood for
+// as long as the session lived: the lesser holder kept the election about a
+// lease instead of about a retry period.
+func TestSessionHolderReconsidersARefusal(t *testing.T) {
+	h := newHarness(t)
+	s := &fakeSession{ref: "s/1", sent: t0, current: true, known: true}
+	var entitled atomic.Bool
+	lock, err := resourcelock.NewConfigMapLock(h.client.CoreV1(), ns, lockName, resourcelock.Config{Identity: "a", Key: "stable", Cooperative: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	le, err := New(Config{
+		Name: lockName, Lock: lock,
+		LeaseDuration: 4 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: time.Second,
+		Callbacks:      Callbacks{OnStartedLeading: noErr(func(ctx context.Context) { <-ctx.Done() })},
+		AcceptHandover: func(string) bool { return entitled.Load() },
+		HandoverGrace:  2 * time.Second, StopTimeout: time.Second,
+		Watch: true, Session: s, Clock: h.clock,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustAttempt(t, le, false, acquired)
+	le.watch.ok.Store(true)
+	le.lastRenew = t0
+
+	req, _ := json.Marshal(resourcelock.Handover{Holder: "a", Candidate: "c", CandidateKey: "canary", RequestTime: &metav1.Time{Time: t0}})
+	h.setHandover(string(req))
+	le.watch.deliver(h.lockObject(), false) // the holder's watch shows the request
+	le.watch.ingest()
+	h.clock.Step(time.Second)
+	s.sent = h.clock.Now()
+	if end := le.renewOnce(context.Background()); end != nil {
+		t.Fatalf("a refusal ended the term: %+v", end)
+	}
+	if got := h.handover(); got.Answer != resourcelock.AnswerRefused {
+		t.Fatalf("answer = %q, want refused", got.Answer)
+	}
+	// Still not entitled: the refusal stands and the session renews.
+	h.verbs()
+	h.clock.Step(time.Second)
+	s.sent = h.clock.Now()
+	if end := le.renewOnce(context.Background()); end != nil {
+		t.Fatalf("renew ended the term: %+v", end)
+	}
+	assertVerbs(t, h.verbs())
+
+	// The holder now sees the candidate's revision as the default.
+	entitled.Store(true)
+	h.clock.Step(time.Second)
+	s.sent = h.clock.Now()
+	end := le.renewOnce(context.Background())
+	if end == nil || end.handTo == nil || end.handTo.Candidate != "c" {
+		t.Fatalf("the renew after the candidate became entitled = %+v, want a handover to c", end)
+	}
+	if got := h.handover(); got.Answer != resourcelock.AnswerAccepted {
+		t.Fatalf("answer = %q, want accepted", got.Answer)
+	}
+}
