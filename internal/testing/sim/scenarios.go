@@ -41,6 +41,8 @@ func Scenarios() []Scenario {
 		recreateHolderWritesAtOnce(resourcelock.ConfigMapsResourceLock), recreateHolderWritesAtOnce(resourcelock.LeasesResourceLock),
 		recreateNewcomerWaits(), slowReadObservedOnReturn(),
 		sessionHolderQuiet(),
+		sessionRefusalReconsidered(),
+		handoverWriteFails(resourcelock.ConfigMapsResourceLock), handoverWriteFails(resourcelock.LeasesResourceLock),
 		classicSeed(992459, "a follower whose watch broke and came back ingested only the newest object: it missed the holder's renewals and took the lock object re-created without a record one lease after an older renewal, while the holder worked"),
 	}
 }
