@@ -11,7 +11,8 @@
 #   make test-unit         tests that need no API server
 #   make test-integration  tests against a real kube-apiserver and etcd on 127.0.0.1
 #   make fuzz              longer fuzzing of every decoder and a longer simulation
-#   make sim               the deterministic simulation's fixed budget of schedules
+#   make sim               the deterministic simulation: fixed ranges and fresh seeds
+#   make sim-long          a search of at least 1,000,000 schedules, in parallel chunks
 #   make bench             benchmarks against client-go's elector, written to docs/benchmarks.md
 #   make chaos             faults injected into several meshd processes; checks safety and liveness
 
@@ -36,6 +37,20 @@ SIM_SESSION_SEEDS ?= 2000
 SIM_FUZZ_SEEDS ?= 30000
 SIM_FUZZ_SESSION_SEEDS ?= 10000
 SIM_FUZZ_SEED ?= 10001
+# Every make test also searches: SIM_FRESH_SEEDS classic and
+# SIM_FRESH_SESSION_SEEDS session schedules from a base seed drawn anew each
+# run (printed; set SIM_FRESH_BASE to replay a run's whole fresh range).
+SIM_FRESH_SEEDS ?= 4000
+SIM_FRESH_SESSION_SEEDS ?= 2000
+SIM_FRESH_BASE ?= $(shell od -An -N4 -tu4 /dev/urandom | tr -d ' ')
+# make sim-long: SIM_LONG_SEEDS classic and SIM_LONG_SESSION_SEEDS session
+# schedules from SIM_LONG_BASE, in chunks of SIM_LONG_CHUNK run SIM_LONG_JOBS
+# at a time; the summary goes to docs/reliability.md.
+SIM_LONG_SEEDS ?= 700000
+SIM_LONG_SESSION_SEEDS ?= 300000
+SIM_LONG_BASE ?= 100000001
+SIM_LONG_CHUNK ?= 20000
+SIM_LONG_JOBS ?= $(shell nproc)
 SIM_TEST := $(GO) test -count=1 -timeout 2h -run 'TestSimulation$$' ./internal/testing/sim
 # Packages with fuzz targets.
 FUZZ_PKGS := ./pkg/... ./internal/tools/chaos/...
@@ -44,7 +59,7 @@ UNIT_PKGS := ./pkg/... ./internal/testing/kubetest/... ./internal/testing/sim/..
 
 include mk/kube.mk
 
-.PHONY: all build image chart test test-unit test-integration test-tools lint fuzz fuzz-decoders sim demo bench chaos clean
+.PHONY: all build image chart test test-unit test-integration test-tools lint fuzz fuzz-decoders sim sim-long demo bench chaos clean
 
 all: build
 
@@ -94,10 +109,21 @@ test: lint kube-bins
 	$(MAKE) --no-print-directory fuzz-decoders FUZZTIME=10000x
 
 # The simulation's fixed budget: SIM_SEEDS random schedules from seed 1,
-# and SIM_SESSION_SEEDS schedules of session mode.
+# and SIM_SESSION_SEEDS schedules of session mode; then fresh schedules from
+# a base seed drawn for this run. A failing seed prints its replay command.
 sim:
 	@if [ "$(SIM_SEEDS)" -gt 0 ]; then $(SIM_TEST) -sim.seeds=$(SIM_SEEDS) -sim.seed=1; fi
 	@if [ "$(SIM_SESSION_SEEDS)" -gt 0 ]; then $(SIM_TEST) -sim.mode=sessions -sim.seeds=$(SIM_SESSION_SEEDS) -sim.seed=1; fi
+	@echo "sim: fresh schedules from base seed $(SIM_FRESH_BASE) (replay this range: make sim SIM_FRESH_BASE=$(SIM_FRESH_BASE))"
+	@if [ "$(SIM_FRESH_SEEDS)" -gt 0 ]; then $(SIM_TEST) -sim.seeds=$(SIM_FRESH_SEEDS) -sim.seed=$(SIM_FRESH_BASE); fi
+	@if [ "$(SIM_FRESH_SESSION_SEEDS)" -gt 0 ]; then $(SIM_TEST) -sim.mode=sessions -sim.seeds=$(SIM_FRESH_SESSION_SEEDS) -sim.seed=$(SIM_FRESH_BASE); fi
+
+# A long search of the simulation, in parallel chunks; about 40 minutes on 2
+# idle cores with the default budget. Writes its summary into
+# docs/reliability.md.
+sim-long:
+	@SEEDS=$(SIM_LONG_SEEDS) SESSION_SEEDS=$(SIM_LONG_SESSION_SEEDS) BASE=$(SIM_LONG_BASE) \
+		CHUNK=$(SIM_LONG_CHUNK) JOBS=$(SIM_LONG_JOBS) GO=$(GO) $(CURDIR)/hack/sim-long.sh docs/reliability.md
 
 # Longer fuzzing of every decoder, and a longer simulation budget.
 fuzz: fuzz-decoders
