@@ -507,3 +507,21 @@ func TestMultiLockElectorHoldsBothKinds(t *testing.T) {
 		t.Fatal("a multi lock was accepted for watching")
 	}
 }
+
+// A steal this candidate disputed (it still saw the old default) is no
+// longer disputed once it agrees: when the default flips back and entitles
+// it again, taking the lock back is a legitimate steal, not a cycle. Before,
+// agree cleared the suspension but not who stole, and the flip back was
+// taken for a cycle: preemption was suspended for a lease while the lesser
+// holder kept the lock.
+func TestAgreementEndsTheDisputeOverALoss(t *testing.T) {
+	d := stealDamper{retry: time.Second, lease: 4 * time.Second}
+	d.stolen(t0, "canary", true) // forced: this candidate had not seen the flip yet
+	if d.agree() {
+		t.Fatal("agreement reported the end of a suspension that never began")
+	}
+	// The default flips back two seconds later.
+	if v := d.check(t0.Add(2*time.Second), "canary"); v != stealAllowed || d.state.Suspended {
+		t.Fatalf("steal after agreeing and a flip back = %v (%+v), want allowed", v, d.state)
+	}
+}

@@ -143,10 +143,13 @@ func (d *stealDamper) stolen(now time.Time, byKey string, disputed bool) {
 }
 
 // agree is called when this candidate's comparison does not let it take the
-// lock from the holder: the candidates agree (again). It reports whether a
-// suspension ended.
+// lock from the holder: the candidates agree (again). The dispute over the
+// last steal from this candidate is over too: a later change of the
+// default that entitles this candidate again makes its steal legitimate,
+// not a cycle. It reports whether a suspension ended.
 func (d *stealDamper) agree() bool {
 	was := d.state.Suspended || d.state.Cycles > 0
 	d.state = Preemption{}
+	d.stolenBy = ""
 	return was
 }
