@@ -143,8 +143,8 @@ type Config struct {
 	// the record every RetryPeriod; followers that use sessions too judge
 	// it alive while its session is. Use it only when every candidate of
 	// the election uses sessions: a candidate that sees a holder without
-	// them renews its record itself from then on. The lock must implement
-	// resourcelock.SessionLock; Watch must be set and Coordination unset.
+	// them renews its record itself from then on. The lock must be
+	// a *resourcelock.LeaseLock; Watch must be set and Coordination unset.
 	Session Session
 
 	// YieldOnRelease, if set, is asked how long this candidate lets others
@@ -223,8 +223,12 @@ func (c *Config) Validate() error {
 		add("Callbacks.OnStartedLeading must be set")
 	}
 	if c.Session != nil {
-		if _, ok := c.Lock.(resourcelock.SessionLock); !ok && c.Lock != nil {
-			add("Session needs a lock that can name a session; %T cannot", c.Lock)
+		if _, ok := c.Lock.(*resourcelock.LeaseLock); !ok && c.Lock != nil {
+			// A holder credits a heartbeat only once its own watch of
+			// Leases has delivered it back, which proves it has seen every
+			// earlier write to its lock only when the lock is a Lease on
+			// that same watch.
+			add("Session needs a Lease lock (the session's Leases and the lock must ride one watch); %T cannot", c.Lock)
 		}
 		if !c.Watch {
 			add("Session needs Watch: a holder learns through its watch that the lock was taken")

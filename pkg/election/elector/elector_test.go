@@ -9,8 +9,10 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -35,10 +37,89 @@ type harness struct {
 	t      *testing.T
 	client *fake.Clientset
 	clock  *clocktesting.FakeClock
+	// leases: the lock is the Lease lockName (session mode needs one); by
+	// default it is the ConfigMap lockName.
+	leases bool
 }
 
 func newHarness(t *testing.T, objs ...runtime.Object) *harness {
 	return &harness{t: t, client: kubetest.NewClientset(objs...), clock: clocktesting.NewFakeClock(t0)}
+}
+
+// newLeaseHarness is a harness whose lock is a Lease.
+func newLeaseHarness(t *testing.T) *harness {
+	h := newHarness(t)
+	h.leases = true
+	return h
+}
+
+// resource is the API resource of the harness's lock.
+func (h *harness) resource() string {
+	if h.leases {
+		return "leases"
+	}
+	return "configmaps"
+}
+
+// lockObject reads the lock object as the watch would deliver it.
+func (h *harness) lockObject() runtime.Object {
+	h.t.Helper()
+	obj, err := h.getLock()
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return obj
+}
+
+func (h *harness) getLock() (runtime.Object, error) {
+	ctx := context.Background()
+	if h.leases {
+		return h.client.CoordinationV1().Leases(ns).Get(ctx, lockName, metav1.GetOptions{})
+	}
+	return h.client.CoreV1().ConfigMaps(ns).Get(ctx, lockName, metav1.GetOptions{})
+}
+
+// updateLock writes obj, the lock object read and changed by the test.
+func (h *harness) updateLock(obj runtime.Object) {
+	h.t.Helper()
+	ctx := context.Background()
+	var err error
+	switch o := obj.(type) {
+	case *coordinationv1.Lease:
+		_, err = h.client.CoordinationV1().Leases(ns).Update(ctx, o, metav1.UpdateOptions{})
+	case *corev1.ConfigMap:
+		_, err = h.client.CoreV1().ConfigMaps(ns).Update(ctx, o, metav1.UpdateOptions{})
+	}
+	if err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+// deleteLock deletes the lock object, as kubectl delete would.
+func (h *harness) deleteLock() {
+	h.t.Helper()
+	ctx := context.Background()
+	var err error
+	if h.leases {
+		err = h.client.CoordinationV1().Leases(ns).Delete(ctx, lockName, metav1.DeleteOptions{})
+	} else {
+		err = h.client.CoreV1().ConfigMaps(ns).Delete(ctx, lockName, metav1.DeleteOptions{})
+	}
+	if err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+// annotations returns the annotations of obj, a lock object, made non-nil.
+func annotationsOf(obj runtime.Object) map[string]string {
+	m, err := meta.Accessor(obj)
+	if err != nil {
+		panic(err)
+	}
+	if m.GetAnnotations() == nil {
+		m.SetAnnotations(map[string]string{})
+	}
+	return m.GetAnnotations()
 }
 
 func (h *harness) elector(identity, key string, cmp KeyComparison, onStart func(context.Context)) *LeaderElector {
@@ -64,14 +145,14 @@ func (h *harness) elector(identity, key string, cmp KeyComparison, onStart func(
 	return le
 }
 
-// record reads the record stored in the ConfigMap.
+// record reads the record stored in the lock object.
 func (h *harness) record() resourcelock.Record {
 	h.t.Helper()
-	cm, err := h.client.CoreV1().ConfigMaps(ns).Get(context.Background(), lockName, metav1.GetOptions{})
-	if err != nil {
-		h.t.Fatal(err)
+	obj := h.lockObject()
+	if l, ok := obj.(*coordinationv1.Lease); ok {
+		return *resourcelock.LeaseToRecord(l)
 	}
-	rec, err := resourcelock.DecodeRecord([]byte(cm.Annotations[resourcelock.LeaderAnnotationKey]))
+	rec, err := resourcelock.DecodeRecord([]byte(annotationsOf(obj)[resourcelock.LeaderAnnotationKey]))
 	if err != nil {
 		h.t.Fatal(err)
 	}
@@ -82,11 +163,18 @@ func (h *harness) record() resourcelock.Record {
 func (h *harness) writeRecord(r resourcelock.Record) {
 	h.t.Helper()
 	ctx := context.Background()
-	cm, err := h.client.CoreV1().ConfigMaps(ns).Get(ctx, lockName, metav1.GetOptions{})
+	obj, err := h.getLock()
 	if apierrors.IsNotFound(err) {
-		cm = &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: lockName, Namespace: ns}}
-		cm.Annotations = map[string]string{resourcelock.LeaderAnnotationKey: string(resourcelock.EncodeRecord(r))}
-		if _, err := h.client.CoreV1().ConfigMaps(ns).Create(ctx, cm, metav1.CreateOptions{}); err != nil {
+		if h.leases {
+			l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: lockName, Namespace: ns}}
+			resourcelock.ApplyRecordToLease(r, l)
+			_, err = h.client.CoordinationV1().Leases(ns).Create(ctx, l, metav1.CreateOptions{})
+		} else {
+			cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: lockName, Namespace: ns}}
+			cm.Annotations = map[string]string{resourcelock.LeaderAnnotationKey: string(resourcelock.EncodeRecord(r))}
+			_, err = h.client.CoreV1().ConfigMaps(ns).Create(ctx, cm, metav1.CreateOptions{})
+		}
+		if err != nil {
 			h.t.Fatal(err)
 		}
 		return
@@ -94,13 +182,12 @@ func (h *harness) writeRecord(r resourcelock.Record) {
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	if cm.Annotations == nil {
-		cm.Annotations = map[string]string{}
+	if l, ok := obj.(*coordinationv1.Lease); ok {
+		resourcelock.ApplyRecordToLease(r, l)
+	} else {
+		annotationsOf(obj)[resourcelock.LeaderAnnotationKey] = string(resourcelock.EncodeRecord(r))
 	}
-	cm.Annotations[resourcelock.LeaderAnnotationKey] = string(resourcelock.EncodeRecord(r))
-	if _, err := h.client.CoreV1().ConfigMaps(ns).Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
-		h.t.Fatal(err)
-	}
+	h.updateLock(obj)
 }
 
 func (h *harness) verbs() []string {

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	k8stesting "k8s.io/client-go/testing"
 
@@ -17,14 +16,9 @@ import (
 // setHandover writes the handover annotation as another process would.
 func (h *harness) setHandover(raw string) {
 	h.t.Helper()
-	cm, err := h.client.CoreV1().ConfigMaps(ns).Get(context.Background(), lockName, metav1.GetOptions{})
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	cm.Annotations[resourcelock.HandoverAnnotationKey] = raw
-	if _, err := h.client.CoreV1().ConfigMaps(ns).Update(context.Background(), cm, metav1.UpdateOptions{}); err != nil {
-		h.t.Fatal(err)
-	}
+	obj := h.lockObject()
+	annotationsOf(obj)[resourcelock.HandoverAnnotationKey] = raw
+	h.updateLock(obj)
 }
 
 func TestStoppedCandidateWithdrawsItsRequest(t *testing.T) {

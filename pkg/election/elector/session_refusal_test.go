@@ -3,12 +3,15 @@ package elector
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/meshd-io/meshd/internal/testing/kubetest"
 	"github.com/meshd-io/meshd/pkg/resourcelock"
 )
 
@@ -19,10 +22,10 @@ import (
 // as long as the session lived: the lesser holder kept the election about a
 // lease instead of about a retry period.
 func TestSessionHolderReconsidersARefusal(t *testing.T) {
-	h := newHarness(t)
+	h := newLeaseHarness(t)
 	s := &fakeSession{ref: "s/1", sent: t0, current: true, known: true}
 	var entitled atomic.Bool
-	lock, err := resourcelock.NewConfigMapLock(h.client.CoreV1(), ns, lockName, resourcelock.Config{Identity: "a", Key: "stable", Cooperative: true})
+	lock, err := resourcelock.NewLeaseLock(h.client.CoordinationV1(), ns, lockName, resourcelock.Config{Identity: "a", Key: "stable", Cooperative: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,5 +75,30 @@ func TestSessionHolderReconsidersARefusal(t *testing.T) {
 	}
 	if got := h.handover(); got.Answer != resourcelock.AnswerAccepted {
 		t.Fatalf("answer = %q, want accepted", got.Answer)
+	}
+}
+
+// A session needs its Leases and the lock on one watch: the holder credits
+// a heartbeat only once its watch of Leases delivered it back, which says
+// nothing about writes to a ConfigMap on another watch. New refuses the
+// combination (before, only package election did).
+func TestSessionNeedsALeaseLock(t *testing.T) {
+	cs := kubetest.NewClientset()
+	s := &fakeSession{ref: "s/1"}
+	cmLock, _ := resourcelock.NewConfigMapLock(cs.CoreV1(), ns, lockName, resourcelock.Config{Identity: "a"})
+	leaseLock, _ := resourcelock.NewLeaseLock(cs.CoordinationV1(), ns, lockName, resourcelock.Config{Identity: "a"})
+	for _, c := range []struct {
+		name string
+		lock resourcelock.Interface
+		ok   bool
+	}{{"ConfigMap", cmLock, false}, {"Lease", leaseLock, true}} {
+		_, err := New(Config{Lock: c.lock, LeaseDuration: 4 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: time.Second,
+			Watch: true, Session: s, Callbacks: Callbacks{OnStartedLeading: waitDone}})
+		switch {
+		case c.ok && err != nil:
+			t.Errorf("%s: %v", c.name, err)
+		case !c.ok && (!errors.Is(err, ErrInvalidConfig) || !strings.Contains(err.Error(), "Session needs a Lease lock")):
+			t.Errorf("%s: err = %v, want a refusal naming the Lease lock", c.name, err)
+		}
 	}
 }

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	k8stesting "k8s.io/client-go/testing"
 
@@ -37,11 +36,16 @@ func (s *fakeSession) EchoedSince(time.Time, func()) bool {
 	return !s.unechoed
 }
 
-// sessionElector is a ConfigMap candidate in session mode whose watch
-// counts as healthy without running (the tests call the loop's steps).
+// sessionElector is a Lease candidate in session mode whose watch counts
+// as healthy without running (the tests call the loop's steps). The
+// harness must be a Lease harness: a session needs the lock and the
+// session Leases on one watch.
 func (h *harness) sessionElector(identity string, s *fakeSession) *LeaderElector {
 	h.t.Helper()
-	lock, err := resourcelock.NewConfigMapLock(h.client.CoreV1(), ns, lockName, resourcelock.Config{Identity: identity})
+	if !h.leases {
+		h.t.Fatal("sessionElector needs newLeaseHarness")
+	}
+	lock, err := resourcelock.NewLeaseLock(h.client.CoordinationV1(), ns, lockName, resourcelock.Config{Identity: identity})
 	if err != nil {
 		h.t.Fatal(err)
 	}
@@ -61,26 +65,16 @@ func (h *harness) sessionElector(identity string, s *fakeSession) *LeaderElector
 // writeMark sets the session annotation of the lock object.
 func (h *harness) writeMark(m resourcelock.SessionMark) {
 	h.t.Helper()
-	ctx := context.Background()
-	cm, err := h.client.CoreV1().ConfigMaps(ns).Get(ctx, lockName, metav1.GetOptions{})
-	if err != nil {
-		h.t.Fatal(err)
-	}
+	obj := h.lockObject()
 	raw, _ := json.Marshal(m)
-	cm.Annotations[resourcelock.SessionAnnotationKey] = string(raw)
-	if _, err := h.client.CoreV1().ConfigMaps(ns).Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
-		h.t.Fatal(err)
-	}
+	annotationsOf(obj)[resourcelock.SessionAnnotationKey] = string(raw)
+	h.updateLock(obj)
 }
 
 func (h *harness) mark() (resourcelock.SessionMark, bool) {
 	h.t.Helper()
-	cm, err := h.client.CoreV1().ConfigMaps(ns).Get(context.Background(), lockName, metav1.GetOptions{})
-	if err != nil {
-		h.t.Fatal(err)
-	}
 	var m resourcelock.SessionMark
-	raw, ok := cm.Annotations[resourcelock.SessionAnnotationKey]
+	raw, ok := annotationsOf(h.lockObject())[resourcelock.SessionAnnotationKey]
 	if ok {
 		if err := json.Unmarshal([]byte(raw), &m); err != nil {
 			h.t.Fatal(err)
@@ -112,7 +106,7 @@ func TestFollowerWaitsForTheHoldersSession(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			h := newHarness(t)
+			h := newLeaseHarness(t)
 			h.writeRecord(held("a", "", 4))
 			if c.mark != nil {
 				h.writeMark(*c.mark)
@@ -142,7 +136,7 @@ func TestFollowerWaitsForTheHoldersSession(t *testing.T) {
 // renewals to the session while the session is current; otherwise it
 // rewrites its record, with a mark that names no session.
 func TestHolderLeavesRenewalsToACurrentSession(t *testing.T) {
-	h := newHarness(t)
+	h := newLeaseHarness(t)
 	s := &fakeSession{ref: "s/1", sent: t0, current: true, known: true}
 	le := h.sessionElector("a", s)
 	le.watch.ok.Store(false)
@@ -173,12 +167,12 @@ func TestHolderLeavesRenewalsToACurrentSession(t *testing.T) {
 	if end := le.renewOnce(context.Background()); end != nil {
 		t.Fatalf("renew ended the term: %+v", end)
 	}
-	assertVerbs(t, h.verbs(), "update configmaps")
+	assertVerbs(t, h.verbs(), "update leases")
 	if m, ok := h.mark(); !ok || m != (resourcelock.SessionMark{Holder: "a"}) {
 		t.Errorf("mark after a renew without a current session: %+v (present %v)", m, ok)
 	}
 	// Neither renewed for the renew deadline: the term ends.
-	h.client.PrependReactor("update", "configmaps", failAll)
+	h.client.PrependReactor("update", "leases", failAll)
 	h.clock.Step(2*time.Second + time.Millisecond)
 	if end := le.renewOnce(context.Background()); end == nil || end.stillHeld {
 		t.Errorf("no renew for the deadline did not end the term: %+v", end)
@@ -193,7 +187,7 @@ func failAll(k8stesting.Action) (bool, runtime.Object, error) {
 // Deleting the lock object of a holder renewed by its session is not a
 // release: a follower keeps waiting for the session it saw named.
 func TestDeletedLockKeepsTheHoldersSession(t *testing.T) {
-	h := newHarness(t)
+	h := newLeaseHarness(t)
 	h.writeRecord(held("a", "", 4))
 	h.writeMark(resourcelock.SessionMark{Holder: "a", Session: "s/1"})
 	s := &fakeSession{ref: "s/2", current: true, known: true, alive: map[string]time.Time{"s/1": t0.Add(time.Minute)}}
@@ -202,14 +196,9 @@ func TestDeletedLockKeepsTheHoldersSession(t *testing.T) {
 	mustAttempt(t, le, false, heldByOther)
 	le.watch.ok.Store(true)
 
-	cm, err := h.client.CoreV1().ConfigMaps(ns).Get(context.Background(), lockName, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := h.client.CoreV1().ConfigMaps(ns).Delete(context.Background(), lockName, metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	le.watch.deliver(cm, true)
+	last := h.lockObject()
+	h.deleteLock()
+	le.watch.deliver(last, true)
 	le.watch.ingest()
 	h.clock.SetTime(t0.Add(30 * time.Second)) // the record's own lease ran out long ago
 	h.verbs()
@@ -223,7 +212,7 @@ func TestDeletedLockKeepsTheHoldersSession(t *testing.T) {
 // earlier than RenewDeadline after the steal, even when this candidate's
 // view of the session is stale or says it ran out.
 func TestForcedStealFromASessionHolderIsFenced(t *testing.T) {
-	h := newHarness(t)
+	h := newLeaseHarness(t)
 	h.writeRecord(held("a", "stable", 1)) // its own lease ends before the deadline
 	h.writeMark(resourcelock.SessionMark{Holder: "a", Session: "s/1"})
 	s := &fakeSession{ref: "s/2", current: true, known: true, alive: map[string]time.Time{}}
@@ -240,7 +229,7 @@ func TestForcedStealFromASessionHolderIsFenced(t *testing.T) {
 // A session the view shows over counts as over only once a heartbeat of
 // this process's own session, sent after that judgement, came back.
 func TestFollowerConfirmsASessionIsOverWithItsOwnEcho(t *testing.T) {
-	h := newHarness(t)
+	h := newLeaseHarness(t)
 	h.writeRecord(held("a", "", 4))
 	h.writeMark(resourcelock.SessionMark{Holder: "a", Session: "s/1"})
 	s := &fakeSession{ref: "s/2", current: true, known: true, unechoed: true,

@@ -130,12 +130,8 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 
 func (h *harness) handover() resourcelock.Handover {
 	h.t.Helper()
-	cm, err := h.client.CoreV1().ConfigMaps(ns).Get(context.Background(), lockName, metav1.GetOptions{})
-	if err != nil {
-		h.t.Fatal(err)
-	}
 	var ho resourcelock.Handover
-	if raw := cm.Annotations[resourcelock.HandoverAnnotationKey]; raw != "" {
+	if raw := annotationsOf(h.lockObject())[resourcelock.HandoverAnnotationKey]; raw != "" {
 		if err := json.Unmarshal([]byte(raw), &ho); err != nil {
 			h.t.Fatal(err)
 		}

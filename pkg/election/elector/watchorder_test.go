@@ -1,25 +1,13 @@
 package elector
 
 import (
-	"context"
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/meshd-io/meshd/pkg/resourcelock"
 )
-
-// lockObject reads the lock object as the watch would deliver it.
-func (h *harness) lockObject() *corev1.ConfigMap {
-	h.t.Helper()
-	cm, err := h.client.CoreV1().ConfigMaps(ns).Get(context.Background(), lockName, metav1.GetOptions{})
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	return cm
-}
 
 // A watch that hands over a renewal and then a re-creation of the lock
 // object without a record, before the loop takes either, must leave the
@@ -42,10 +30,8 @@ func TestWatchDeliveriesAreIngestedInOrder(t *testing.T) {
 	h.writeRecord(renewed)
 	w.deliver(h.lockObject(), false)
 	empty := h.lockObject()
-	empty.Annotations = nil
-	if _, err := h.client.CoreV1().ConfigMaps(ns).Update(context.Background(), empty, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	delete(annotationsOf(empty), resourcelock.LeaderAnnotationKey)
+	h.updateLock(empty)
 	w.deliver(h.lockObject(), false)
 	if !w.ingest() {
 		t.Fatal("ingest found nothing new")
@@ -71,9 +57,9 @@ func TestWatchOverflowTakesTheLeaseAsRenewed(t *testing.T) {
 	w.ingest()
 	h.clock.Step(3 * time.Second)
 	empty := h.lockObject()
-	empty.Annotations = nil
+	delete(annotationsOf(empty), resourcelock.LeaderAnnotationKey)
 	for range maxPending + 1 {
-		w.deliver(empty.DeepCopy(), false)
+		w.deliver(empty.DeepCopyObject(), false)
 	}
 	w.ingest()
 	if got, want := le.leaseEnd(), h.clock.Now().Add(4*time.Second); !got.Equal(want) {
