@@ -150,11 +150,16 @@
 //     lead, but with the fenced start only the old one runs its work. The
 //     fence assumes the old holder stops its work within its lease after its
 //     last renew (true of client-go, istiod and meshd unless paused or hung).
-//   - A ConfigMap record stores times in whole seconds: with a RetryPeriod
-//     under a second, a renew in the same second as the previous one is
-//     invisible to followers, whose lease may then start up to a second
-//     early. With LeaseDuration - RenewDeadline of one second (ttl 2s) that
-//     uses up the whole tolerance; prefer a Lease lock at such a ttl.
+//   - A ConfigMap record stores times in whole seconds: a renew in the same
+//     second as the previous one is invisible to followers, who time the
+//     lease from the earlier one. With a RenewDeadline of 2s or more (ttl
+//     4s and up) the holder's renew deadline counts from the earlier one
+//     too, so its term ends in time. Under 2s a deadline may leave no time
+//     in which a renew changes the stored second, so the deadline counts
+//     from the latest renew, and followers may time the lease from up to a
+//     second before it: that second, plus StopTimeout, can exceed the
+//     margin between RenewDeadline and LeaseDuration. Use a Lease lock
+//     (microseconds) for a ttl under 4s.
 //   - A term already on when a candidate first looks counts as old, so
 //     that a candidate preempts at once when it starts: candidates that
 //     start within one RetryPeriod, each outranking the holder before it,

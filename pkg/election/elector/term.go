@@ -213,13 +213,22 @@ func (le *LeaderElector) renewOnce(ctx context.Context) *termEnd {
 		return nil // the session's heartbeat renewed the term
 	}
 	sent := le.clock.Now()
+	before := le.storedRenewTime()
 	attemptCtx, cancel := context.WithTimeout(ctx, remaining)
 	out, err := le.attempt(attemptCtx, true)
 	cancel()
 	le.setLastError(err)
 	switch out {
 	case acquired:
-		le.lastRenew = sent
+		if after := le.storedRenewTime(); before.IsZero() || !after.Equal(before) || le.cfg.RenewDeadline < minSecondsDeadline {
+			le.lastRenew = sent
+		} else {
+			// The lock stores times in whole seconds (a ConfigMap) and this
+			// renew fell in the second of the previous one: the record did
+			// not change, so followers cannot see it and time the lease
+			// from the earlier renew. So does the renew deadline.
+			le.log.Debug("renewed within the second of the previous renew; the renew deadline still counts from that one")
+		}
 	case heldByOther:
 		le.lostTo()
 		return &termEnd{}
@@ -234,6 +243,30 @@ func (le *LeaderElector) renewOnce(ctx context.Context) *termEnd {
 		le.log.Warn("failed to renew", zap.Error(err))
 	}
 	return nil
+}
+
+// minSecondsDeadline is the shortest renew deadline at which a holder of a
+// lock that stores whole seconds counts its deadline from the last renew
+// its followers can see: only then does every deadline leave at least a
+// second in which a renew changes the stored time. Under it (ttl under 4s
+// on a ConfigMap) the deadline counts from the latest renew, and followers
+// may time the lease from up to a second earlier (see the package doc).
+const minSecondsDeadline = 2 * time.Second
+
+// storedRenewTime is the renew time of the record as the lock stores it,
+// at the lock's precision (whole seconds in a ConfigMap, microseconds in a
+// Lease): what followers compare to notice a renewal. A lock that cannot
+// tell is taken to store whole seconds, which never counts an invisible
+// renew as seen.
+func (le *LeaderElector) storedRenewTime() time.Time {
+	if w, ok := le.cfg.Lock.(resourcelock.Watchable); ok {
+		if rec, _, err := w.Peek(); err == nil {
+			return rec.RenewTime.Time
+		}
+		return time.Time{}
+	}
+	rec, _ := le.Observed()
+	return rec.RenewTime.Truncate(time.Second)
 }
 
 // lostTo notes that another holder took the lock. It counts as stolen, for
