@@ -30,6 +30,52 @@ type heartbeat struct {
 	mu   sync.Mutex
 	sent time.Time // when the last successful write was sent
 	ok   bool      // the latest attempt succeeded
+	// sends maps the renew time written by each recent successful write (as
+	// the Lease stores it: wall clock, microseconds) to when it was sent by
+	// this process's clock, monotonic reading included; oldest first in
+	// sendOrder. An echo is timed by its send time, never by the wall time
+	// the Lease carries, so that a step of the wall clock cannot make a
+	// stale echo look current.
+	sends     map[int64]time.Time
+	sendOrder []int64
+}
+
+// maxSends bounds the sends remembered for their echoes: a heartbeat that
+// comes back later than that many periods counts as never echoed, and the
+// holders renew their records themselves.
+const maxSends = 16
+
+// wallKey is how a renew time is stored in a Lease and compared: its wall
+// clock reading in microseconds.
+func wallKey(t time.Time) int64 { return t.Round(0).UnixMicro() }
+
+// noteSend remembers a successful write sent at sent. h.mu is held.
+func (h *heartbeat) noteSend(sent time.Time) { h.noteSendAs(sent, sent) }
+
+// noteSendAs remembers a write that stored the renew time wall and was
+// sent at local. h.mu is held (or h is not shared yet).
+func (h *heartbeat) noteSendAs(wall, local time.Time) {
+	if h.sends == nil {
+		h.sends = map[int64]time.Time{}
+	}
+	k := wallKey(wall)
+	if _, seen := h.sends[k]; !seen {
+		h.sendOrder = append(h.sendOrder, k)
+	}
+	h.sends[k] = local
+	if len(h.sendOrder) > maxSends {
+		delete(h.sends, h.sendOrder[0])
+		h.sendOrder = h.sendOrder[1:]
+	}
+}
+
+// sentAt is when this process sent the write whose stored renew time is
+// renew, and whether it is one of the recent writes it remembers.
+func (h *heartbeat) sentAt(renew time.Time) (time.Time, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	t, ok := h.sends[wallKey(renew)]
+	return t, ok
 }
 
 func newHeartbeat(cfg Config, log *zap.Logger) *heartbeat {
@@ -88,6 +134,12 @@ func (h *heartbeat) renewOnce(ctx context.Context) bool {
 	ctx, cancel := context.WithTimeout(ctx, h.cfg.RetryPeriod)
 	defer cancel()
 	sent := h.cfg.Clock.Now()
+	// Remembered before the write: its echo may come through the watch
+	// before the write returns, and a write whose answer is lost still
+	// comes back if it happened.
+	h.mu.Lock()
+	h.noteSend(sent)
+	h.mu.Unlock()
 	err := h.write(ctx, sent)
 	if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
 		h.lease = nil // read it again, or create it

@@ -205,6 +205,7 @@ func startLive(cfg Config) *live {
 	log := cfg.Logger.With(zap.String("namespace", cfg.Namespace))
 	hb := newHeartbeat(cfg, log)
 	l := &live{hb: hb, view: newView(cfg.Clock, hb.name, hb.token), wakes: map[*Member]func(){}}
+	l.view.sentAt = hb.sentAt
 	l.view.onEnd = l.wakeAll
 	unsubscribe := func() {}
 	// The view rides on the process's shared watch of Leases in the

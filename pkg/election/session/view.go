@@ -24,9 +24,11 @@ const maxTokens = 8
 type view struct {
 	clock clock.Clock
 
-	// own names this process's session; echo is the renew time of its
-	// latest heartbeat that came back through the watch.
+	// own names this process's session; echo is when its latest heartbeat
+	// that came back through the watch was sent, by this process's clock
+	// (sentAt maps the renew time the Lease carries to it).
 	ownName, ownToken string
+	sentAt            func(renew time.Time) (time.Time, bool)
 
 	mu          sync.Mutex
 	healthy     bool
@@ -195,8 +197,14 @@ func (v *view) note(name, token string, renew time.Time, holding bool, seconds i
 	l.deleted = false
 	ended = l.note(token, renew, holding, time.Duration(max(seconds, 0))*time.Second, now)
 	v.sweep(now)
-	if name == v.ownName && token == v.ownToken && holding && renew.After(v.echo) {
-		v.echo = renew
+	if name != v.ownName || token != v.ownToken || !holding || v.sentAt == nil {
+		return ended
+	}
+	// An echo counts by the local send time of the heartbeat it carries
+	// (monotonic): a renew time this process did not send recently, or one
+	// whose send is not newer than the echo already seen, changes nothing.
+	if sent, ok := v.sentAt(renew); ok && sent.After(v.echo) {
+		v.echo = sent
 		for _, w := range v.waiters {
 			w() // must not block (the elector's Trigger)
 		}

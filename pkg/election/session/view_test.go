@@ -121,6 +121,7 @@ func TestLeaseNameAndRef(t *testing.T) {
 func TestViewEchoesOnlyItsOwnHeartbeats(t *testing.T) {
 	name := LeaseName("a", 10*time.Second)
 	v := newView(clocktesting.NewFakeClock(t0), name, "mine")
+	v.sentAt = func(renew time.Time) (time.Time, bool) { return renew, true } // wall and local agree
 	ten := ptr.To(int32(10))
 	for _, c := range []struct {
 		what string
@@ -137,6 +138,58 @@ func TestViewEchoesOnlyItsOwnHeartbeats(t *testing.T) {
 		if got := v.echoed(); !got.Equal(c.want) {
 			t.Errorf("%s: echoed %v, want %v", c.what, got, c.want)
 		}
+	}
+}
+
+// An echo is timed by when this process sent the heartbeat, not by the
+// wall-clock renew time the Lease carries: after the wall clock stepped
+// back, a new heartbeat carries an earlier renew time than the echo seen
+// before, and must still count as the newer echo; and a renew time this
+// process did not send recently counts for nothing. Before, the echo was
+// the carried renew time: a backward step of the wall clock kept the echo
+// from advancing, while a stale one looked current for as long as the step.
+func TestViewTimesEchoesBySendTime(t *testing.T) {
+	name := LeaseName("a", 10*time.Second)
+	clk := clocktesting.NewFakeClock(t0)
+	v := newView(clk, name, "mine")
+	hb := &heartbeat{}
+	ten := ptr.To(int32(10))
+	wallBefore, wallAfter := t0.Add(10*time.Second), t0.Add(time.Second) // the wall clock stepped back 9s
+	localBefore, localAfter := t0.Add(10*time.Second), t0.Add(11*time.Second)
+	hb.noteSendAs(wallBefore, localBefore)
+	hb.noteSendAs(wallAfter, localAfter)
+	v.sentAt = hb.sentAt
+
+	v.observe(sessionLease(name, "mine", "a", wallBefore, ten), false)
+	if got := v.echoed(); !got.Equal(localBefore) {
+		t.Fatalf("echo = %v, want the send time %v", got, localBefore)
+	}
+	v.observe(sessionLease(name, "mine", "a", wallAfter, ten), false)
+	if got := v.echoed(); !got.Equal(localAfter) {
+		t.Fatalf("echo after a backward step of the wall clock = %v, want the later send %v", got, localAfter)
+	}
+	v.observe(sessionLease(name, "mine", "a", t0.Add(time.Hour), ten), false)
+	if got := v.echoed(); !got.Equal(localAfter) {
+		t.Fatalf("a renew time never sent moved the echo to %v", got)
+	}
+}
+
+// A heartbeat remembers only its recent sends.
+func TestHeartbeatRemembersRecentSends(t *testing.T) {
+	hb := &heartbeat{}
+	for i := range maxSends + 4 {
+		at := t0.Add(time.Duration(i) * time.Second)
+		hb.noteSendAs(at, at)
+	}
+	if _, ok := hb.sentAt(t0); ok {
+		t.Error("the oldest send is still remembered")
+	}
+	last := t0.Add(time.Duration(maxSends+3) * time.Second)
+	if got, ok := hb.sentAt(last.Add(400 * time.Nanosecond)); !ok || !got.Equal(last) {
+		t.Errorf("sentAt(latest, at microsecond precision) = %v, %v", got, ok)
+	}
+	if len(hb.sends) != maxSends || len(hb.sendOrder) != maxSends {
+		t.Errorf("remembers %d sends (%d in order), want %d", len(hb.sends), len(hb.sendOrder), maxSends)
 	}
 }
 
