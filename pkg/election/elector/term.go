@@ -456,7 +456,20 @@ func (le *LeaderElector) finish(end termEnd) {
 	case end.release:
 		le.release()
 	case end.handTo != nil:
-		le.handOver(*end.handTo)
+		h := *end.handTo
+		if h.RequestTime == nil {
+			// A coordinator's preference, taken when the term began to end:
+			// the work has stopped since, and the preferred holder may have
+			// gone. Ask again who is live, so that the lock is not handed to
+			// a candidate that will not take it (a lease without a leader).
+			d := le.directedSuccessor()
+			if d == nil {
+				le.release()
+				return
+			}
+			h = *d
+		}
+		le.handOver(h)
 	case end.byCallback || le.cfg.ReleaseOnCancel:
 		if le.handover != nil {
 			if h := le.handover.successor(le.clock.Now()); h != nil {
