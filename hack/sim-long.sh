@@ -17,7 +17,11 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 
-echo "sim-long: building the simulation's test binary"
+commit=$(cd "$root" && git rev-parse --short HEAD 2>/dev/null || echo unknown)
+if [[ -n "$(cd "$root" && git status --porcelain -- pkg internal go.mod go.sum 2>/dev/null | head -1)" ]]; then
+	commit="$commit (with uncommitted changes)"
+fi
+echo "sim-long: building the simulation's test binary at $commit"
 (cd "$root" && "$GO" test -c -o "$work/sim.test" ./internal/testing/sim)
 
 # One line per chunk: mode first-seed count.
@@ -75,9 +79,6 @@ failing=$(cat "$work"/out-* | { grep -o 'seed [0-9]* broke [0-9]* invariant' || 
 planned_chunks=$chunks
 ran_chunks=$((cc + sc))
 
-commit=$(cd "$root" && git rev-parse --short HEAD 2>/dev/null || echo unknown)
-dirty=$(cd "$root" && git status --porcelain -- pkg internal 2>/dev/null | head -1)
-[[ -n "$dirty" ]] && commit="$commit (with uncommitted changes)"
 
 section="$work/section.md"
 {
