@@ -24,11 +24,15 @@ import (
 // Controller is the namespace controller. Build it with New; run it with
 // Run while leading ElectionID.
 type Controller struct {
-	client   kubernetes.Interface
-	opts     Options
-	excluded map[string]bool
-	log      *zap.Logger
-	metrics  *controllers.Metrics
+	client kubernetes.Interface
+	// source is where the root is read from: Options.SourceClient, else
+	// client. remoteTarget is set when they differ.
+	source       kubernetes.Interface
+	remoteTarget bool
+	opts         Options
+	excluded     map[string]bool
+	log          *zap.Logger
+	metrics      *controllers.Metrics
 
 	mu sync.Mutex
 	// distributed is the certificate this process last distributed, in any
@@ -50,11 +54,16 @@ func New(client kubernetes.Interface, opts Options) (*Controller, error) {
 		return nil, err
 	}
 	c := &Controller{
-		client:   client,
-		opts:     opts,
-		excluded: map[string]bool{},
-		log:      opts.Logger.With(zap.String("controller", Name)),
-		metrics:  metrics,
+		client:       client,
+		source:       client,
+		remoteTarget: opts.SourceClient != nil,
+		opts:         opts,
+		excluded:     map[string]bool{},
+		log:          opts.Logger.With(zap.String("controller", Name)),
+		metrics:      metrics,
+	}
+	if opts.SourceClient != nil {
+		c.source = opts.SourceClient
 	}
 	for _, ns := range opts.ExcludedNamespaces {
 		c.excluded[ns] = true
@@ -92,9 +101,13 @@ type term struct {
 	nsLister  corelisters.NamespaceLister
 	tgtLister corelisters.ConfigMapLister
 	srcLister corelisters.ConfigMapLister // nil without SelfSignedRoot
-	// caSecrets caches each CA Secret by name, nothing else.
+	// caSecrets caches each CA Secret of the source cluster by name,
+	// nothing else.
 	caSecrets map[string]cache.Store
-	synced    []cache.InformerSynced
+	// targetCA caches the target cluster's own CA Secrets, only when it is
+	// not the source cluster.
+	targetCA map[string]cache.Store
+	synced   []cache.InformerSynced
 
 	mu sync.Mutex
 	// bundle is the certificate distributed in this term; empty until the
@@ -107,7 +120,7 @@ func (c *Controller) newTerm() *term {
 		sel := fields.OneTermEqualSelector("metadata.name", name).String()
 		return func(o *metav1.ListOptions) { o.FieldSelector = sel }
 	}
-	t := &term{c: c, queue: controllers.NewQueue[key](Name), caSecrets: map[string]cache.Store{}}
+	t := &term{c: c, queue: controllers.NewQueue[key](Name), caSecrets: map[string]cache.Store{}, targetCA: map[string]cache.Store{}}
 	watch := func(inf cache.SharedIndexInformer, toKey func(obj any) (key, bool)) {
 		reg, _ := inf.AddEventHandler(controllers.Enqueue(t.queue, toKey))
 		// AddEventHandler fails only on a stopped informer; these are new.
@@ -137,12 +150,17 @@ func (c *Controller) newTerm() *term {
 	// One informer per CA Secret, each limited to its name, so that a Role
 	// with resourceNames is enough to read them and no other Secret is seen.
 	for _, name := range []string{PluggedCASecret, IstiodCASecret} {
-		inf := coreinformers.NewFilteredSecretInformer(c.client, c.opts.MeshNamespace, 0, cache.Indexers{}, byName(name))
+		inf := coreinformers.NewFilteredSecretInformer(c.source, c.opts.MeshNamespace, 0, cache.Indexers{}, byName(name))
 		t.caSecrets[name] = inf.GetStore()
 		watch(inf, source)
+		if c.remoteTarget {
+			own := coreinformers.NewFilteredSecretInformer(c.client, c.opts.MeshNamespace, 0, cache.Indexers{}, byName(name))
+			t.targetCA[name] = own.GetStore()
+			watch(own, source)
+		}
 	}
 	if c.opts.SelfSignedRoot {
-		src := coreinformers.NewFilteredConfigMapInformer(c.client, c.opts.MeshNamespace, 0, cache.Indexers{}, byName(c.opts.SourceConfigMap))
+		src := coreinformers.NewFilteredConfigMapInformer(c.source, c.opts.MeshNamespace, 0, cache.Indexers{}, byName(c.opts.SourceConfigMap))
 		t.srcLister = corelisters.NewConfigMapLister(src.GetIndexer())
 		watch(src, source)
 	}
@@ -203,11 +221,11 @@ func (t *term) syncSelfSigned(ctx context.Context) error {
 	if generated {
 		src.Annotations = map[string]string{GeneratedAnnotation: "true"}
 	}
-	_, err = c.client.CoreV1().ConfigMaps(ns).Create(ctx, src, metav1.CreateOptions{})
+	_, err = c.source.CoreV1().ConfigMaps(ns).Create(ctx, src, metav1.CreateOptions{})
 	if apierrors.IsAlreadyExists(err) {
 		// Another instance won the race, or our cache lags: use what is
 		// stored, read directly since the cache may not have it yet.
-		stored, err := c.client.CoreV1().ConfigMaps(ns).Get(ctx, name, metav1.GetOptions{})
+		stored, err := c.source.CoreV1().ConfigMaps(ns).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return fmt.Errorf("read source ConfigMap %s/%s: %w", ns, name, err)
 		}
@@ -234,8 +252,18 @@ func (t *term) useSource(cm *corev1.ConfigMap) error {
 }
 
 // distribute makes cert, read from the source from, the certificate of this
-// term and, if it changed, queues every namespace.
+// term and, if it changed, queues every namespace. In a remote target
+// whose own mesh root differs, it withdraws the certificate instead and
+// says why.
 func (t *term) distribute(cert, from string) {
+	if err := t.checkTargetRoot(cert, from); err != nil {
+		t.c.setProblem(err)
+		t.mu.Lock()
+		t.bundle = ""
+		t.mu.Unlock()
+		return
+	}
+	t.c.setProblem(nil)
 	t.mu.Lock()
 	changed := t.bundle != cert
 	t.bundle = cert

@@ -5,6 +5,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/meshd-io/meshd/internal/controllers"
 	"github.com/meshd-io/meshd/internal/errlist"
@@ -56,6 +57,14 @@ type Options struct {
 	// MeshNamespace holds the mesh CA's Secrets (and, with SelfSignedRoot,
 	// the source ConfigMap). Required.
 	MeshNamespace string
+	// SourceClient is the cluster the mesh's root is read from: its CA
+	// Secrets (and, with SelfSignedRoot, the source ConfigMap) in
+	// MeshNamespace. Default: the cluster the controller writes into. Set
+	// it to publish the root of this control plane's cluster into a remote
+	// cluster; the controller then also reads the remote cluster's own CA
+	// Secrets and publishes nothing while they hold a different root, since
+	// the workloads there trust that one (docs/multicluster.md).
+	SourceClient kubernetes.Interface
 	// SelfSignedRoot lets the controller mint a self-signed root when the
 	// mesh has no CA Secret, and keep it in SourceConfigMap. Never set it
 	// beside a live istiod: the minted root is not the one sidecars trust.
