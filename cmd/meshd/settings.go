@@ -94,6 +94,12 @@ func (o *runOptions) check(envErr error) ([]daemon.Kind, error) {
 	c.dnsLabel("--namespace", o.kube.namespace)
 	c.dnsLabel("--revision", o.revision)
 	c.kubeconfig(o.kube.kubeconfig)
+	if msgs := validation.IsConfigMapKey(o.clusterID); len(msgs) > 0 {
+		c.addf("--cluster-id %q: not a valid cluster ID (a Secret data key): %s", o.clusterID, strings.Join(msgs, "; "))
+	}
+	if o.externalCP && !o.multicluster {
+		c.addf("--external-control-plane applies only with --multicluster")
+	}
 	if strings.TrimSpace(o.identity) != o.identity {
 		c.addf("--identity %q: must not start or end with white space", o.identity)
 	}
