@@ -1,0 +1,218 @@
+package multicluster
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+
+	"github.com/meshd-io/meshd/internal/daemon"
+	"github.com/meshd-io/meshd/internal/testing/meshdproc"
+)
+
+func createNamespace(t *testing.T, s *site, name string) {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := s.c.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = s.c.Client.CoreV1().Namespaces().Delete(context.Background(), name, metav1.DeleteOptions{})
+	})
+}
+
+// Primary-remote: west runs no control plane; two replicas in east both
+// know it, and exactly one of them leads west's election, with a remote
+// key, publishing east's root there. When it crashes the other takes over.
+func TestPrimaryRemoteHasExactlyOneLeader(t *testing.T) {
+	m := newMesh(t)
+	m.linkRemote(m.east, m.west)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	wait := m.sample(ctx)
+
+	a := m.start("meshd-a", m.east)
+	b := m.start("meshd-b", m.east)
+	var leader string
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		ls := m.leaders()[m.west.id]
+		l := m.lock(m.west)
+		if len(ls) == 1 && l.Holder == ls[0] && l.HolderKey == "^default" {
+			leader = ls[0]
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("west: leaders %v, lock holder %q key %q; want one remote leader", ls, l.Holder, l.HolderKey)
+		}
+		time.Sleep(pollEvery)
+	}
+	m.waitPublished(m.west, m.ns, m.root, 10*time.Second)
+	m.waitPublished(m.west, "default", m.root, 10*time.Second)
+
+	// Stays exactly one for a few renewals.
+	for end := time.Now().Add(2 * ttl); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
+		if ls := m.leaders()[m.west.id]; len(ls) != 1 || ls[0] != leader {
+			t.Fatalf("west: leaders %v, want only %s", ls, leader)
+		}
+	}
+
+	dead, other := a, "meshd-b"
+	if leader == "meshd-b" {
+		dead, other = b, "meshd-a"
+	}
+	killed := time.Now()
+	m.kill(dead)
+	m.waitLeader(m.west, other, "^default", 3*ttl)
+	t.Logf("west's lock went from %s to %s %v after the kill", leader, other, time.Since(killed).Round(time.Millisecond))
+	cancel()
+	wait()
+	m.checkNoOverlap()
+}
+
+// A cluster Secret added at run time brings the cluster in; removed, the
+// cluster's controller stops and its lock is released.
+func TestSecretAddedAndRemovedAtRunTime(t *testing.T) {
+	m := newMesh(t)
+	p := m.start("meshd-east", m.east)
+	m.waitLeader(m.east, "meshd-east", "default", 10*time.Second)
+	if l := m.lock(m.west); l.Holder != "" {
+		t.Fatalf("west's lock is held by %q before any Secret names west", l.Holder)
+	}
+	if _, err := clusterState(p, "west"); err == nil {
+		t.Fatal("/debug/clusters lists west before any Secret names it")
+	}
+
+	added := time.Now()
+	m.linkRemote(m.east, m.west)
+	m.waitLeader(m.west, "meshd-east", "^default", 10*time.Second)
+	t.Logf("west joined %v after its Secret was created", time.Since(added).Round(time.Millisecond))
+	m.waitPublished(m.west, m.ns, m.root, 10*time.Second)
+	if c, err := clusterState(p, "west"); err != nil || c.State != daemon.ClusterRunning || c.Secret != m.ns+"/istio-remote-secret-west" {
+		t.Errorf("/debug/clusters: %+v %v, want west running from its Secret", c, err)
+	}
+
+	removed := time.Now()
+	m.deleteSecret(m.east, "istio-remote-secret-west")
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		l := m.lock(m.west)
+		_, listed := clusterState(p, "west")
+		if l.Holder == "" && listed != nil && len(m.leaders()[m.west.id]) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("west still held by %q (listed: %v) 10s after its Secret was deleted", l.Holder, listed == nil)
+		}
+		time.Sleep(pollEvery)
+	}
+	took := time.Since(removed)
+	t.Logf("west's lock was released %v after its Secret was deleted", took.Round(time.Millisecond))
+	if took > ttl {
+		t.Errorf("releasing west took %v, want well within the lease (%v): a removed cluster releases, it does not let the lease run out", took, ttl)
+	}
+	// The local cluster is not disturbed.
+	m.waitLeader(m.east, "meshd-east", "default", time.Second)
+	m.checkNoOverlap()
+}
+
+// A Secret that cannot be used is reported clearly (log, Event, and
+// /debug/clusters) and skipped; the other clusters run on, and a broken
+// update of a running cluster's kubeconfig keeps the cluster on its
+// previous one.
+func TestBrokenKubeconfigSecretIsReportedAndSkipped(t *testing.T) {
+	m := newMesh(t)
+	m.linkRemote(m.east, m.west)
+	m.putSecret(m.east, "broken", map[string][]byte{
+		"garbage": []byte("{{{ not yaml"),
+		"plugin": []byte(`apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "https://127.0.0.1:1"}}]
+users: [{name: u, user: {exec: {apiVersion: client.authentication.k8s.io/v1, command: /bin/sh, args: ["-c", "touch /tmp/pwned"]}}}]
+contexts: [{name: x, context: {cluster: c, user: u}}]
+current-context: x
+`),
+		"east": []byte("the local cluster's own key is ignored, whatever it holds"),
+	})
+	p := m.start("meshd-east", m.east)
+	m.waitLeader(m.east, "meshd-east", "default", 10*time.Second)
+	m.waitLeader(m.west, "meshd-east", "^default", 10*time.Second)
+
+	for id, want := range map[string][]string{
+		"garbage": {"broken", "not a kubeconfig"},
+		"plugin":  {"broken", "exec", "credential plugin"},
+	} {
+		c, err := clusterState(p, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.State != daemon.ClusterInvalid || len(c.Problems) != 1 {
+			t.Errorf("%s: %+v, want state %q with one problem", id, c, daemon.ClusterInvalid)
+			continue
+		}
+		if missing := lacks(c.Problems[0], want...); len(missing) > 0 {
+			t.Errorf("%s: problem %q lacks %q", id, c.Problems[0], missing)
+		}
+	}
+	if c, err := clusterState(p, "east"); err != nil || c.State != daemon.ClusterLocal {
+		t.Errorf("east: %+v %v, want only the local cluster under its ID", c, err)
+	}
+	if missing := lacks(p.Log(), "skipping a remote cluster", `cluster \"garbage\" from Secret `+m.ns+`/broken`); len(missing) > 0 {
+		t.Errorf("the log lacks %q", missing)
+	}
+	events, err := m.east.c.Client.CoreV1().Events(m.ns).List(context.Background(), metav1.ListOptions{
+		FieldSelector: fields.OneTermEqualSelector("reason", daemon.ReasonInvalidRemoteCluster).String()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var onSecret int
+	for _, e := range events.Items {
+		if e.InvolvedObject.Kind == "Secret" && e.InvolvedObject.Name == "broken" && e.Type == corev1.EventTypeWarning {
+			onSecret++
+		}
+	}
+	if onSecret == 0 {
+		t.Errorf("no Warning Event %s on Secret broken (events: %d)", daemon.ReasonInvalidRemoteCluster, len(events.Items))
+	}
+
+	// West's Secret turns bad: west keeps running on what it had.
+	m.putSecret(m.east, "istio-remote-secret-west", map[string][]byte{"west": []byte("apiVersion: v1\nkind: Config\n")})
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		c, err := clusterState(p, "west")
+		if err == nil && c.State == daemon.ClusterRunning {
+			if all, _ := allClusters(p); strings.Contains(all, "still running with the previous kubeconfig") {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			all, _ := allClusters(p)
+			t.Fatalf("west after a broken update: %s", all)
+		}
+		time.Sleep(pollEvery)
+	}
+	m.waitLeader(m.west, "meshd-east", "^default", time.Second)
+	m.waitLeader(m.east, "meshd-east", "default", time.Second)
+	if err := p.Healthy(context.Background()); err != nil {
+		t.Errorf("/healthz: %v", err)
+	}
+	m.checkNoOverlap()
+}
+
+// allClusters returns p's /debug/clusters as one line of JSON, for
+// messages and searches.
+func allClusters(p *meshdproc.Process) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	var raw []json.RawMessage
+	if err := p.GetJSON(ctx, "/debug/clusters", &raw); err != nil {
+		return "", err
+	}
+	b, err := json.Marshal(raw)
+	return string(b), err
+}
