@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 
 	"github.com/meshd-io/meshd/internal/daemon"
+	"github.com/meshd-io/meshd/internal/multicluster"
 	"github.com/meshd-io/meshd/internal/testing/meshdproc"
 )
 
@@ -215,4 +217,117 @@ func allClusters(p *meshdproc.Process) (string, error) {
 	}
 	b, err := json.Marshal(raw)
 	return string(b), err
+}
+
+// With an external control plane, meshd joins a remote cluster's election
+// only when the remote's mesh namespace names its cluster (or "*") in
+// topology.istio.io/controlPlaneClusters, as istiod does.
+func TestExternalControlPlaneJoinsOnlyWhereNamed(t *testing.T) {
+	m := newMesh(t)
+	annotate := func(value string) {
+		t.Helper()
+		ns, err := m.west.c.Client.CoreV1().Namespaces().Get(context.Background(), m.ns, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ns.Annotations = map[string]string{multicluster.ControlPlaneClustersAnnotation: value}
+		if _, err := m.west.c.Client.CoreV1().Namespaces().Update(context.Background(), ns, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	annotate("north,south")
+	m.linkRemote(m.east, m.west)
+	p := m.start("meshd-east", m.east, "--external-control-plane")
+	m.waitLeader(m.east, "meshd-east", "default", 10*time.Second)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		c, err := clusterState(p, "west")
+		if err == nil && c.State == daemon.ClusterNotJoined {
+			if !strings.Contains(c.Reason, `does not name cluster "east"`) {
+				t.Errorf("reason %q", c.Reason)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("west: %+v %v, want %q", c, err, daemon.ClusterNotJoined)
+		}
+		time.Sleep(pollEvery)
+	}
+	if l := m.lock(m.west); l.Holder != "" {
+		t.Errorf("west's lock is held by %q, though west names other control planes", l.Holder)
+	}
+
+	// The decision is taken when the cluster is added: naming east and
+	// renewing the Secret brings west in.
+	annotate("north, east")
+	m.putSecret(m.east, "istio-remote-secret-west", map[string][]byte{"west": append(m.west.kubeconfig, '\n')})
+	m.waitLeader(m.west, "meshd-east", "^default", 10*time.Second)
+	if c, err := clusterState(p, "west"); err != nil || c.State != daemon.ClusterRunning {
+		t.Errorf("west: %+v %v, want running", c, err)
+	}
+}
+
+// Where the clusters have different roots, an instance that leads a remote
+// cluster publishes nothing there and says why: the remote's workloads
+// trust their own root.
+func TestDifferentRootsAreNotPublishedIntoTheRemote(t *testing.T) {
+	m := newMesh(t)
+	westRoot := newRoot(t)
+	m.plugRoot(m.west, westRoot)
+	m.linkRemote(m.east, m.west)
+	p := m.start("meshd-east", m.east)
+	m.waitLeader(m.west, "meshd-east", "^default", 10*time.Second)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var problem string
+		es, err := p.Elections(context.Background())
+		for _, e := range es {
+			if e.Cluster == "west" && len(e.Problems) > 0 {
+				problem = e.Problems[0]
+			}
+		}
+		if err == nil && strings.Contains(problem, "differs") {
+			t.Logf("west's election reports: %s", problem)
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no problem reported for west: %+v %v", es, err)
+		}
+		time.Sleep(pollEvery)
+	}
+	// (Namespaces of west other than the test's own are shared with other
+	// tests, which publish their roots there.)
+	app := "app-" + m.ns[len(m.ns)-8:]
+	createNamespace(t, m.west, app)
+	time.Sleep(time.Second)
+	for _, ns := range []string{m.ns, app} {
+		if got := m.published(m.west, ns); got != "" {
+			t.Errorf("west namespace %s holds a root (its own root: %v)", ns, got == westRoot)
+		}
+	}
+	// The local cluster is served as always, and the instance stays ready.
+	m.waitPublished(m.east, m.ns, m.root, 10*time.Second)
+	if err := p.Ready(context.Background()); err != nil {
+		t.Errorf("/readyz: %v", err)
+	}
+}
+
+// SIGTERM releases the locks of every cluster, not only the local one.
+func TestSigtermReleasesEveryClusterLock(t *testing.T) {
+	m := newMesh(t)
+	m.linkRemote(m.east, m.west)
+	p := m.start("meshd-east", m.east)
+	m.waitLeader(m.east, "meshd-east", "default", 10*time.Second)
+	m.waitLeader(m.west, "meshd-east", "^default", 10*time.Second)
+	if err := p.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Wait(ttl); err != nil {
+		t.Fatalf("after SIGTERM: %v, want exit status 0", err)
+	}
+	for _, s := range []*site{m.east, m.west} {
+		if l := m.lock(s); l.Holder != "" {
+			t.Errorf("%s: lock still names %q after a graceful stop", s.id, l.Holder)
+		}
+	}
 }

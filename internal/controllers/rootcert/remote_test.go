@@ -52,7 +52,7 @@ func TestPublishesSourceRootIntoRemoteCluster(t *testing.T) {
 		}
 		return nil
 	})
-	for _, want := range []string{IstiodCASecret, "of this cluster", PluggedCASecret} {
+	for _, want := range []string{IstiodCASecret + " key " + IstiodCAKey + " in this cluster", PluggedCASecret + " key " + PluggedRootKey + " in the control plane's cluster"} {
 		if !strings.Contains(ctrl.Problem().Error(), want) {
 			t.Errorf("problem %q does not mention %q", ctrl.Problem(), want)
 		}

@@ -58,7 +58,11 @@ func (t *term) syncSource(ctx context.Context) error {
 // neither has one, and an error when the first one found does not hold PEM
 // certificates.
 func (t *term) meshRoot() (cert, from string, err error) {
-	return readMeshRoot(t.caSecrets, t.c.opts.MeshNamespace, "")
+	where := ""
+	if t.c.remoteTarget {
+		where = " in the control plane's cluster"
+	}
+	return readMeshRoot(t.caSecrets, t.c.opts.MeshNamespace, where)
 }
 
 // readMeshRoot is meshRoot over the CA Secret stores of one cluster; where
@@ -103,7 +107,7 @@ func (t *term) checkTargetRoot(cert, from string) error {
 	if !t.c.remoteTarget {
 		return nil
 	}
-	own, ownFrom, err := readMeshRoot(t.targetCA, t.c.opts.MeshNamespace, " of this cluster")
+	own, ownFrom, err := readMeshRoot(t.targetCA, t.c.opts.MeshNamespace, " in this cluster")
 	if err != nil {
 		return fmt.Errorf("%w: %v", errRootMismatch, err)
 	}
