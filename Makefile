@@ -1,6 +1,7 @@
 # meshd: prioritized, multi-revision leader election for mesh control planes.
 #
 #   make demo              the main job: a local control plane and several meshd processes
+#   make demo-multicluster two local control planes, one meshd per cluster, each the other's remote
 #   make test              unit and integration tests (builds the local control plane first)
 #   make build             the meshd binary into bin/, stamped with version and commit
 #   make image             the container image, built in Go without a daemon:
@@ -44,7 +45,7 @@ UNIT_PKGS := ./pkg/... ./internal/testing/kubetest/... ./internal/testing/sim/..
 
 include mk/kube.mk
 
-.PHONY: all build image chart test test-unit test-integration test-tools lint fuzz fuzz-decoders sim demo bench chaos clean
+.PHONY: all build image chart test test-unit test-integration test-tools lint fuzz fuzz-decoders sim demo demo-multicluster bench chaos clean
 
 all: build
 
@@ -113,6 +114,9 @@ fuzz-decoders:
 
 demo: kube-bins build
 	@$(CURDIR)/hack/demo.sh
+
+demo-multicluster: kube-bins build
+	@$(CURDIR)/hack/demo-multicluster.sh
 
 # Reports, not tests: about 20 minutes on 2 cores; run it on an idle machine.
 bench: kube-bins

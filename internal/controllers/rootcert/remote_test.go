@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/tools/record"
 
 	ct "github.com/meshd-io/meshd/internal/testing/controllertest"
 	"github.com/meshd-io/meshd/internal/testing/testcluster"
@@ -31,7 +32,8 @@ func TestPublishesSourceRootIntoRemoteCluster(t *testing.T) {
 		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "app"}},
 	)
 	leaks := ct.LeakCheck(t)
-	ctrl := newController(t, remote, Options{MeshNamespace: mesh, SourceClient: c.Client})
+	events := record.NewFakeRecorder(10)
+	ctrl := newController(t, remote, Options{MeshNamespace: mesh, SourceClient: c.Client, Recorder: events})
 	stop := ct.Run(t, ctrl)
 	testutil.Eventually(t, wait, func() error {
 		return errors.Join(checkTarget(ctx, remote, "app", cert), checkTarget(ctx, remote, mesh, cert))
@@ -56,6 +58,14 @@ func TestPublishesSourceRootIntoRemoteCluster(t *testing.T) {
 		if !strings.Contains(ctrl.Problem().Error(), want) {
 			t.Errorf("problem %q does not mention %q", ctrl.Problem(), want)
 		}
+	}
+	select {
+	case ev := <-events.Events:
+		if !strings.HasPrefix(ev, "Warning "+ReasonMeshRootMismatch+" ") {
+			t.Errorf("event = %q", ev)
+		}
+	case <-time.After(wait):
+		t.Error("no Event recorded")
 	}
 	rotated := newCert(t)
 	updateSecret(t, c.Client, mesh, PluggedCASecret, PluggedRootKey, rotated)

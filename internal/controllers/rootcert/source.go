@@ -16,6 +16,9 @@ const (
 	ReasonNoMeshRoot = "NoMeshRoot"
 	// ReasonInvalidMeshRoot: a CA Secret holds no valid certificate.
 	ReasonInvalidMeshRoot = "InvalidMeshRoot"
+	// ReasonMeshRootMismatch: a remote cluster has a mesh root of its own,
+	// other than the one to publish; nothing is published there.
+	ReasonMeshRootMismatch = "MeshRootMismatch"
 )
 
 // errNoMeshRoot is wrapped by Problem when the mesh has no CA Secret.
@@ -151,7 +154,10 @@ func (c *Controller) setProblem(err error) {
 		c.log.Warn("not publishing the mesh root certificate", zap.Error(err))
 		reason := ReasonNoMeshRoot
 		var invalid invalidRootError
-		if errors.As(err, &invalid) {
+		switch {
+		case errors.Is(err, errRootMismatch):
+			reason = ReasonMeshRootMismatch
+		case errors.As(err, &invalid):
 			reason = ReasonInvalidMeshRoot
 		}
 		if c.opts.Recorder != nil {
