@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -115,6 +116,9 @@ func (o *runOptions) check(envErr error) ([]daemon.Kind, error) {
 	kinds, err := daemon.ParseKinds(o.controllers)
 	if err != nil {
 		c.addf("--controllers %q: %v", o.controllers, err)
+	}
+	if o.multicluster && err == nil && !slices.Contains(kinds, daemon.KindNamespace) {
+		c.addf("--multicluster needs the namespace controller (--controllers %q)", o.controllers)
 	}
 	if _, err := zapcore.ParseLevel(o.logLevel); err != nil {
 		c.addf("--log-level %q: want debug, info, warn or error", o.logLevel)

@@ -374,10 +374,14 @@ func (s *clusterSet) list() []*remoteCluster {
 	return rs
 }
 
-// elections returns the election of every running remote cluster.
+// elections returns the election of every remote cluster that takes part
+// in it (not those still deciding, or not joined).
 func (s *clusterSet) elections() []monitoring.Election {
 	var out []monitoring.Election
 	for _, r := range s.list() {
+		if state, _, _ := r.getState(); state != ClusterRunning {
+			continue
+		}
 		e := monitoring.Election{Status: r.election.Status(), Identity: r.election.Identity(), Cluster: r.cluster.ID}
 		for _, rep := range r.reporters {
 			if err := rep.Problem(); err != nil {

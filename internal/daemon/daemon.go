@@ -441,7 +441,17 @@ func (d *Daemon) electionIDs() []string {
 }
 
 func (d *Daemon) stillRunning() string {
-	if names := d.group.Running(); len(names) > 0 {
+	names := d.group.Running()
+	if d.clusters != nil {
+		for _, r := range d.clusters.list() {
+			select {
+			case <-r.done:
+			default:
+				names = append(names, "cluster "+r.cluster.ID)
+			}
+		}
+	}
+	if len(names) > 0 {
 		return strings.Join(names, ", ")
 	}
 	return "the default revision watcher or the event recorder"
