@@ -32,6 +32,7 @@ const (
 	ClusterRunning   = "running"    // contending in the remote cluster's election
 	ClusterNotJoined = "not-joined" // the remote cluster names other control planes
 	ClusterInvalid   = "invalid"    // skipped: the Secret key is not usable
+	ClusterFailed    = "failed"     // its election group stopped with an error
 )
 
 // RemoteClientsFunc connects to a remote cluster: a client for its
@@ -299,6 +300,9 @@ func (s *clusterSet) run(ctx context.Context, r *remoteCluster) {
 		err := r.start(ctx)
 		r.mu.Lock()
 		r.err = err
+		if err != nil {
+			r.state, r.reason = ClusterFailed, err.Error()
+		}
 		r.mu.Unlock()
 		if err != nil {
 			s.d.log.Error("remote cluster's election failed", zap.String("cluster", r.cluster.ID), zap.Error(err))

@@ -80,7 +80,8 @@ type Cluster struct {
 	ID string `json:"id"`
 	// Secret is the Secret a remote cluster was read from.
 	Secret string `json:"secret,omitempty"`
-	// State is "local", "joining", "running", "not-joined" or "invalid".
+	// State is "local", "joining", "running", "not-joined", "failed" or
+	// "invalid".
 	State string `json:"state"`
 	// Reason explains the state, when it needs explaining.
 	Reason   string   `json:"reason,omitempty"`
