@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -196,10 +197,8 @@ func (s *clusterSet) setProblems(problems []error) {
 }
 
 func splitName(s string) (namespace, name string) {
-	for i := range len(s) {
-		if s[i] == '/' {
-			return s[:i], s[i+1:]
-		}
+	if ns, name, ok := strings.Cut(s, "/"); ok {
+		return ns, name
 	}
 	return "", s
 }

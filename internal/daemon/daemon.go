@@ -418,7 +418,8 @@ func (d *Daemon) Ready() error {
 		return errors.New("the default revision watcher has not synced")
 	}
 	if d.watcher != nil && !d.watcher.HasSynced() {
-		return errors.New("the remote cluster Secrets have not been read")
+		return fmt.Errorf("the remote cluster Secrets (label %s=true) have not been read; meshd needs get, list and watch on Secrets in namespace %s",
+			multicluster.SecretLabel, d.cfg.Namespace)
 	}
 	var errs []error
 	for _, reporters := range d.reporters {
