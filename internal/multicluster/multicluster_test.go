@@ -60,12 +60,12 @@ func TestRESTConfig(t *testing.T) {
 		"empty":     {[]byte("apiVersion: v1\nkind: Config\n"), []string{"0 contexts and no current-context"}},
 		"no server": {kubeconfig(t, "", nil), []string{"no server"}},
 		"exec": {kubeconfig(t, "https://127.0.0.1:6443", func(c *clientcmdapi.Config) {
-			c.AuthInfos["u"].Exec = &clientcmdapi.ExecConfig{Command: "/bin/sh", APIVersion: "client.authentication.k8s.io/v1"}
+			c.AuthInfos["u"].Exec = &clientcmdapi.ExecConfig{Command: "some-credential-plugin", APIVersion: "client.authentication.k8s.io/v1"}
 		}), []string{"exec", "credential plugin"}},
 		"files": {kubeconfig(t, "https://127.0.0.1:6443", func(c *clientcmdapi.Config) {
-			c.AuthInfos["u"].TokenFile = "/etc/passwd"
-			c.AuthInfos["u"].ClientKey = "/root/key"
-			c.Clusters["c"].CertificateAuthority = "/root/ca"
+			c.AuthInfos["u"].TokenFile = "token"
+			c.AuthInfos["u"].ClientKey = "client.key"
+			c.Clusters["c"].CertificateAuthority = "ca.crt"
 		}), []string{"tokenFile", "client-key", "certificate-authority (a file"}},
 		"auth provider": {kubeconfig(t, "https://127.0.0.1:6443", func(c *clientcmdapi.Config) {
 			c.AuthInfos["u"].AuthProvider = &clientcmdapi.AuthProviderConfig{Name: "oidc"}

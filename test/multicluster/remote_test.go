@@ -135,7 +135,7 @@ func TestBrokenKubeconfigSecretIsReportedAndSkipped(t *testing.T) {
 		"plugin": []byte(`apiVersion: v1
 kind: Config
 clusters: [{name: c, cluster: {server: "https://127.0.0.1:1"}}]
-users: [{name: u, user: {exec: {apiVersion: client.authentication.k8s.io/v1, command: /bin/sh, args: ["-c", "touch /tmp/pwned"]}}}]
+users: [{name: u, user: {exec: {apiVersion: client.authentication.k8s.io/v1, command: some-credential-plugin}}}]
 contexts: [{name: x, context: {cluster: c, user: u}}]
 current-context: x
 `),
