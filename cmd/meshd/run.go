@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/meshd-io/meshd/internal/controllers/rootcert"
 	"github.com/meshd-io/meshd/internal/daemon"
 	"github.com/meshd-io/meshd/internal/monitoring"
 	"github.com/meshd-io/meshd/internal/multicluster"
@@ -29,6 +30,7 @@ type runOptions struct {
 	clusterID         string
 	multicluster      bool
 	externalCP        bool
+	trustBundle       bool
 	monitoringAddress string
 	ttl               time.Duration
 	controllers       string
@@ -106,6 +108,8 @@ func (o *runOptions) register(fs *pflag.FlagSet, env *envBindings) {
 	env.stringVarP(fs, &o.clusterID, "cluster-id", "", "CLUSTER_ID", multicluster.DefaultClusterID, "ID of this instance's own cluster; a remote cluster Secret's key equal to it is ignored")
 	env.boolVar(fs, &o.multicluster, "multicluster", "ENABLE_MULTICLUSTER", false,
 		"also run the namespace election and controller of every remote cluster named by the Secrets labelled "+multicluster.SecretLabel+"=true in the namespace")
+	env.boolVar(fs, &o.trustBundle, "cluster-trust-bundle", "ENABLE_CLUSTER_TRUST_BUNDLE_API", false,
+		"publish the mesh root in the ClusterTrustBundle "+rootcert.ClusterTrustBundleName+" (certificates.k8s.io/v1beta1) instead of a ConfigMap in every namespace")
 	env.boolVar(fs, &o.externalCP, "external-control-plane", "EXTERNAL_ISTIOD", false,
 		"with --multicluster, join a remote cluster's election only when its mesh namespace lists this cluster in "+multicluster.ControlPlaneClustersAnnotation)
 	fs.StringVar(&o.monitoringAddress, "monitoring-address", monitoring.DefaultAddress, "address of the health, readiness, metrics and debug endpoints")
@@ -151,6 +155,7 @@ func runDaemon(ctx context.Context, o *runOptions, kinds []daemon.Kind, cmd *cob
 		ClusterID:            o.clusterID,
 		Multicluster:         o.multicluster,
 		ExternalControlPlane: o.externalCP,
+		ClusterTrustBundle:   o.trustBundle,
 		RemoteClients: func(c multicluster.Cluster) (kubernetes.Interface, kubernetes.Interface, error) {
 			clients, err := remoteClients(c.Kubeconfig, 2, deadline.WrapTransport)
 			if err != nil {

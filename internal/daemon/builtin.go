@@ -29,6 +29,7 @@ func BuiltinControllers(kind Kind, env ControllerEnv) ([]Controller, error) {
 			MeshNamespace:      env.Namespace,
 			SourceClient:       env.SourceClient,
 			SelfSignedRoot:     env.SelfSignedRoot,
+			ClusterTrustBundle: env.ClusterTrustBundle,
 			Recorder:           env.Recorder,
 			ExcludedNamespaces: rootcert.IstiodExcludedNamespaces,
 			Logger:             env.Logger,

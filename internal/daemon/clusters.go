@@ -239,17 +239,18 @@ func (s *clusterSet) build(c multicluster.Cluster, client, electionClient kubern
 		return nil, err
 	}
 	ctls, err := d.cfg.Controllers(KindNamespace, ControllerEnv{
-		Client:         client,
-		SourceClient:   d.cfg.Client,
-		Cluster:        c.ID,
-		Namespace:      d.cfg.Namespace,
-		Identity:       d.cfg.Identity,
-		Revision:       d.cfg.Revision,
-		Remote:         true,
-		SelfSignedRoot: d.cfg.SelfSignedRoot,
-		Recorder:       group.EventRecorder(),
-		Logger:         log.Named(string(KindNamespace)),
-		Registerer:     reg,
+		Client:             client,
+		SourceClient:       d.cfg.Client,
+		Cluster:            c.ID,
+		Namespace:          d.cfg.Namespace,
+		Identity:           d.cfg.Identity,
+		Revision:           d.cfg.Revision,
+		Remote:             true,
+		SelfSignedRoot:     d.cfg.SelfSignedRoot,
+		ClusterTrustBundle: d.cfg.ClusterTrustBundle,
+		Recorder:           group.EventRecorder(),
+		Logger:             log.Named(string(KindNamespace)),
+		Registerer:         reg,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("building controllers: %w", err)

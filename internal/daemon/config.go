@@ -105,6 +105,8 @@ type ControllerEnv struct {
 	Remote    bool
 	// SelfSignedRoot is Config.SelfSignedRoot.
 	SelfSignedRoot bool
+	// ClusterTrustBundle is Config.ClusterTrustBundle.
+	ClusterTrustBundle bool
 	// Recorder records Kubernetes Events while the daemon runs.
 	Recorder resourcelock.EventRecorder
 	// Logger is the daemon's logger, named after the kind.
@@ -193,6 +195,13 @@ type Config struct {
 	// beside a live istiod. Default false: without a CA Secret no root is
 	// published and /readyz says why.
 	SelfSignedRoot bool
+
+	// ClusterTrustBundle makes the namespace controller publish the root in
+	// the ClusterTrustBundle istio.io:istiod-ca:root-cert (certificates.k8s.io
+	// v1beta1) instead of a ConfigMap in every namespace, in this cluster
+	// and in every remote one, as istiod does with
+	// ENABLE_CLUSTER_TRUST_BUNDLE_API.
+	ClusterTrustBundle bool
 
 	// Kinds selects the elections (and so the controllers) to run; default
 	// AllKinds().

@@ -196,16 +196,17 @@ func (d *Daemon) newElection(kind Kind) (*election.LeaderElection, []controllers
 	}
 	log := d.log.Named(string(kind))
 	ctls, err := c.Controllers(kind, ControllerEnv{
-		Client:         c.Client,
-		Cluster:        c.ClusterID,
-		Namespace:      c.Namespace,
-		Identity:       c.Identity,
-		Revision:       c.Revision,
-		Remote:         c.Remote,
-		SelfSignedRoot: c.SelfSignedRoot,
-		Recorder:       d.group.EventRecorder(),
-		Logger:         log,
-		Registerer:     d.metricsReg,
+		Client:             c.Client,
+		Cluster:            c.ClusterID,
+		Namespace:          c.Namespace,
+		Identity:           c.Identity,
+		Revision:           c.Revision,
+		Remote:             c.Remote,
+		SelfSignedRoot:     c.SelfSignedRoot,
+		ClusterTrustBundle: c.ClusterTrustBundle,
+		Recorder:           d.group.EventRecorder(),
+		Logger:             log,
+		Registerer:         d.metricsReg,
 	})
 	if err != nil {
 		return nil, nil, fmt.Errorf("building controllers: %w", err)

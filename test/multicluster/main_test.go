@@ -45,7 +45,11 @@ func runTests(m *testing.M) int {
 	meshdBinary = binary
 
 	start := time.Now()
-	clusters, err = testcluster.StartSeveral(2, testcluster.Options{})
+	// ClusterTrustBundles are a beta API, off by default.
+	clusters, err = testcluster.StartSeveral(2, testcluster.Options{APIServerFlags: []string{
+		"--feature-gates=ClusterTrustBundle=true",
+		"--runtime-config=certificates.k8s.io/v1beta1/clustertrustbundles=true",
+	}})
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "FAIL: multicluster: cannot start two test control planes:\n%v\n", err)
 		return 1

@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 
+	"github.com/meshd-io/meshd/internal/controllers/rootcert"
 	"github.com/meshd-io/meshd/internal/daemon"
 	"github.com/meshd-io/meshd/internal/multicluster"
 	"github.com/meshd-io/meshd/internal/testing/meshdproc"
@@ -328,6 +329,34 @@ func TestSigtermReleasesEveryClusterLock(t *testing.T) {
 	for _, s := range []*site{m.east, m.west} {
 		if l := m.lock(s); l.Holder != "" {
 			t.Errorf("%s: lock still names %q after a graceful stop", s.id, l.Holder)
+		}
+	}
+}
+
+// With --cluster-trust-bundle the root goes into the ClusterTrustBundle of
+// every cluster instead of a ConfigMap per namespace, as istiod does with
+// ENABLE_CLUSTER_TRUST_BUNDLE_API. (The bundle is cluster-scoped: the
+// test owns it only while it runs.)
+func TestClusterTrustBundleInEveryCluster(t *testing.T) {
+	m := newMesh(t)
+	m.linkRemote(m.east, m.west)
+	m.start("meshd-east", m.east, "--cluster-trust-bundle")
+	m.waitLeader(m.east, "meshd-east", "default", 10*time.Second)
+	m.waitLeader(m.west, "meshd-east", "^default", 10*time.Second)
+	for _, s := range []*site{m.east, m.west} {
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			b, err := s.c.Client.CertificatesV1beta1().ClusterTrustBundles().Get(context.Background(), rootcert.ClusterTrustBundleName, metav1.GetOptions{})
+			if err == nil && b.Spec.TrustBundle == m.root && b.Spec.SignerName == rootcert.ClusterTrustBundleSigner {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: no ClusterTrustBundle with the mesh root within 10s (err %v)", s.id, err)
+			}
+			time.Sleep(pollEvery)
+		}
+		if got := m.published(s, m.ns); got != "" {
+			t.Errorf("%s: %s written beside the ClusterTrustBundle", s.id, rootcert.TargetConfigMap)
 		}
 	}
 }

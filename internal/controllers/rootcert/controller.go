@@ -12,8 +12,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
+	certinformers "k8s.io/client-go/informers/certificates/v1beta1"
 	coreinformers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/kubernetes"
+	certlisters "k8s.io/client-go/listers/certificates/v1beta1"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
@@ -77,10 +79,14 @@ func (c *Controller) Name() string { return Name }
 // key is a queued item: the source, or one namespace's target.
 type key struct {
 	source    bool
+	bundle    bool
 	namespace string
 }
 
-var sourceKey = key{source: true}
+var (
+	sourceKey = key{source: true}
+	bundleKey = key{bundle: true}
+)
 
 // Run keeps the certificate in every namespace until ctx is done, then
 // returns after its informers and workers have stopped.
@@ -98,9 +104,10 @@ type term struct {
 	c         *Controller
 	queue     workqueue.TypedRateLimitingInterface[key]
 	informers []cache.SharedIndexInformer
-	nsLister  corelisters.NamespaceLister
-	tgtLister corelisters.ConfigMapLister
-	srcLister corelisters.ConfigMapLister // nil without SelfSignedRoot
+	nsLister  corelisters.NamespaceLister          // nil with ClusterTrustBundle
+	tgtLister corelisters.ConfigMapLister          // nil with ClusterTrustBundle
+	ctbLister certlisters.ClusterTrustBundleLister // only with ClusterTrustBundle
+	srcLister corelisters.ConfigMapLister          // nil without SelfSignedRoot
 	// caSecrets caches each CA Secret of the source cluster by name,
 	// nothing else.
 	caSecrets map[string]cache.Store
@@ -129,24 +136,13 @@ func (c *Controller) newTerm() *term {
 	}
 	source := func(any) (key, bool) { return sourceKey, true }
 
-	namespaces := coreinformers.NewNamespaceInformer(c.client, 0, cache.Indexers{})
-	t.nsLister = corelisters.NewNamespaceLister(namespaces.GetIndexer())
-	watch(namespaces, func(obj any) (key, bool) {
-		ns, ok := obj.(*corev1.Namespace)
-		if !ok || !c.wanted(ns) {
-			return key{}, false
-		}
-		return key{namespace: ns.Name}, true
-	})
-	targets := coreinformers.NewFilteredConfigMapInformer(c.client, metav1.NamespaceAll, 0, cache.Indexers{}, byName(TargetConfigMap))
-	t.tgtLister = corelisters.NewConfigMapLister(targets.GetIndexer())
-	watch(targets, func(obj any) (key, bool) {
-		cm, ok := obj.(*corev1.ConfigMap)
-		if !ok || cm.Name != TargetConfigMap {
-			return key{}, false
-		}
-		return key{namespace: cm.Namespace}, true
-	})
+	if c.opts.ClusterTrustBundle {
+		bundles := certinformers.NewFilteredClusterTrustBundleInformer(c.client, 0, cache.Indexers{}, byName(ClusterTrustBundleName))
+		t.ctbLister = certlisters.NewClusterTrustBundleLister(bundles.GetIndexer())
+		watch(bundles, func(any) (key, bool) { return bundleKey, true })
+	} else {
+		t.watchNamespaces(watch, byName(TargetConfigMap))
+	}
 	// One informer per CA Secret, each limited to its name, so that a Role
 	// with resourceNames is enough to read them and no other Secret is seen.
 	for _, name := range []string{PluggedCASecret, IstiodCASecret} {
@@ -165,6 +161,29 @@ func (c *Controller) newTerm() *term {
 		watch(src, source)
 	}
 	return t
+}
+
+// watchNamespaces watches every namespace and its target ConfigMap.
+func (t *term) watchNamespaces(watch func(cache.SharedIndexInformer, func(any) (key, bool)), byTarget func(*metav1.ListOptions)) {
+	c := t.c
+	namespaces := coreinformers.NewNamespaceInformer(c.client, 0, cache.Indexers{})
+	t.nsLister = corelisters.NewNamespaceLister(namespaces.GetIndexer())
+	watch(namespaces, func(obj any) (key, bool) {
+		ns, ok := obj.(*corev1.Namespace)
+		if !ok || !c.wanted(ns) {
+			return key{}, false
+		}
+		return key{namespace: ns.Name}, true
+	})
+	targets := coreinformers.NewFilteredConfigMapInformer(c.client, metav1.NamespaceAll, 0, cache.Indexers{}, byTarget)
+	t.tgtLister = corelisters.NewConfigMapLister(targets.GetIndexer())
+	watch(targets, func(obj any) (key, bool) {
+		cm, ok := obj.(*corev1.ConfigMap)
+		if !ok || cm.Name != TargetConfigMap {
+			return key{}, false
+		}
+		return key{namespace: cm.Namespace}, true
+	})
 }
 
 func (t *term) loop() controllers.Loop[key] {
@@ -190,6 +209,9 @@ func (c *Controller) wanted(ns *corev1.Namespace) bool {
 func (t *term) reconcile(ctx context.Context, k key) error {
 	if k.source {
 		return t.syncSource(ctx)
+	}
+	if k.bundle {
+		return t.syncBundle(ctx)
 	}
 	return t.syncNamespace(ctx, k.namespace)
 }
@@ -272,6 +294,11 @@ func (t *term) distribute(cert, from string) {
 		return
 	}
 	t.c.setDistributed(cert)
+	if t.ctbLister != nil {
+		t.c.log.Info("distributing the root certificate", zap.String("from", from), zap.String("clusterTrustBundle", ClusterTrustBundleName))
+		t.queue.Add(bundleKey)
+		return
+	}
 	nss, _ := t.nsLister.List(labels.Everything())
 	t.c.log.Info("distributing the root certificate", zap.String("from", from), zap.Int("namespaces", len(nss)))
 	for _, ns := range nss {

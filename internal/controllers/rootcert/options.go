@@ -19,6 +19,13 @@ const (
 	// Name is the controller's name in logs and metrics.
 	Name = "namespace"
 
+	// ClusterTrustBundleName is the certificates.k8s.io/v1beta1
+	// ClusterTrustBundle the root is published in with
+	// Options.ClusterTrustBundle, the name istiod uses.
+	ClusterTrustBundleName = "istio.io:istiod-ca:root-cert"
+	// ClusterTrustBundleSigner is its signer name, istiod's.
+	ClusterTrustBundleSigner = "istio.io/istiod-ca"
+
 	// TargetConfigMap is the ConfigMap written into every namespace.
 	TargetConfigMap = "istio-ca-root-cert"
 	// TargetKey is the data key of TargetConfigMap holding the certificate.
@@ -65,6 +72,13 @@ type Options struct {
 	// Secrets and publishes nothing while they hold a different root, since
 	// the workloads there trust that one (docs/multicluster.md).
 	SourceClient kubernetes.Interface
+	// ClusterTrustBundle publishes the root in the cluster-scoped
+	// ClusterTrustBundle ClusterTrustBundleName (certificates.k8s.io
+	// v1beta1, a beta API off by default) instead of a ConfigMap in every
+	// namespace, as istiod does with ENABLE_CLUSTER_TRUST_BUNDLE_API.
+	// Writing a bundle with a signer name needs the verb attest on
+	// signers.certificates.k8s.io named ClusterTrustBundleSigner.
+	ClusterTrustBundle bool
 	// SelfSignedRoot lets the controller mint a self-signed root when the
 	// mesh has no CA Secret, and keep it in SourceConfigMap. Never set it
 	// beside a live istiod: the minted root is not the one sidecars trust.
