@@ -21,7 +21,7 @@ import (
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // kubeconfig returns a valid kubeconfig for server, changed by edit.
-func kubeconfig(t *testing.T, server string, edit func(*clientcmdapi.Config)) []byte {
+func kubeconfig(t testing.TB, server string, edit func(*clientcmdapi.Config)) []byte {
 	t.Helper()
 	cfg := clientcmdapi.NewConfig()
 	cfg.Clusters["c"] = &clientcmdapi.Cluster{Server: server, CertificateAuthorityData: []byte("not checked here")}
