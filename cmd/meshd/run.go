@@ -56,7 +56,9 @@ its election:
 
   namespace  the mesh's root certificate (Secret cacerts, root-cert.pem, else
              Secret istio-ca-secret, ca-cert.pem) into istio-ca-root-cert
-             of every namespace; istiod's job, so istiod's election
+             of every namespace (with --cluster-trust-bundle, into the
+             ClusterTrustBundle istio.io:istiod-ca:root-cert instead);
+             istiod's job, so istiod's election
              (ConfigMap lock istio-namespace-controller-election, prioritized)
   status     revisions and election leaders into meshd-status
              (meshd's Lease meshd-status-leader, prioritized)
