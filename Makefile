@@ -45,7 +45,7 @@ UNIT_PKGS := ./pkg/... ./internal/testing/kubetest/... ./internal/testing/sim/..
 
 include mk/kube.mk
 
-.PHONY: all build image chart test test-unit test-integration test-tools lint fuzz fuzz-decoders sim demo demo-multicluster bench chaos clean
+.PHONY: all build image chart test test-unit test-integration test-tools lint fuzz fuzz-decoders sim demo bench chaos clean
 
 all: build
 
@@ -115,6 +115,7 @@ fuzz-decoders:
 demo: kube-bins build
 	@$(CURDIR)/hack/demo.sh
 
+.PHONY: demo-multicluster
 demo-multicluster: kube-bins build
 	@$(CURDIR)/hack/demo-multicluster.sh
 
