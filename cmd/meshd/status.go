@@ -16,7 +16,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/meshd-io/meshd/internal/lockstatus"
-	"github.com/meshd-io/meshd/internal/multicluster"
 )
 
 // Output formats of -o.
@@ -85,8 +84,7 @@ a warning on stderr; the others are still shown.`,
 		},
 	}
 	o.kube.register(cmd.Flags(), &env)
-	cmd.Flags().BoolVar(&o.clusters, "clusters", false, "also show the locks of every remote cluster named by the Secrets labelled "+multicluster.SecretLabel+"=true")
-	env.stringVarP(cmd.Flags(), &o.clusterID, "cluster-id", "", "CLUSTER_ID", multicluster.DefaultClusterID, "ID of the cluster --kubeconfig reaches, with --clusters")
+	o.registerClusters(cmd.Flags(), &env)
 	cmd.Flags().StringVarP(&o.output, "output", "o", outputTable, "output format: table or json")
 	return cmd
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/kubernetes"
@@ -20,6 +21,12 @@ import (
 // remoteStatusTimeout bounds the reading of one remote cluster's locks, so
 // that an unreachable cluster delays the command by that much at most.
 const remoteStatusTimeout = 10 * time.Second
+
+// registerClusters defines the flags of "meshd status --clusters".
+func (o *statusOptions) registerClusters(fs *pflag.FlagSet, env *envBindings) {
+	fs.BoolVar(&o.clusters, "clusters", false, "also show the locks of every remote cluster named by the Secrets labelled "+multicluster.SecretLabel+"=true")
+	env.stringVarP(fs, &o.clusterID, "cluster-id", "", "CLUSTER_ID", multicluster.DefaultClusterID, "ID of the cluster --kubeconfig reaches, with --clusters")
+}
 
 // clusterLocks are the locks of one cluster.
 type clusterLocks struct {
