@@ -1,6 +1,7 @@
 # meshd: prioritized, multi-revision leader election for mesh control planes.
 #
 #   make demo              the main job: a local control plane and several meshd processes
+#   make demo-multicluster two local control planes, one meshd per cluster, each the other's remote
 #   make test              unit and integration tests (builds the local control plane first)
 #   make build             the meshd binary into bin/, stamped with version and commit
 #   make image             the container image, built in Go without a daemon:
@@ -53,7 +54,7 @@ SIM_LONG_CHUNK ?= 20000
 SIM_LONG_JOBS ?= $(shell nproc)
 SIM_TEST := $(GO) test -count=1 -timeout 2h -run 'TestSimulation$$' ./internal/testing/sim
 # Packages with fuzz targets.
-FUZZ_PKGS := ./pkg/... ./internal/tools/chaos/...
+FUZZ_PKGS := ./pkg/... ./internal/tools/chaos/... ./internal/multicluster/...
 # Packages whose tests need no API server.
 UNIT_PKGS := ./pkg/... ./internal/testing/kubetest/... ./internal/testing/sim/... ./internal/testing/faultproxy/... ./internal/ledger/... ./internal/lockstatus/... ./internal/monitoring/...
 
@@ -139,6 +140,10 @@ fuzz-decoders:
 
 demo: kube-bins build
 	@$(CURDIR)/hack/demo.sh
+
+.PHONY: demo-multicluster
+demo-multicluster: kube-bins build
+	@$(CURDIR)/hack/demo-multicluster.sh
 
 # Reports, not tests: about 20 minutes on 2 cores; run it on an idle machine.
 bench: kube-bins

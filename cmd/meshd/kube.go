@@ -11,6 +11,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/transport"
 
+	"github.com/meshd-io/meshd/internal/multicluster"
 	"github.com/meshd-io/meshd/pkg/revisions"
 )
 
@@ -51,6 +52,23 @@ func (k *kubeFlags) clients(n int, wrap transport.WrapperFunc) ([]kubernetes.Int
 	if err != nil {
 		return nil, err
 	}
+	return newClients(cfg, n, wrap)
+}
+
+// remoteClients returns n clients of a remote cluster, from the kubeconfig
+// of its Secret (checked by multicluster.RESTConfig).
+func remoteClients(kubeconfig []byte, n int, wrap transport.WrapperFunc) ([]kubernetes.Interface, error) {
+	cfg, err := multicluster.RESTConfig(kubeconfig)
+	if err != nil {
+		return nil, err
+	}
+	return newClients(cfg, n, wrap)
+}
+
+// newClients returns n clients of cfg's cluster, each with its own rate
+// limiter.
+func newClients(cfg *rest.Config, n int, wrap transport.WrapperFunc) ([]kubernetes.Interface, error) {
+	var err error
 	if wrap != nil {
 		cfg.Wrap(wrap)
 	}

@@ -12,9 +12,12 @@ import (
 	"go.uber.org/zap"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
 
+	"github.com/meshd-io/meshd/internal/controllers/rootcert"
 	"github.com/meshd-io/meshd/internal/daemon"
 	"github.com/meshd-io/meshd/internal/monitoring"
+	"github.com/meshd-io/meshd/internal/multicluster"
 	"github.com/meshd-io/meshd/pkg/election"
 	"github.com/meshd-io/meshd/pkg/features"
 )
@@ -24,6 +27,10 @@ type runOptions struct {
 	identity          string
 	revision          string
 	remote            bool
+	clusterID         string
+	multicluster      bool
+	externalCP        bool
+	trustBundle       bool
 	monitoringAddress string
 	ttl               time.Duration
 	controllers       string
@@ -49,12 +56,22 @@ its election:
 
   namespace  the mesh's root certificate (Secret cacerts, root-cert.pem, else
              Secret istio-ca-secret, ca-cert.pem) into istio-ca-root-cert
-             of every namespace; istiod's job, so istiod's election
+             of every namespace (with --cluster-trust-bundle, into the
+             ClusterTrustBundle istio.io:istiod-ca:root-cert instead);
+             istiod's job, so istiod's election
              (ConfigMap lock istio-namespace-controller-election, prioritized)
   status     revisions and election leaders into meshd-status
              (meshd's Lease meshd-status-leader, prioritized)
   revision   the namespaces of this revision into meshd-revision-<revision>
              (meshd's Lease meshd-revision-<revision>, one leader per revision)
+
+With --multicluster, meshd also reads the remote clusters of the mesh from
+the Secrets labelled istio/multiCluster=true in its namespace (one
+kubeconfig per data key, the key being the cluster ID, as istiod reads
+them) and, for each, contends in that cluster's namespace election with a
+remote key, publishing this cluster's mesh root there while it leads.
+Secrets are followed at run time; a bad one is reported (log, Event,
+/debug/clusters) and skipped. See docs/multicluster.md.
 
 Without a CA Secret the namespace controller publishes nothing and /readyz
 says why; --self-signed-root mints a root instead (never beside istiod).
@@ -63,7 +80,7 @@ Endpoints on --monitoring-address: /healthz fails when a lock this instance
 leads has not been renewed for 1.5 x ttl (the lease plus ttl/2 tolerance),
 /readyz succeeds once the elections run and the default revision is known
 and no controller is blocked (such as by a missing mesh root certificate),
-/metrics, and /debug/elections (JSON).
+/metrics, /debug/elections and /debug/clusters (JSON).
 
 On SIGTERM or SIGINT meshd stops its controllers and releases every lock it
 holds, within ttl or 10s, whichever is smaller; it exits 1 if that takes
@@ -90,6 +107,13 @@ func (o *runOptions) register(fs *pflag.FlagSet, env *envBindings) {
 	env.stringVarP(fs, &o.identity, "identity", "", "POD_NAME", "", "holder identity written into the locks; <hostname>_<random suffix>, unique to this process, when empty")
 	env.stringVarP(fs, &o.revision, "revision", "", "REVISION", election.DefaultRevision, "control-plane revision of this instance")
 	fs.BoolVar(&o.remote, "remote", false, "this instance serves a remote cluster (holder key ^<revision>)")
+	env.stringVarP(fs, &o.clusterID, "cluster-id", "", "CLUSTER_ID", multicluster.DefaultClusterID, "ID of this instance's own cluster; a remote cluster Secret's key equal to it is ignored")
+	env.boolVar(fs, &o.multicluster, "multicluster", "ENABLE_MULTICLUSTER", false,
+		"also run the namespace election and controller of every remote cluster named by the Secrets labelled "+multicluster.SecretLabel+"=true in the namespace")
+	env.boolVar(fs, &o.trustBundle, "cluster-trust-bundle", "ENABLE_CLUSTER_TRUST_BUNDLE_API", false,
+		"publish the mesh root in the ClusterTrustBundle "+rootcert.ClusterTrustBundleName+" (certificates.k8s.io/v1beta1) instead of a ConfigMap in every namespace")
+	env.boolVar(fs, &o.externalCP, "external-control-plane", "EXTERNAL_ISTIOD", false,
+		"with --multicluster, join a remote cluster's election only when its mesh namespace lists this cluster in "+multicluster.ControlPlaneClustersAnnotation)
 	fs.StringVar(&o.monitoringAddress, "monitoring-address", monitoring.DefaultAddress, "address of the health, readiness, metrics and debug endpoints")
 	fs.DurationVar(&o.ttl, "ttl", 0, "lease duration of every election; renew deadline ttl/2, retry period ttl/4 (default $"+
 		features.LeaderElectionTTL.Name()+", else "+features.LeaderElectionTTL.Default().String()+")")
@@ -124,12 +148,23 @@ func runDaemon(ctx context.Context, o *runOptions, kinds []daemon.Kind, cmd *cob
 		return err
 	}
 	d, err := daemon.New(daemon.Config{
-		Client:            clients[0],
-		ElectionClient:    clients[1],
-		Namespace:         o.kube.namespace,
-		Identity:          o.identity,
-		Revision:          o.revision,
-		Remote:            o.remote,
+		Client:               clients[0],
+		ElectionClient:       clients[1],
+		Namespace:            o.kube.namespace,
+		Identity:             o.identity,
+		Revision:             o.revision,
+		Remote:               o.remote,
+		ClusterID:            o.clusterID,
+		Multicluster:         o.multicluster,
+		ExternalControlPlane: o.externalCP,
+		ClusterTrustBundle:   o.trustBundle,
+		RemoteClients: func(c multicluster.Cluster) (kubernetes.Interface, kubernetes.Interface, error) {
+			clients, err := remoteClients(c.Kubeconfig, 2, deadline.WrapTransport)
+			if err != nil {
+				return nil, nil, err
+			}
+			return clients[0], clients[1], nil
+		},
 		TTL:               o.ttl,
 		Kinds:             kinds,
 		MonitoringAddress: o.monitoringAddress,

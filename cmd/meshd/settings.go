@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -94,6 +95,12 @@ func (o *runOptions) check(envErr error) ([]daemon.Kind, error) {
 	c.dnsLabel("--namespace", o.kube.namespace)
 	c.dnsLabel("--revision", o.revision)
 	c.kubeconfig(o.kube.kubeconfig)
+	if msgs := validation.IsConfigMapKey(o.clusterID); len(msgs) > 0 {
+		c.addf("--cluster-id %q: not a valid cluster ID (a Secret data key): %s", o.clusterID, strings.Join(msgs, "; "))
+	}
+	if o.externalCP && !o.multicluster {
+		c.addf("--external-control-plane applies only with --multicluster")
+	}
 	if strings.TrimSpace(o.identity) != o.identity {
 		c.addf("--identity %q: must not start or end with white space", o.identity)
 	}
@@ -109,6 +116,9 @@ func (o *runOptions) check(envErr error) ([]daemon.Kind, error) {
 	kinds, err := daemon.ParseKinds(o.controllers)
 	if err != nil {
 		c.addf("--controllers %q: %v", o.controllers, err)
+	}
+	if o.multicluster && err == nil && !slices.Contains(kinds, daemon.KindNamespace) {
+		c.addf("--multicluster needs the namespace controller (--controllers %q)", o.controllers)
 	}
 	if _, err := zapcore.ParseLevel(o.logLevel); err != nil {
 		c.addf("--log-level %q: want debug, info, warn or error", o.logLevel)

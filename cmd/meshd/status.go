@@ -25,8 +25,10 @@ const (
 )
 
 type statusOptions struct {
-	kube   kubeFlags
-	output string
+	kube      kubeFlags
+	output    string
+	clusters  bool
+	clusterID string
 }
 
 // clock is what "meshd status" measures ages against; tests replace it.
@@ -56,7 +58,13 @@ never picked), with the Lease's strategy and preferred holder. HOLDER then
 names a candidate, not a meshd identity: the candidate table maps one to the
 other. Reading candidates needs list and watch on
 leasecandidates.coordination.k8s.io; without them, or on an API server that
-does not serve LeaseCandidates, the locks are shown alone.`,
+does not serve LeaseCandidates, the locks are shown alone.
+
+--clusters also reads the remote clusters of the mesh from the Secrets
+labelled istio/multiCluster=true in the namespace (as "meshd run
+--multicluster" does) and shows the locks of each cluster, with a CLUSTER
+column (a "cluster" field in JSON). A remote cluster that cannot be read is
+a warning on stderr; the others are still shown.`,
 		Args: cobra.NoArgs,
 		PreRunE: func(cmd *cobra.Command, _ []string) error {
 			var c settingsCheck
@@ -68,9 +76,15 @@ does not serve LeaseCandidates, the locks are shown alone.`,
 			c.kubeconfig(o.kube.kubeconfig)
 			return c.err()
 		},
-		RunE: func(cmd *cobra.Command, _ []string) error { return runStatus(cmd, o) },
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if o.clusters {
+				return runClustersStatus(cmd, o)
+			}
+			return runStatus(cmd, o)
+		},
 	}
 	o.kube.register(cmd.Flags(), &env)
+	o.registerClusters(cmd.Flags(), &env)
 	cmd.Flags().StringVarP(&o.output, "output", "o", outputTable, "output format: table or json")
 	return cmd
 }
@@ -145,7 +159,15 @@ func namespaceExists(ctx context.Context, client kubernetes.Interface, ns string
 // writeLocksTable prints one row per lock, times relative to now.
 func writeLocksTable(w io.Writer, locks []lockstatus.Lock, now time.Time) error {
 	tw := tabwriter.NewWriter(w, 0, 8, 3, ' ', 0)
-	fmt.Fprintln(tw, "ELECTION\tLOCK\tHOLDER\tKEY\tREVISION\tREMOTE\tRENEWED\tEXPIRES IN\tTRANSITIONS")
+	fmt.Fprintln(tw, locksHeader)
+	writeLockRows(tw, "", locks, now)
+	return tw.Flush()
+}
+
+const locksHeader = "ELECTION\tLOCK\tHOLDER\tKEY\tREVISION\tREMOTE\tRENEWED\tEXPIRES IN\tTRANSITIONS"
+
+// writeLockRows prints one row per lock, each after prefix.
+func writeLockRows(tw io.Writer, prefix string, locks []lockstatus.Lock, now time.Time) {
 	for _, l := range locks {
 		holder, renewed, expires := orDash(l.Holder), "-", "-"
 		if l.Error != "" {
@@ -164,10 +186,9 @@ func writeLocksTable(w io.Writer, locks []lockstatus.Lock, now time.Time) error 
 				expires = "expired"
 			}
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%t\t%s\t%s\t%d\n", l.Election, l.Kind, holder, orDash(l.HolderKey),
+		fmt.Fprintf(tw, "%s%s\t%s\t%s\t%s\t%s\t%t\t%s\t%s\t%d\n", prefix, l.Election, l.Kind, holder, orDash(l.HolderKey),
 			orDash(l.Revision), l.Remote, renewed, expires, l.Transitions)
 	}
-	return tw.Flush()
 }
 
 // writeCandidateTables prints, after the table of locks, one table per Lease

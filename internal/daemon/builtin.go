@@ -13,7 +13,8 @@ import (
 // controllers:
 //
 //	namespace  rootcert: the mesh root certificate (from the mesh CA's
-//	           Secret) in every namespace, skipping those istiod skips
+//	           Secret) in every namespace, skipping those istiod skips; in
+//	           a remote cluster, the root of this instance's own cluster
 //	status     status: running revisions and election leaders in meshd-status
 //	revision   revision: the namespaces of this revision in
 //	           meshd-revision-<revision>
@@ -26,7 +27,9 @@ func BuiltinControllers(kind Kind, env ControllerEnv) ([]Controller, error) {
 	case KindNamespace:
 		c, err = rootcert.New(env.Client, rootcert.Options{
 			MeshNamespace:      env.Namespace,
+			SourceClient:       env.SourceClient,
 			SelfSignedRoot:     env.SelfSignedRoot,
+			ClusterTrustBundle: env.ClusterTrustBundle,
 			Recorder:           env.Recorder,
 			ExcludedNamespaces: rootcert.IstiodExcludedNamespaces,
 			Logger:             env.Logger,

@@ -15,6 +15,7 @@ import (
 
 	"github.com/meshd-io/meshd/internal/controllers"
 	"github.com/meshd-io/meshd/internal/monitoring"
+	"github.com/meshd-io/meshd/internal/multicluster"
 	"github.com/meshd-io/meshd/pkg/election"
 	"github.com/meshd-io/meshd/pkg/features"
 	"github.com/meshd-io/meshd/pkg/resourcelock"
@@ -91,13 +92,21 @@ type Controller = controllers.Controller
 
 // ControllerEnv is what the daemon hands to a ControllerFactory.
 type ControllerEnv struct {
-	Client    kubernetes.Interface
+	// Client talks to the cluster the controllers work in.
+	Client kubernetes.Interface
+	// SourceClient, when not nil, talks to this instance's own cluster,
+	// where the mesh's root lives, while Client talks to a remote cluster.
+	SourceClient kubernetes.Interface
+	// Cluster is the ID of the cluster Client talks to.
+	Cluster   string
 	Namespace string
 	Identity  string
 	Revision  string
 	Remote    bool
 	// SelfSignedRoot is Config.SelfSignedRoot.
 	SelfSignedRoot bool
+	// ClusterTrustBundle is Config.ClusterTrustBundle.
+	ClusterTrustBundle bool
 	// Recorder records Kubernetes Events while the daemon runs.
 	Recorder resourcelock.EventRecorder
 	// Logger is the daemon's logger, named after the kind.
@@ -107,7 +116,8 @@ type ControllerEnv struct {
 }
 
 // ControllerFactory builds the controllers gated by the election of kind.
-// It is called once per selected kind, by New.
+// It is called once per selected kind by New, and with KindNamespace for
+// every remote cluster the daemon adds (ControllerEnv.SourceClient set).
 type ControllerFactory func(kind Kind, env ControllerEnv) ([]Controller, error)
 
 // Defaults of Config.
@@ -141,6 +151,27 @@ type Config struct {
 	// LEADER_ELECTION_TTL.
 	TTL time.Duration
 
+	// ClusterID names this instance's own cluster; default
+	// multicluster.DefaultClusterID ("Kubernetes", istiod's default). It
+	// labels the metrics and, with Multicluster, is the Secret key that is
+	// not a remote cluster.
+	ClusterID string
+	// Multicluster makes the daemon watch the Secrets labelled
+	// istio/multiCluster=true in Namespace and, for every remote cluster
+	// they name, run the namespace election of that cluster with a remote
+	// key and its controllers, publishing this cluster's mesh root there.
+	// Needs KindNamespace among Kinds, and get, list and watch on Secrets
+	// in Namespace.
+	Multicluster bool
+	// ExternalControlPlane makes the daemon join a remote cluster's
+	// election only when that cluster's mesh namespace names ClusterID (or
+	// "*") in its topology.istio.io/controlPlaneClusters annotation, as
+	// istiod does with EXTERNAL_ISTIOD.
+	ExternalControlPlane bool
+	// RemoteClients connects to a remote cluster; default
+	// DefaultRemoteClients.
+	RemoteClients RemoteClientsFunc
+
 	// ElectionMode is how the candidates of meshd's own Lease elections
 	// (status, revision) agree on a leader; default election.Racing.
 	// istiod's ConfigMap election (namespace) always races. With
@@ -164,6 +195,13 @@ type Config struct {
 	// beside a live istiod. Default false: without a CA Secret no root is
 	// published and /readyz says why.
 	SelfSignedRoot bool
+
+	// ClusterTrustBundle makes the namespace controller publish the root in
+	// the ClusterTrustBundle istio.io:istiod-ca:root-cert (certificates.k8s.io
+	// v1beta1) instead of a ConfigMap in every namespace, in this cluster
+	// and in every remote one, as istiod does with
+	// ENABLE_CLUSTER_TRUST_BUNDLE_API.
+	ClusterTrustBundle bool
 
 	// Kinds selects the elections (and so the controllers) to run; default
 	// AllKinds().
@@ -220,6 +258,12 @@ func (c Config) withDefaults() Config {
 	if c.Revision == "" {
 		c.Revision = election.DefaultRevision
 	}
+	if c.ClusterID == "" {
+		c.ClusterID = multicluster.DefaultClusterID
+	}
+	if c.RemoteClients == nil {
+		c.RemoteClients = DefaultRemoteClients
+	}
 	if c.ElectionMode == "" {
 		c.ElectionMode = election.Racing
 	}
@@ -261,6 +305,15 @@ func (c Config) validate() error {
 	}
 	if msgs := validation.IsDNS1123Label(c.Revision); len(msgs) > 0 {
 		bad("invalid Revision %q: %s", c.Revision, strings.Join(msgs, "; "))
+	}
+	if msgs := validation.IsConfigMapKey(c.ClusterID); len(msgs) > 0 {
+		bad("invalid ClusterID %q: %s", c.ClusterID, strings.Join(msgs, "; "))
+	}
+	if c.Multicluster && !slices.Contains(c.Kinds, KindNamespace) {
+		bad("Multicluster needs kind %q", KindNamespace)
+	}
+	if c.ExternalControlPlane && !c.Multicluster {
+		bad("ExternalControlPlane applies only with Multicluster")
 	}
 	if c.TTL < time.Second {
 		bad("TTL %v must be at least 1s", c.TTL)

@@ -12,6 +12,9 @@
 //  1. listens on the monitoring address (a port conflict fails Run at once);
 //  2. runs the election group (the event broadcaster, the default-revision
 //     watcher and every election) and serves the monitoring endpoints;
+//     with Config.Multicluster also watches the remote cluster Secrets and
+//     runs each remote cluster's election group as it appears (and stops
+//     it, releasing its lock, as it goes);
 //  3. when ctx is cancelled: reports not ready; sets Config.ShutdownDeadline
 //     (if any), after which every API request is cancelled; stops the
 //     group, whose elections each stop their controllers, wait for them (at
@@ -32,7 +35,7 @@ import (
 	"fmt"
 	"net"
 	"strings"
-
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -46,6 +49,7 @@ import (
 	"github.com/meshd-io/meshd/internal/errlist"
 	"github.com/meshd-io/meshd/internal/ledger"
 	"github.com/meshd-io/meshd/internal/monitoring"
+	"github.com/meshd-io/meshd/internal/multicluster"
 	"github.com/meshd-io/meshd/pkg/election"
 	"github.com/meshd-io/meshd/pkg/features"
 )
@@ -64,16 +68,21 @@ type Daemon struct {
 	cfg      Config
 	log      *zap.Logger
 	registry *prometheus.Registry
-	// metricsReg registers into registry with the revision label.
-	metricsReg prometheus.Registerer
-	group      *election.Group
-	mode       election.Mode              // of the Lease elections, after the fallback
-	elections  []*election.LeaderElection // the coordinator's (if any), then in Config.Kinds order
+	// revisionReg registers into registry with the revision label;
+	// metricsReg adds the label cluster, this instance's own cluster.
+	revisionReg prometheus.Registerer
+	metricsReg  prometheus.Registerer
+	group       *election.Group
+	mode        election.Mode              // of the Lease elections, after the fallback
+	elections   []*election.LeaderElection // the coordinator's (if any), then in Config.Kinds order
 	// reporters are, per election, the controllers that can say why they
 	// do not do their work (controllers.Reporter).
 	reporters [][]controllers.Reporter
 	monitor   *monitoring.Server
 	ledger    *ledger.File // nil unless Config.LedgerFile is set
+	// clusters and watcher are the remote clusters, with Multicluster.
+	clusters *clusterSet
+	watcher  *multicluster.Watcher
 
 	started atomic.Bool
 	state   atomic.Int32
@@ -86,7 +95,7 @@ const (
 	stateStopped
 )
 
-var _ monitoring.Source = (*Daemon)(nil)
+var _ monitoring.ClusterSource = (*Daemon)(nil)
 
 // New validates cfg and builds the daemon: registry, watcher, elections and
 // controllers. It neither starts goroutines nor contacts the API server.
@@ -105,9 +114,12 @@ func New(cfg Config) (*Daemon, error) {
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)
 	// Every series of meshd's own, of its elections and of its API
-	// requests carries the revision of this instance.
-	d.metricsReg = prometheus.WrapRegistererWith(prometheus.Labels{"revision": cfg.Revision}, d.registry)
-	if err := monitoring.RegisterClientMetrics(d.metricsReg); err != nil {
+	// requests carries the revision of this instance; those of its
+	// elections and controllers also the cluster they work in. API
+	// requests have their server's host instead.
+	d.revisionReg = prometheus.WrapRegistererWith(prometheus.Labels{"revision": cfg.Revision}, d.registry)
+	d.metricsReg = prometheus.WrapRegistererWith(prometheus.Labels{"cluster": cfg.ClusterID}, d.revisionReg)
+	if err := monitoring.RegisterClientMetrics(d.revisionReg); err != nil {
 		return nil, fmt.Errorf("daemon: API request metrics: %w", err)
 	}
 	var err error
@@ -147,6 +159,11 @@ func New(cfg Config) (*Daemon, error) {
 		d.reporters = append(d.reporters, reporters)
 	}
 
+	if cfg.Multicluster {
+		d.clusters = newClusterSet(d)
+		d.watcher = multicluster.NewWatcher(cfg.Client, cfg.Namespace, cfg.ClusterID, d.clusters, d.log.Named("multicluster"))
+	}
+
 	d.monitor, err = monitoring.New(monitoring.Options{Source: d, Gatherer: d.registry, Logger: d.log})
 	if err != nil {
 		return nil, fmt.Errorf("daemon: %w", err)
@@ -179,15 +196,17 @@ func (d *Daemon) newElection(kind Kind) (*election.LeaderElection, []controllers
 	}
 	log := d.log.Named(string(kind))
 	ctls, err := c.Controllers(kind, ControllerEnv{
-		Client:         c.Client,
-		Namespace:      c.Namespace,
-		Identity:       c.Identity,
-		Revision:       c.Revision,
-		Remote:         c.Remote,
-		SelfSignedRoot: c.SelfSignedRoot,
-		Recorder:       d.group.EventRecorder(),
-		Logger:         log,
-		Registerer:     d.metricsReg,
+		Client:             c.Client,
+		Cluster:            c.ClusterID,
+		Namespace:          c.Namespace,
+		Identity:           c.Identity,
+		Revision:           c.Revision,
+		Remote:             c.Remote,
+		SelfSignedRoot:     c.SelfSignedRoot,
+		ClusterTrustBundle: c.ClusterTrustBundle,
+		Recorder:           d.group.EventRecorder(),
+		Logger:             log,
+		Registerer:         d.metricsReg,
 	})
 	if err != nil {
 		return nil, nil, fmt.Errorf("building controllers: %w", err)
@@ -199,13 +218,24 @@ func (d *Daemon) newElection(kind Kind) (*election.LeaderElection, []controllers
 		}
 		runCtl := ctl.Run
 		if d.ledger != nil {
-			runCtl = d.ledger.Wrap(le.Status().Name, c.Identity, runCtl)
+			runCtl = d.ledger.Wrap(d.ledgerName(c.ClusterID, le.Status().Name), c.Identity, runCtl)
 		}
 		// A controller that returns while leading fails the term: the lock
 		// goes to another instance, or back to this one after a back-off.
 		le.Add(controllers.RunFunc(ctl, runCtl))
 	}
 	return le, reporters, nil
+}
+
+// ledgerName is how the ledger names the election whose lock is lock, in
+// cluster: the lock's name, prefixed by the cluster's ID when the daemon
+// works in several clusters, so that the terms of one cluster's lock, from
+// every process, fall into one election.
+func (d *Daemon) ledgerName(cluster, lock string) string {
+	if !d.cfg.Multicluster {
+		return lock
+	}
+	return cluster + "/" + lock
 }
 
 // Run runs the daemon until ctx is cancelled, then shuts it down as the
@@ -234,11 +264,11 @@ func (d *Daemon) Run(ctx context.Context) error {
 	workCtx, stopWork := context.WithCancel(ctx)
 	defer stopWork()
 	stopped := make(chan error, 1)
-	go func() { stopped <- d.group.Run(workCtx) }()
+	go func() { stopped <- d.runWork(workCtx) }()
 	d.state.Store(stateRunning)
 	d.log.Info("meshd running", zap.String("identity", d.cfg.Identity), zap.String("namespace", d.cfg.Namespace), zap.String("revision", d.cfg.Revision),
-		zap.Bool("remote", d.cfg.Remote), zap.Duration("ttl", d.cfg.TTL), zap.Stringer("monitoring", ln.Addr()),
-		zap.Strings("elections", d.electionIDs()))
+		zap.String("cluster", d.cfg.ClusterID), zap.Bool("remote", d.cfg.Remote), zap.Bool("multicluster", d.cfg.Multicluster),
+		zap.Duration("ttl", d.cfg.TTL), zap.Stringer("monitoring", ln.Addr()), zap.Strings("elections", d.electionIDs()))
 
 	var errs []error
 	select {
@@ -266,6 +296,27 @@ func (d *Daemon) Run(ctx context.Context) error {
 		}
 	}
 	return errlist.Join(errs...)
+}
+
+// runWork runs the elections of this cluster and, with Multicluster, the
+// Secret watcher and the remote clusters it finds, until ctx ends; it
+// returns once all of them have stopped.
+func (d *Daemon) runWork(ctx context.Context) error {
+	if d.watcher == nil {
+		return d.group.Run(ctx)
+	}
+	d.clusters.start(ctx)
+	var (
+		wg       sync.WaitGroup
+		localErr error
+	)
+	wg.Go(func() { localErr = d.group.Run(ctx) })
+	// Updates come from the watcher only: once it has returned, none
+	// starts another cluster.
+	wg.Go(func() { d.watcher.Run(ctx) })
+	wg.Wait()
+	// The remote clusters run under ctx too: they are stopping already.
+	return errlist.Join(localErr, d.clusters.stopAll())
 }
 
 // listen returns the monitoring listener: Config.MonitoringListener, or a new
@@ -315,13 +366,26 @@ func Run(ctx context.Context, cfg Config) error {
 func (d *Daemon) Elections() []monitoring.Election {
 	out := make([]monitoring.Election, 0, len(d.elections))
 	for i, le := range d.elections {
-		e := monitoring.Election{Status: le.Status(), Identity: le.Identity()}
+		e := monitoring.Election{Status: le.Status(), Identity: le.Identity(), Cluster: d.cfg.ClusterID}
 		for _, rep := range d.reporters[i] {
 			if err := rep.Problem(); err != nil {
 				e.Problems = append(e.Problems, err.Error())
 			}
 		}
 		out = append(out, e)
+	}
+	if d.clusters != nil {
+		out = append(out, d.clusters.elections()...)
+	}
+	return out
+}
+
+// Clusters returns this instance's own cluster and, with Multicluster,
+// every remote cluster it runs and every Secret key it skipped.
+func (d *Daemon) Clusters() []monitoring.Cluster {
+	out := []monitoring.Cluster{{ID: d.cfg.ClusterID, State: ClusterLocal}}
+	if d.clusters != nil {
+		out = append(out, d.clusters.clusters()...)
 	}
 	return out
 }
@@ -335,6 +399,9 @@ func (d *Daemon) Healthy() error {
 		if err := le.Check(d.cfg.HealthTolerance); err != nil {
 			errs = append(errs, fmt.Errorf("election %s: %w", le.ID(), err))
 		}
+	}
+	if d.clusters != nil {
+		errs = append(errs, d.clusters.healthy(d.cfg.HealthTolerance)...)
 	}
 	return errlist.Join(errs...)
 }
@@ -350,6 +417,10 @@ func (d *Daemon) Ready() error {
 	}
 	if !d.group.Synced() {
 		return errors.New("the default revision watcher has not synced")
+	}
+	if d.watcher != nil && !d.watcher.HasSynced() {
+		return fmt.Errorf("the remote cluster Secrets (label %s=true) have not been read; meshd needs get, list and watch on Secrets in namespace %s",
+			multicluster.SecretLabel, d.cfg.Namespace)
 	}
 	var errs []error
 	for _, reporters := range d.reporters {
@@ -372,7 +443,17 @@ func (d *Daemon) electionIDs() []string {
 }
 
 func (d *Daemon) stillRunning() string {
-	if names := d.group.Running(); len(names) > 0 {
+	names := d.group.Running()
+	if d.clusters != nil {
+		for _, r := range d.clusters.list() {
+			select {
+			case <-r.done:
+			default:
+				names = append(names, "cluster "+r.cluster.ID)
+			}
+		}
+	}
+	if len(names) > 0 {
 		return strings.Join(names, ", ")
 	}
 	return "the default revision watcher or the event recorder"

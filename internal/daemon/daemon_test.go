@@ -272,14 +272,14 @@ func TestTwoDaemonsHandOver(t *testing.T) {
 		t.Fatalf("/metrics: %d %v", code, err)
 	}
 	for _, want := range []string{
-		`meshd_election_leader{name="istio-namespace-controller-election",revision="default"} 1`,
-		`leader_election_master_status{name="istio-namespace-controller-election",revision="default"} 1`,
+		`meshd_election_leader{cluster="Kubernetes",name="istio-namespace-controller-election",revision="default"} 1`,
+		`leader_election_master_status{cluster="Kubernetes",name="istio-namespace-controller-election",revision="default"} 1`,
 		// The per-revision election may be led by either daemon; the
 		// namespace election is led by this one.
-		`meshd_election_acquired_total{name="istio-namespace-controller-election",revision="default"} 1`,
+		`meshd_election_acquired_total{cluster="Kubernetes",name="istio-namespace-controller-election",revision="default"} 1`,
 		// Counters exist at 0 before anything happened.
-		`meshd_election_steals_total{name="meshd-status-leader",revision="default"} 0`,
-		`leader_election_slowpath_total{name="meshd-revision-default",revision="default"} `,
+		`meshd_election_steals_total{cluster="Kubernetes",name="meshd-status-leader",revision="default"} 0`,
+		`leader_election_slowpath_total{cluster="Kubernetes",name="meshd-revision-default",revision="default"} `,
 		// API requests by verb and status code.
 		`rest_client_requests_total{code="200",host="`,
 		`rest_client_request_duration_seconds_bucket{host="`,
@@ -541,7 +541,7 @@ func TestBuiltinControllers(t *testing.T) {
 			return err
 		}
 		for _, ctl := range []string{"namespace", "status", "revision"} {
-			if want := `meshd_controller_writes_total{controller="` + ctl + `",revision="canary"}`; !strings.Contains(metrics, want) {
+			if want := `meshd_controller_writes_total{cluster="Kubernetes",controller="` + ctl + `",revision="canary"}`; !strings.Contains(metrics, want) {
 				return errors.New("no " + want)
 			}
 		}

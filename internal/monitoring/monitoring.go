@@ -9,6 +9,8 @@
 //	                  (with its mode and, when coordinated, its strategy and
 //	                  the preferred holder last seen), this process's
 //	                  identity and what stops its work
+//	/debug/clusters   JSON array of Cluster: the local cluster and the
+//	                  remote ones, when the Source is a ClusterSource
 //
 // The endpoints read the daemon through the small Source interface, so they
 // can be tested without a cluster. Only GET (and HEAD) are served.
@@ -57,7 +59,32 @@ type Source interface {
 // done, if something stops it (for example no mesh root certificate).
 type Election struct {
 	election.Status
-	Identity string   `json:"identity"`
+	Identity string `json:"identity"`
+	// Cluster is the ID of the cluster whose API server holds the lock;
+	// empty when the process knows of one cluster only.
+	Cluster  string   `json:"cluster,omitempty"`
+	Problems []string `json:"problems,omitempty"`
+}
+
+// ClusterSource is a Source that knows several clusters; the endpoints
+// then serve /debug/clusters.
+type ClusterSource interface {
+	Source
+	// Clusters returns every cluster the process knows: its own first.
+	Clusters() []Cluster
+}
+
+// Cluster is one cluster as /debug/clusters shows it.
+type Cluster struct {
+	// ID is the cluster ID (for a remote cluster, its Secret's data key).
+	ID string `json:"id"`
+	// Secret is the Secret a remote cluster was read from.
+	Secret string `json:"secret,omitempty"`
+	// State is "local", "joining", "running", "not-joined", "failed" or
+	// "invalid".
+	State string `json:"state"`
+	// Reason explains the state, when it needs explaining.
+	Reason   string   `json:"reason,omitempty"`
 	Problems []string `json:"problems,omitempty"`
 }
 
@@ -104,14 +131,27 @@ func New(opts Options) (*Server, error) {
 		if statuses == nil {
 			statuses = []Election{} // "[]", never "null"
 		}
-		w.Header().Set("Content-Type", "application/json")
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(statuses); err != nil {
-			s.log.Debug("writing /debug/elections", zap.Error(err))
-		}
+		s.writeJSON(w, "/debug/elections", statuses)
 	})
+	if cs, ok := src.(ClusterSource); ok {
+		s.mux.HandleFunc("GET /debug/clusters", func(w http.ResponseWriter, _ *http.Request) {
+			clusters := cs.Clusters()
+			if clusters == nil {
+				clusters = []Cluster{}
+			}
+			s.writeJSON(w, "/debug/clusters", clusters)
+		})
+	}
 	return s, nil
+}
+
+func (s *Server) writeJSON(w http.ResponseWriter, path string, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(v); err != nil {
+		s.log.Debug("writing "+path, zap.Error(err))
+	}
 }
 
 // ServeHTTP serves the endpoints.

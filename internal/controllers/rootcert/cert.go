@@ -72,3 +72,34 @@ func checkCertificates(s string) error {
 	}
 	return nil
 }
+
+// sameCertificates reports whether a and b hold the same certificates in
+// the same order, whatever the PEM layout (line breaks, headers, space
+// around the blocks).
+func sameCertificates(a, b string) bool {
+	da, db := certificateBytes(a), certificateBytes(b)
+	if len(da) == 0 || len(da) != len(db) {
+		return false
+	}
+	for i := range da {
+		if !bytes.Equal(da[i], db[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+// certificateBytes returns the DER bytes of every CERTIFICATE block of s.
+func certificateBytes(s string) [][]byte {
+	var out [][]byte
+	rest := []byte(s)
+	for {
+		var block *pem.Block
+		if block, rest = pem.Decode(rest); block == nil {
+			return out
+		}
+		if block.Type == "CERTIFICATE" {
+			out = append(out, block.Bytes)
+		}
+	}
+}

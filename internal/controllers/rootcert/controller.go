@@ -12,8 +12,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
+	certinformers "k8s.io/client-go/informers/certificates/v1beta1"
 	coreinformers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/kubernetes"
+	certlisters "k8s.io/client-go/listers/certificates/v1beta1"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
@@ -24,11 +26,15 @@ import (
 // Controller is the namespace controller. Build it with New; run it with
 // Run while leading ElectionID.
 type Controller struct {
-	client   kubernetes.Interface
-	opts     Options
-	excluded map[string]bool
-	log      *zap.Logger
-	metrics  *controllers.Metrics
+	client kubernetes.Interface
+	// source is where the root is read from: Options.SourceClient, else
+	// client. remoteTarget is set when they differ.
+	source       kubernetes.Interface
+	remoteTarget bool
+	opts         Options
+	excluded     map[string]bool
+	log          *zap.Logger
+	metrics      *controllers.Metrics
 
 	mu sync.Mutex
 	// distributed is the certificate this process last distributed, in any
@@ -50,11 +56,16 @@ func New(client kubernetes.Interface, opts Options) (*Controller, error) {
 		return nil, err
 	}
 	c := &Controller{
-		client:   client,
-		opts:     opts,
-		excluded: map[string]bool{},
-		log:      opts.Logger.With(zap.String("controller", Name)),
-		metrics:  metrics,
+		client:       client,
+		source:       client,
+		remoteTarget: opts.SourceClient != nil,
+		opts:         opts,
+		excluded:     map[string]bool{},
+		log:          opts.Logger.With(zap.String("controller", Name)),
+		metrics:      metrics,
+	}
+	if opts.SourceClient != nil {
+		c.source = opts.SourceClient
 	}
 	for _, ns := range opts.ExcludedNamespaces {
 		c.excluded[ns] = true
@@ -68,10 +79,14 @@ func (c *Controller) Name() string { return Name }
 // key is a queued item: the source, or one namespace's target.
 type key struct {
 	source    bool
+	bundle    bool
 	namespace string
 }
 
-var sourceKey = key{source: true}
+var (
+	sourceKey = key{source: true}
+	bundleKey = key{bundle: true}
+)
 
 // Run keeps the certificate in every namespace until ctx is done, then
 // returns after its informers and workers have stopped.
@@ -89,12 +104,17 @@ type term struct {
 	c         *Controller
 	queue     workqueue.TypedRateLimitingInterface[key]
 	informers []cache.SharedIndexInformer
-	nsLister  corelisters.NamespaceLister
-	tgtLister corelisters.ConfigMapLister
-	srcLister corelisters.ConfigMapLister // nil without SelfSignedRoot
-	// caSecrets caches each CA Secret by name, nothing else.
+	nsLister  corelisters.NamespaceLister          // nil with ClusterTrustBundle
+	tgtLister corelisters.ConfigMapLister          // nil with ClusterTrustBundle
+	ctbLister certlisters.ClusterTrustBundleLister // only with ClusterTrustBundle
+	srcLister corelisters.ConfigMapLister          // nil without SelfSignedRoot
+	// caSecrets caches each CA Secret of the source cluster by name,
+	// nothing else.
 	caSecrets map[string]cache.Store
-	synced    []cache.InformerSynced
+	// targetCA caches the target cluster's own CA Secrets, only when it is
+	// not the source cluster.
+	targetCA map[string]cache.Store
+	synced   []cache.InformerSynced
 
 	mu sync.Mutex
 	// bundle is the certificate distributed in this term; empty until the
@@ -107,7 +127,7 @@ func (c *Controller) newTerm() *term {
 		sel := fields.OneTermEqualSelector("metadata.name", name).String()
 		return func(o *metav1.ListOptions) { o.FieldSelector = sel }
 	}
-	t := &term{c: c, queue: controllers.NewQueue[key](Name), caSecrets: map[string]cache.Store{}}
+	t := &term{c: c, queue: controllers.NewQueue[key](Name), caSecrets: map[string]cache.Store{}, targetCA: map[string]cache.Store{}}
 	watch := func(inf cache.SharedIndexInformer, toKey func(obj any) (key, bool)) {
 		reg, _ := inf.AddEventHandler(controllers.Enqueue(t.queue, toKey))
 		// AddEventHandler fails only on a stopped informer; these are new.
@@ -116,6 +136,36 @@ func (c *Controller) newTerm() *term {
 	}
 	source := func(any) (key, bool) { return sourceKey, true }
 
+	if c.opts.ClusterTrustBundle {
+		bundles := certinformers.NewFilteredClusterTrustBundleInformer(c.client, 0, cache.Indexers{}, byName(ClusterTrustBundleName))
+		t.ctbLister = certlisters.NewClusterTrustBundleLister(bundles.GetIndexer())
+		watch(bundles, func(any) (key, bool) { return bundleKey, true })
+	} else {
+		t.watchNamespaces(watch, byName(TargetConfigMap))
+	}
+	// One informer per CA Secret, each limited to its name, so that a Role
+	// with resourceNames is enough to read them and no other Secret is seen.
+	for _, name := range []string{PluggedCASecret, IstiodCASecret} {
+		inf := coreinformers.NewFilteredSecretInformer(c.source, c.opts.MeshNamespace, 0, cache.Indexers{}, byName(name))
+		t.caSecrets[name] = inf.GetStore()
+		watch(inf, source)
+		if c.remoteTarget {
+			own := coreinformers.NewFilteredSecretInformer(c.client, c.opts.MeshNamespace, 0, cache.Indexers{}, byName(name))
+			t.targetCA[name] = own.GetStore()
+			watch(own, source)
+		}
+	}
+	if c.opts.SelfSignedRoot {
+		src := coreinformers.NewFilteredConfigMapInformer(c.source, c.opts.MeshNamespace, 0, cache.Indexers{}, byName(c.opts.SourceConfigMap))
+		t.srcLister = corelisters.NewConfigMapLister(src.GetIndexer())
+		watch(src, source)
+	}
+	return t
+}
+
+// watchNamespaces watches every namespace and its target ConfigMap.
+func (t *term) watchNamespaces(watch func(cache.SharedIndexInformer, func(any) (key, bool)), byTarget func(*metav1.ListOptions)) {
+	c := t.c
 	namespaces := coreinformers.NewNamespaceInformer(c.client, 0, cache.Indexers{})
 	t.nsLister = corelisters.NewNamespaceLister(namespaces.GetIndexer())
 	watch(namespaces, func(obj any) (key, bool) {
@@ -125,7 +175,7 @@ func (c *Controller) newTerm() *term {
 		}
 		return key{namespace: ns.Name}, true
 	})
-	targets := coreinformers.NewFilteredConfigMapInformer(c.client, metav1.NamespaceAll, 0, cache.Indexers{}, byName(TargetConfigMap))
+	targets := coreinformers.NewFilteredConfigMapInformer(c.client, metav1.NamespaceAll, 0, cache.Indexers{}, byTarget)
 	t.tgtLister = corelisters.NewConfigMapLister(targets.GetIndexer())
 	watch(targets, func(obj any) (key, bool) {
 		cm, ok := obj.(*corev1.ConfigMap)
@@ -134,19 +184,6 @@ func (c *Controller) newTerm() *term {
 		}
 		return key{namespace: cm.Namespace}, true
 	})
-	// One informer per CA Secret, each limited to its name, so that a Role
-	// with resourceNames is enough to read them and no other Secret is seen.
-	for _, name := range []string{PluggedCASecret, IstiodCASecret} {
-		inf := coreinformers.NewFilteredSecretInformer(c.client, c.opts.MeshNamespace, 0, cache.Indexers{}, byName(name))
-		t.caSecrets[name] = inf.GetStore()
-		watch(inf, source)
-	}
-	if c.opts.SelfSignedRoot {
-		src := coreinformers.NewFilteredConfigMapInformer(c.client, c.opts.MeshNamespace, 0, cache.Indexers{}, byName(c.opts.SourceConfigMap))
-		t.srcLister = corelisters.NewConfigMapLister(src.GetIndexer())
-		watch(src, source)
-	}
-	return t
 }
 
 func (t *term) loop() controllers.Loop[key] {
@@ -172,6 +209,9 @@ func (c *Controller) wanted(ns *corev1.Namespace) bool {
 func (t *term) reconcile(ctx context.Context, k key) error {
 	if k.source {
 		return t.syncSource(ctx)
+	}
+	if k.bundle {
+		return t.syncBundle(ctx)
 	}
 	return t.syncNamespace(ctx, k.namespace)
 }
@@ -203,11 +243,11 @@ func (t *term) syncSelfSigned(ctx context.Context) error {
 	if generated {
 		src.Annotations = map[string]string{GeneratedAnnotation: "true"}
 	}
-	_, err = c.client.CoreV1().ConfigMaps(ns).Create(ctx, src, metav1.CreateOptions{})
+	_, err = c.source.CoreV1().ConfigMaps(ns).Create(ctx, src, metav1.CreateOptions{})
 	if apierrors.IsAlreadyExists(err) {
 		// Another instance won the race, or our cache lags: use what is
 		// stored, read directly since the cache may not have it yet.
-		stored, err := c.client.CoreV1().ConfigMaps(ns).Get(ctx, name, metav1.GetOptions{})
+		stored, err := c.source.CoreV1().ConfigMaps(ns).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return fmt.Errorf("read source ConfigMap %s/%s: %w", ns, name, err)
 		}
@@ -234,8 +274,18 @@ func (t *term) useSource(cm *corev1.ConfigMap) error {
 }
 
 // distribute makes cert, read from the source from, the certificate of this
-// term and, if it changed, queues every namespace.
+// term and, if it changed, queues every namespace. In a remote target
+// whose own mesh root differs, it withdraws the certificate instead and
+// says why.
 func (t *term) distribute(cert, from string) {
+	if err := t.checkTargetRoot(cert, from); err != nil {
+		t.c.setProblem(err)
+		t.mu.Lock()
+		t.bundle = ""
+		t.mu.Unlock()
+		return
+	}
+	t.c.setProblem(nil)
 	t.mu.Lock()
 	changed := t.bundle != cert
 	t.bundle = cert
@@ -244,6 +294,11 @@ func (t *term) distribute(cert, from string) {
 		return
 	}
 	t.c.setDistributed(cert)
+	if t.ctbLister != nil {
+		t.c.log.Info("distributing the root certificate", zap.String("from", from), zap.String("clusterTrustBundle", ClusterTrustBundleName))
+		t.queue.Add(bundleKey)
+		return
+	}
 	nss, _ := t.nsLister.List(labels.Everything())
 	t.c.log.Info("distributing the root certificate", zap.String("from", from), zap.Int("namespaces", len(nss)))
 	for _, ns := range nss {

@@ -5,6 +5,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/meshd-io/meshd/internal/controllers"
 	"github.com/meshd-io/meshd/internal/errlist"
@@ -17,6 +18,13 @@ const (
 	ElectionID = election.NamespaceController
 	// Name is the controller's name in logs and metrics.
 	Name = "namespace"
+
+	// ClusterTrustBundleName is the certificates.k8s.io/v1beta1
+	// ClusterTrustBundle the root is published in with
+	// Options.ClusterTrustBundle, the name istiod uses.
+	ClusterTrustBundleName = "istio.io:istiod-ca:root-cert"
+	// ClusterTrustBundleSigner is its signer name, istiod's.
+	ClusterTrustBundleSigner = "istio.io/istiod-ca"
 
 	// TargetConfigMap is the ConfigMap written into every namespace.
 	TargetConfigMap = "istio-ca-root-cert"
@@ -56,6 +64,21 @@ type Options struct {
 	// MeshNamespace holds the mesh CA's Secrets (and, with SelfSignedRoot,
 	// the source ConfigMap). Required.
 	MeshNamespace string
+	// SourceClient is the cluster the mesh's root is read from: its CA
+	// Secrets (and, with SelfSignedRoot, the source ConfigMap) in
+	// MeshNamespace. Default: the cluster the controller writes into. Set
+	// it to publish the root of this control plane's cluster into a remote
+	// cluster; the controller then also reads the remote cluster's own CA
+	// Secrets and publishes nothing while they hold a different root, since
+	// the workloads there trust that one (docs/multicluster.md).
+	SourceClient kubernetes.Interface
+	// ClusterTrustBundle publishes the root in the cluster-scoped
+	// ClusterTrustBundle ClusterTrustBundleName (certificates.k8s.io
+	// v1beta1, a beta API off by default) instead of a ConfigMap in every
+	// namespace, as istiod does with ENABLE_CLUSTER_TRUST_BUNDLE_API.
+	// Writing a bundle with a signer name needs the verb attest on
+	// signers.certificates.k8s.io named ClusterTrustBundleSigner.
+	ClusterTrustBundle bool
 	// SelfSignedRoot lets the controller mint a self-signed root when the
 	// mesh has no CA Secret, and keep it in SourceConfigMap. Never set it
 	// beside a live istiod: the minted root is not the one sidecars trust.

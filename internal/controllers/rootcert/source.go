@@ -7,6 +7,7 @@ import (
 
 	"go.uber.org/zap"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/tools/cache"
 )
 
 // Reasons of the Warning Events the controller records.
@@ -15,6 +16,9 @@ const (
 	ReasonNoMeshRoot = "NoMeshRoot"
 	// ReasonInvalidMeshRoot: a CA Secret holds no valid certificate.
 	ReasonInvalidMeshRoot = "InvalidMeshRoot"
+	// ReasonMeshRootMismatch: a remote cluster has a mesh root of its own,
+	// other than the one to publish; nothing is published there.
+	ReasonMeshRootMismatch = "MeshRootMismatch"
 )
 
 // errNoMeshRoot is wrapped by Problem when the mesh has no CA Secret.
@@ -37,11 +41,9 @@ func (t *term) syncSource(ctx context.Context) error {
 		// Retried with backoff; an update of the Secret retries at once.
 		return err
 	case cert != "":
-		t.c.setProblem(nil)
 		t.distribute(cert, from)
 		return nil
 	case t.c.opts.SelfSignedRoot:
-		t.c.setProblem(nil)
 		return t.syncSelfSigned(ctx)
 	}
 	ns := t.c.opts.MeshNamespace
@@ -59,11 +61,25 @@ func (t *term) syncSource(ctx context.Context) error {
 // neither has one, and an error when the first one found does not hold PEM
 // certificates.
 func (t *term) meshRoot() (cert, from string, err error) {
+	where := ""
+	if t.c.remoteTarget {
+		where = " in the control plane's cluster"
+	}
+	return readMeshRoot(t.caSecrets, t.c.opts.MeshNamespace, where)
+}
+
+// readMeshRoot is meshRoot over the CA Secret stores of one cluster; where
+// names that cluster in from, when not empty.
+func readMeshRoot(stores map[string]cache.Store, namespace, where string) (cert, from string, err error) {
 	for _, src := range []struct{ secret, key string }{
 		{PluggedCASecret, PluggedRootKey},
 		{IstiodCASecret, IstiodCAKey},
 	} {
-		obj, ok, _ := t.caSecrets[src.secret].GetByKey(t.c.opts.MeshNamespace + "/" + src.secret)
+		store := stores[src.secret]
+		if store == nil {
+			continue
+		}
+		obj, ok, _ := store.GetByKey(namespace + "/" + src.secret)
 		if !ok {
 			continue
 		}
@@ -72,13 +88,37 @@ func (t *term) meshRoot() (cert, from string, err error) {
 			continue
 		}
 		cert = string(secret.Data[src.key])
-		from = fmt.Sprintf("Secret %s/%s key %s", t.c.opts.MeshNamespace, src.secret, src.key)
+		from = fmt.Sprintf("Secret %s/%s key %s%s", namespace, src.secret, src.key, where)
 		if err := checkCertificates(cert); err != nil {
 			return "", "", fmt.Errorf("%s: %w; not publishing it", from, err)
 		}
 		return cert, from, nil
 	}
 	return "", "", nil
+}
+
+// errRootMismatch is wrapped by Problem when a remote cluster has a mesh
+// root of its own that is not the one this controller would publish.
+var errRootMismatch = errors.New("the cluster's own mesh root differs")
+
+// checkTargetRoot returns an error when the controller writes into a
+// remote cluster that has its own CA Secret holding a root other than
+// cert: publishing cert there would replace the root its workloads trust.
+// A remote cluster without a CA Secret (primary-remote), or with the same
+// root (a shared root plugged in as cacerts), is fine.
+func (t *term) checkTargetRoot(cert, from string) error {
+	if !t.c.remoteTarget {
+		return nil
+	}
+	own, ownFrom, err := readMeshRoot(t.targetCA, t.c.opts.MeshNamespace, " in this cluster")
+	if err != nil {
+		return fmt.Errorf("%w: %v", errRootMismatch, err)
+	}
+	if own == "" || sameCertificates(own, cert) {
+		return nil
+	}
+	return fmt.Errorf("%w: %s is not the root read from %s; not publishing %s into this cluster, whose workloads trust its own root",
+		errRootMismatch, ownFrom, from, TargetConfigMap)
 }
 
 // Problem says why the running term publishes no root certificate: no CA
@@ -114,7 +154,10 @@ func (c *Controller) setProblem(err error) {
 		c.log.Warn("not publishing the mesh root certificate", zap.Error(err))
 		reason := ReasonNoMeshRoot
 		var invalid invalidRootError
-		if errors.As(err, &invalid) {
+		switch {
+		case errors.Is(err, errRootMismatch):
+			reason = ReasonMeshRootMismatch
+		case errors.As(err, &invalid):
 			reason = ReasonInvalidMeshRoot
 		}
 		if c.opts.Recorder != nil {

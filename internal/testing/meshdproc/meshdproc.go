@@ -308,6 +308,18 @@ func (p *Process) Leads(ctx context.Context, lockName string) bool {
 	return false
 }
 
+// GetJSON decodes the JSON document the instance serves on path into out.
+func (p *Process) GetJSON(ctx context.Context, path string, out any) error {
+	body, err := p.get(ctx, path)
+	if err != nil {
+		return err
+	}
+	if err := json.Unmarshal(body, out); err != nil {
+		return fmt.Errorf("meshdproc: %s: decode %s: %w", p.opts.Name, path, err)
+	}
+	return nil
+}
+
 // Metrics returns the Prometheus text exposition from /metrics.
 func (p *Process) Metrics(ctx context.Context) (string, error) {
 	body, err := p.get(ctx, "/metrics")

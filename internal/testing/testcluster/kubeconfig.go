@@ -18,6 +18,29 @@ const KubeconfigContext = "meshd-local"
 // current context acts as AdminUser; it also has one context per other
 // static user, for example "meshd-local-meshd-restricted-1".
 func (c *Cluster) WriteKubeconfig(path string) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return err
+	}
+	return clientcmd.WriteToFile(*c.kubeconfig(), path)
+}
+
+// Kubeconfig returns the contents of a kubeconfig that acts as AdminUser,
+// with everything inline (no file paths) and one context, as a remote
+// cluster's Secret holds it.
+func (c *Cluster) Kubeconfig() ([]byte, error) {
+	cfg := clientcmdapi.NewConfig()
+	cfg.Clusters[KubeconfigContext] = &clientcmdapi.Cluster{
+		Server:                   c.Config.Host,
+		CertificateAuthorityData: c.Config.CAData,
+	}
+	cfg.AuthInfos[AdminUser] = &clientcmdapi.AuthInfo{Token: c.users[AdminUser].token}
+	cfg.Contexts[KubeconfigContext] = &clientcmdapi.Context{Cluster: KubeconfigContext, AuthInfo: AdminUser}
+	cfg.CurrentContext = KubeconfigContext
+	return clientcmd.Write(*cfg)
+}
+
+// kubeconfig is the configuration WriteKubeconfig writes.
+func (c *Cluster) kubeconfig() *clientcmdapi.Config {
 	cfg := clientcmdapi.NewConfig()
 	cfg.Clusters[KubeconfigContext] = &clientcmdapi.Cluster{
 		Server:                   c.Config.Host,
@@ -37,8 +60,5 @@ func (c *Cluster) WriteKubeconfig(path string) error {
 		cfg.Contexts[ctxName] = &clientcmdapi.Context{Cluster: KubeconfigContext, AuthInfo: n, Namespace: "default"}
 	}
 	cfg.CurrentContext = KubeconfigContext
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return err
-	}
-	return clientcmd.WriteToFile(*cfg, path)
+	return cfg
 }

@@ -318,3 +318,47 @@ func contains(list []string, s string) bool {
 	}
 	return false
 }
+
+// StartSeveral starts independent control planes: what one stores, the
+// other does not see, and each Kubeconfig reaches its own.
+func TestStartSeveralAreIndependent(t *testing.T) {
+	cs, err := testcluster.StartSeveral(2, testcluster.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := testcluster.StopAll(cs); err != nil {
+			t.Error(err)
+		}
+	}()
+	ctx := ctxFor(t)
+	if cs[0].Host() == cs[1].Host() || cs[0].EtcdURL == cs[1].EtcdURL {
+		t.Fatalf("shared endpoints: %s %s, %s %s", cs[0].Host(), cs[1].Host(), cs[0].EtcdURL, cs[1].EtcdURL)
+	}
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "only-in-the-first"}}
+	if _, err := cs[0].Client.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cs[1].Client.CoreV1().Namespaces().Get(ctx, ns.Name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("the second cluster sees the first one's namespace (err %v)", err)
+	}
+	for i, c := range cs {
+		data, err := c.Kubeconfig()
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg, err := clientcmd.RESTConfigFromKubeConfig(data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cfg.Host != c.Host() || cfg.CAFile != "" || cfg.BearerTokenFile != "" {
+			t.Errorf("cluster %d: kubeconfig host %q, files %q %q; want its own host and everything inline", i, cfg.Host, cfg.CAFile, cfg.BearerTokenFile)
+		}
+		if got := whoAmI(t, ctx, clientFor(t, cfg)); got.Username != testcluster.AdminUser {
+			t.Errorf("cluster %d: kubeconfig acts as %q", i, got.Username)
+		}
+	}
+	if _, err := testcluster.StartSeveral(0, testcluster.Options{}); err == nil {
+		t.Error("StartSeveral(0) did not fail")
+	}
+}

@@ -1,0 +1,5 @@
+//go:build !race
+
+package multicluster
+
+const raceEnabled = false
