@@ -103,43 +103,55 @@
 // with -sim.v, and the session mark next to every record (the Lease it
 // names, never the token, which is random).
 //
-// # Determinism, and its limits
+// # Determinism
 //
-// Each schedule runs in a testing/synctest bubble. After every step (a
-// clock step, an action, the delivery of one watcher's events) the world
-// waits until every goroutine of the bubble is durably blocked: on the fake
-// clock, on a watch, on a paused API call, on a harness channel. So each
-// step runs to quiescence before the next begins, watch events reach one
-// watcher at a time, and the clock jumps straight to the next timer, watch
-// delivery or action (at most RetryPeriod/4 at once). Every choice of the
-// schedule comes from math/rand seeded with the seed, and Run seeds the
-// global source that the elector's and client-go's jitter draw from (this
-// needs randseednop=0, set by a //go:debug line in the tests).
+// Each schedule runs in a testing/synctest bubble, and a seed decides the
+// whole trace: the same lines in the same order on any machine, under any
+// load, in any test order (TestReplayIsDeterministic checks it line for
+// line, after other schedules and with every processor kept busy). After
+// every step (a clock step, an action, one watch event) the world waits
+// until every goroutine of the bubble is durably blocked, and wherever
+// goroutines woken together would race it lets one act at a time:
 //
-// What is not deterministic:
+//   - Timers: the fake clock (simClock) fires due timers one at a time, in
+//     deadline order and, for equal deadlines, in the order they were
+//     armed, settling after each: two candidates whose timers fall on the
+//     same instant act one after the other.
+//   - API requests: every request of an actor waits at a gate (callGate);
+//     once every goroutine is blocked the world lets the waiting requests
+//     through one at a time, settling after each, in an order drawn from
+//     the seed and the requests themselves (actor, verb, object), never from
+//     their arrival. The gate is what orders a run function and its
+//     elector, the parts of client-go's informer, and two candidates.
+//   - Watch events: one event at a time, settling after each, so whether a
+//     reader sees an intermediate version or only the newest (the lock's
+//     watch and client-go's informer hand on only the latest) does not
+//     depend on the scheduler.
+//   - Random draws: every schedule choice comes from math/rand seeded with
+//     the seed; each elector draws its jitter from a source of its own
+//     (elector.Config.Rand, seeded from the seed and the process), so what
+//     one draws does not depend on when the others draw. Run also seeds the
+//     global source (for client-go's own jitter; this needs randseednop=0,
+//     set by a //go:debug line in the tests).
 //
-//   - Goroutines woken in the same step run in the Go scheduler's order:
-//     two candidates whose timers fall on the same instant, or the elector
-//     loop and the run function of one candidate. The order of their API
-//     calls can then differ between runs. The lines of one instant of the
-//     trace often come in a different order; the events themselves (the
-//     lines of each instant, in any order) differed in none of 40
-//     schedules, and in about 1 in 30 under the race detector. In a sample
-//     of 550 failing seeds every one failed again on replay. Session mode
-//     races more: its followers all time a session from the same delivery
-//     of a heartbeat, so they wake at the same instant; the events of about
-//     1 schedule in 40 differ between two runs (1 in 3 under the race
-//     detector), and a failing session seed may need a few replays.
-//   - Context timeouts and client-go's reflector back-offs run on the
-//     bubble's clock, which the world advances by the same amounts as the
-//     fake clock but just before it; they fire up to one step early
-//     relative to the fake clock, never late.
-//   - Schedules that run at the same time in one process share the global
-//     random source; TestSimulation therefore runs them one after another.
-//   - A synctest bubble cannot see a goroutine that spins without blocking:
-//     such a bug hangs the step, and a watchdog (WallLimit) ends the process
-//     with the seed. A Run that returns at once is made to wait a
-//     RetryPeriod, so the harness itself never spins.
+// Limits: context timeouts and client-go's reflector back-offs run on the
+// bubble's clock, which the world advances by the same amounts as the fake
+// clock but just before it, so they fire up to one step early relative to
+// the fake clock, never late. Session tokens come from crypto/rand and are
+// left out of the trace. A synctest bubble cannot see a goroutine that
+// spins without blocking: such a bug hangs the step, and a watchdog
+// (WallLimit) ends the process with the seed. A Run that returns at once is
+// made to wait a RetryPeriod, so the harness itself never spins. Schedules
+// that run at the same time in one process would share the global random
+// source; TestSimulation therefore runs them one after another.
+//
+// # Searching
+//
+// make test runs the fixed ranges (seeds from 1) and then fresh schedules
+// from a base seed drawn for that run and printed with its replay command;
+// make sim-long runs 1,000,000 schedules in parallel chunks and writes its
+// summary to docs/reliability.md. Every seed that once broke an invariant
+// becomes a named scenario (classicSeed).
 //
 // # Running
 //

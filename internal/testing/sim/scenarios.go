@@ -55,13 +55,6 @@ func classicSeed(seed int64, why string) Scenario {
 	return Scenario{Name: s.Name, Case: why, Schedule: s}
 }
 
-// sessionSeed is classicSeed for a schedule of GenerateSessions.
-func sessionSeed(seed int64, why string) Scenario {
-	s := GenerateSessions(seed)
-	s.Name = fmt.Sprintf("session-seed-%d", seed)
-	return Scenario{Name: s.Name, Case: why, Schedule: s}
-}
-
 func base(name, kind string, d time.Duration) Schedule {
 	return Schedule{
 		Name: name, Seed: 1, Namespace: Namespace, LockName: LockName, LockKind: kind,
