@@ -124,9 +124,12 @@ func (le *LeaderElector) readAndDecide(ctx context.Context, renewing, fromCache 
 	// slow read (a paused process, a slow API server) may return a record
 	// written after it was sent, whose lease must not start earlier.
 	now := le.clock.Now()
+	if err == nil || apierrors.IsNotFound(err) {
+		le.noteEmpty(err != nil || noRecord(rec), now)
+	}
 	switch {
 	case apierrors.IsNotFound(err) || (err == nil && noRecord(rec)):
-		if !renewing && (le.holderMayBeWorking(now) || (err == nil && le.unknownHolder(now))) {
+		if !renewing && (le.holderMayBeWorking(now) || le.emptyMayBeHeld(now, err != nil)) {
 			// Deleted or re-created without a record, not released: the
 			// holder may still be working.
 			return heldByOther, nil

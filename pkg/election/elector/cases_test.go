@@ -421,7 +421,9 @@ func TestRecreatedLockWithoutRecordIsNotARelease(t *testing.T) {
 }
 
 // Case 6, polling: a follower that reads a re-created object without a
-// record keeps waiting for the holder's lease.
+// record keeps waiting: for a lease from when it first saw the object so,
+// not for the lease of the record it saw before, since the holder may have
+// renewed after that record, unseen, just before the object was wiped.
 func TestPollingFollowerWaitsOutRecreatedLock(t *testing.T) {
 	h := newHarness(t)
 	h.writeRecord(held("b", "", 4))
@@ -431,9 +433,45 @@ func TestPollingFollowerWaitsOutRecreatedLock(t *testing.T) {
 	_ = h.client.CoreV1().ConfigMaps(ns).Delete(ctx, lockName, metav1.DeleteOptions{})
 	_, _ = h.client.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: lockName, Namespace: ns}}, metav1.CreateOptions{})
 	h.clock.Step(3 * time.Second)
-	mustAttempt(t, le, false, heldByOther)
+	mustAttempt(t, le, false, heldByOther) // first seen without a record at t0+3s
 	h.clock.Step(1001 * time.Millisecond)
+	mustAttempt(t, le, false, heldByOther) // b's record would have run out
+	h.clock.Step(3 * time.Second)
 	mustAttempt(t, le, false, acquired)
+}
+
+// A polling follower whose reads failed while the holder renewed, and that
+// then finds the lock object re-created without a record, must not judge
+// by the older record it saw: the holder renewed after it and still works.
+// Before, it took the empty object one lease after that older record while
+// the holder's work ran (simulation seed 100035312, named scenario
+// seed-100035312). The same holds for a deleted object.
+func TestFollowerThatMissedRenewalsWaitsOutAWipedLock(t *testing.T) {
+	for _, recreate := range []bool{true, false} {
+		t.Run(map[bool]string{true: "re-created", false: "deleted"}[recreate], func(t *testing.T) {
+			h := newHarness(t)
+			h.writeRecord(held("b", "", 4))
+			le := h.elector("a", "", nil, nil)
+			mustAttempt(t, le, false, heldByOther) // sees b's record at t0
+			// a's reads fail from here on; b renews at t0+2s, unseen.
+			h.clock.Step(2 * time.Second)
+			h.renewAs(held("b", "", 4))
+			h.clock.Step(500 * time.Millisecond)
+			ctx := context.Background()
+			_ = h.client.CoreV1().ConfigMaps(ns).Delete(ctx, lockName, metav1.DeleteOptions{})
+			if recreate {
+				_, _ = h.client.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: lockName, Namespace: ns}}, metav1.CreateOptions{})
+			}
+			// a reads again at t0+4.5s: b's record as a saw it ran out at t0+4s,
+			// but b may work until t0+2s + its lease.
+			h.clock.Step(2 * time.Second)
+			mustAttempt(t, le, false, heldByOther)
+			h.clock.Step(3 * time.Second) // t0+7.5s: past b's real lease
+			mustAttempt(t, le, false, heldByOther)
+			h.clock.Step(1001 * time.Millisecond) // a lease after a first saw it wiped
+			mustAttempt(t, le, false, acquired)
+		})
+	}
 }
 
 // Case 7: a request from 2020 naming a candidate that no longer exists made

@@ -75,7 +75,7 @@ type LeaderElector struct {
 	lastRenew   time.Time              // when the last successful renew of this term was sent
 	startAt     time.Time              // the fence: the callback starts no earlier
 	contendAt   time.Time              // the back-off: Run contends no earlier
-	emptySince  time.Time              // when an object without a record was first seen, no holder known
+	emptySince  time.Time              // when the lock object was first seen missing or without a record
 	quickEnds   int                    // terms in a row that the callback ended early
 	stopping    bool                   // the callback is stopping: renew, answer nothing
 	handTo      *resourcelock.Handover // the request accepted by the last renew
@@ -410,8 +410,8 @@ func (le *LeaderElector) followerWait() time.Duration {
 	return poll
 }
 
-// emptyWake is when a lock object without a record, seen while no holder
-// was ever known, may be taken (see unknownHolder); zero when none waits.
+// emptyWake is when a lock object that is missing or has no record may be
+// taken (see emptyMayBeHeld); zero when none waits.
 func (le *LeaderElector) emptyWake(now time.Time) time.Time {
 	if at := le.emptySince.Add(le.cfg.LeaseDuration); !le.emptySince.IsZero() && at.After(now) {
 		return at

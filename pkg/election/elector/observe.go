@@ -95,6 +95,7 @@ func (le *LeaderElector) refreshObservedLease(now time.Time) {
 
 // observeOwnWrite remembers a record this candidate just wrote.
 func (le *LeaderElector) observeOwnWrite(rec resourcelock.Record, now time.Time) {
+	le.noteEmpty(false, now)
 	le.mu.Lock()
 	le.noteTerm(&rec, now)
 	le.observedRecord = rec
@@ -164,22 +165,41 @@ func (le *LeaderElector) holderMayBeWorking(now time.Time) bool {
 	return rec.HolderIdentity != "" && rec.HolderIdentity != le.cfg.Lock.Identity() && le.leaseValid(now)
 }
 
-// unknownHolder reports whether a lock object without a record, read now
-// by a candidate that has never seen a record of this lock, must count as
-// held by a holder it does not know: for LeaseDuration from when it first
-// saw the object so, as a corrupt record does. Such an object is most
-// often one re-created by kubectl replace --force or a GitOps tool while
-// a holder works; that holder writes its record again at its next renew.
-// A missing object is created at once (the first election of a cluster);
-// a candidate that saw a record, even a release, judges by it.
-func (le *LeaderElector) unknownHolder(now time.Time) bool {
-	if rec, _ := le.Observed(); !noRecord(&rec) {
+// noteEmpty follows whether the lock object, as last read or delivered, is
+// missing or holds no record: emptySince is when this candidate first saw
+// it so, zero while it holds a record. Used by the election loop only.
+func (le *LeaderElector) noteEmpty(empty bool, now time.Time) {
+	switch {
+	case !empty:
 		le.emptySince = time.Time{}
+	case le.emptySince.IsZero():
+		le.emptySince = now
+	}
+}
+
+// emptyMayBeHeld reports whether a lock object that is missing or holds no
+// record, read now, must still count as held: for LeaseDuration from when
+// this candidate first saw it so, as for a corrupt record. Such an object
+// is most often one deleted, or re-created by kubectl replace --force or a
+// GitOps tool, while a holder works; that holder writes its record again
+// at its next renew. The record this candidate last saw does not tell how
+// long to wait: the holder may have renewed after it, unseen (a polling
+// candidate, one whose reads failed, a watch that broke), just before the
+// object was wiped. Only a missing object never seen before, by a
+// candidate that never saw a record (the first election of a cluster), is
+// taken at once.
+func (le *LeaderElector) emptyMayBeHeld(now time.Time, missing bool) bool {
+	le.mu.Lock()
+	neverSeen := le.observedTime.IsZero() && !le.observedCorrupt
+	le.mu.Unlock()
+	if missing && neverSeen {
 		return false
 	}
 	if le.emptySince.IsZero() {
 		le.emptySince = now
-		le.log.Info("the lock object has no record and no holder was ever seen; waiting a lease in case one works",
+	}
+	if now.Equal(le.emptySince) {
+		le.log.Info("the lock object is missing or has no record; waiting a lease from now in case a holder works",
 			zap.Duration("lease", le.cfg.LeaseDuration))
 	}
 	return !now.After(le.emptySince.Add(le.cfg.LeaseDuration))

@@ -153,6 +153,9 @@ func (w *lockWatch) ingestOne(obj any, deleted bool) bool {
 	le := w.le
 	now := le.clock.Now()
 	rec, raw, err := w.lock.Observe(obj, deleted)
+	if err == nil {
+		le.noteEmpty(deleted || noRecord(rec), now)
+	}
 	mine := le.GetLeader() == le.cfg.Lock.Identity()
 	switch {
 	case errors.Is(err, resourcelock.ErrForeignObject):
