@@ -63,9 +63,11 @@ chart:
 	cd tools/helm && $(GO) run ./cmd/render -chart ../../deploy/charts/meshd -o ../../deploy/meshd.yaml
 
 # The separate modules: the image builder (builds a static meshd and runs it
-# from the unpacked image) and the chart (renders it with Helm's library and
-# runs two revisions of meshd on a real API server with the chart's RBAC).
+# from the unpacked image), the chart (renders it with Helm's library and
+# runs two revisions of meshd on a real API server with the chart's RBAC)
+# and the local control plane's scripts.
 test-tools: kube-bins
+	cd tools/kube && $(GO) test -count=1 .
 	cd tools/image && $(GO) test -count=1 ./...
 	cd tools/helm && $(GO) test -race -count=1 ./...
 
@@ -74,6 +76,7 @@ lint:
 	$(GO) vet ./...
 	cd tools/image && $(GO) vet ./...
 	cd tools/helm && $(GO) vet ./...
+	cd tools/kube && $(GO) vet .
 
 test-unit:
 	$(GO) test -race -count=1 $(UNIT_PKGS)
