@@ -21,7 +21,11 @@ VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev
 COMMIT   ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
 LDFLAGS  := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 ARCH     ?= $(shell $(GO) env GOARCH)
-IMAGE    ?= meshd:$(VERSION)
+# The image is tagged with the chart's appVersion, the tag the chart runs
+# by default: "make image" and "helm install" agree without --set. The
+# binary inside still reports VERSION and COMMIT (meshd version).
+CHART_APP_VERSION := $(shell sed -n 's/^appVersion: *"\{0,1\}\([^"]*\)"\{0,1\}$$/\1/p' deploy/charts/meshd/Chart.yaml)
+IMAGE    ?= meshd:$(CHART_APP_VERSION)
 FUZZTIME ?= 30s
 CHAOS_DURATION ?= 3m
 CHAOS_SEED ?= 0
@@ -44,7 +48,7 @@ UNIT_PKGS := ./pkg/... ./internal/testing/kubetest/... ./internal/testing/sim/..
 
 include mk/kube.mk
 
-.PHONY: all build image chart test test-unit test-integration test-tools lint fuzz fuzz-decoders sim demo bench chaos clean
+.PHONY: all build image image-name chart test test-unit test-integration test-tools lint fuzz fuzz-decoders sim demo bench chaos clean
 
 all: build
 
@@ -56,6 +60,10 @@ image:
 	CGO_ENABLED=0 GOOS=linux GOARCH=$(ARCH) $(GO) build -trimpath -ldflags "-s -w $(LDFLAGS)" -o $(BIN)/linux_$(ARCH)/meshd ./cmd/meshd
 	cd tools/image && $(GO) run . -binary $(BIN)/linux_$(ARCH)/meshd -arch $(ARCH) -tag $(IMAGE) \
 		-version $(VERSION) -revision $(COMMIT) -o $(BIN)/meshd-image.tar -layout $(BIN)/meshd-oci
+
+# The reference "make image" tags its image with.
+image-name:
+	@echo $(IMAGE)
 
 # deploy/meshd.yaml is the chart rendered with its default values; a test
 # in tools/helm fails when it is stale.
