@@ -19,7 +19,10 @@ GO       ?= go
 BIN      := $(CURDIR)/bin
 VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo devel)
 COMMIT   ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
-LDFLAGS  := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
+# main.* for "meshd version", monitoring.* for meshd_build_info.
+LDFLAGS  := -X main.version=$(VERSION) -X main.commit=$(COMMIT) \
+	-X github.com/meshd-io/meshd/internal/monitoring.buildVersion=$(VERSION) \
+	-X github.com/meshd-io/meshd/internal/monitoring.buildCommit=$(COMMIT)
 ARCH     ?= $(shell $(GO) env GOARCH)
 # The image is tagged with the chart's appVersion, the tag the chart runs
 # by default: "make image" and "helm install" agree without --set. The
@@ -123,7 +126,7 @@ fuzz-decoders:
 	done
 
 demo: kube-bins build
-	@$(CURDIR)/hack/demo.sh
+	@VERSION=$(VERSION) COMMIT=$(COMMIT) $(CURDIR)/hack/demo.sh
 
 # Reports, not tests: about 20 minutes on 2 cores; run it on an idle machine.
 bench: kube-bins
