@@ -6,7 +6,7 @@
 #   make image             the container image, built in Go without a daemon:
 #                          bin/meshd-image.tar (docker/podman load) and bin/meshd-oci/
 #   make chart             render the Helm chart into deploy/meshd.yaml
-#   make test-tools        tests of the separate modules in tools/ (image, chart)
+#   make test-tools        tests of the separate modules in tools/ (image, chart, monitoring, kube scripts)
 #   make lint              gofmt and go vet
 #   make test-unit         tests that need no API server
 #   make test-integration  tests against a real kube-apiserver and etcd on 127.0.0.1
@@ -76,9 +76,12 @@ chart:
 # The separate modules: the image builder (builds a static meshd and runs it
 # from the unpacked image), the chart (renders it with Helm's library and
 # runs two revisions of meshd on a real API server with the chart's RBAC)
-# and the local control plane's scripts.
+# the local control plane's scripts, and monitoring (the alerts evaluated by
+# Prometheus's rule engine; the dashboard, the alerts and docs/metrics.md
+# against /metrics of a running meshd).
 test-tools: kube-bins
 	cd tools/kube && $(GO) test -count=1 .
+	cd tools/monitoring && $(GO) test -count=1 ./...
 	cd tools/image && $(GO) test -count=1 ./...
 	cd tools/helm && $(GO) test -race -count=1 ./...
 
@@ -88,6 +91,7 @@ lint:
 	cd tools/image && $(GO) vet ./...
 	cd tools/helm && $(GO) vet ./...
 	cd tools/kube && $(GO) vet .
+	cd tools/monitoring && $(GO) vet ./...
 
 test-unit:
 	$(GO) test -race -count=1 $(UNIT_PKGS)

@@ -26,6 +26,7 @@ var (
 //	meshd_ready{revision}                                 1 ready, 0 not
 //	meshd_election_holder_info{name,revision,holder,holder_key}
 //	                                                      1 per election whose lock names a holder
+//	meshd_election_failing{name,revision}                 1 while the latest acquire or renew failed
 //	meshd_election_session_fallback{name,revision}        1 while renewing without its session
 //	meshd_election_problems{name,revision}                reasons the election's work is not done
 type stateCollector struct {
@@ -33,7 +34,7 @@ type stateCollector struct {
 	version string
 	commit  string
 
-	buildInfo, ready, holder, fallback, problems *prometheus.Desc
+	buildInfo, ready, holder, failing, fallback, problems *prometheus.Desc
 }
 
 func newStateCollector(src Source) *stateCollector {
@@ -62,6 +63,9 @@ func newStateCollector(src Source) *stateCollector {
 		holder: prometheus.NewDesc("meshd_election_holder_info",
 			"1 for each election whose lock names a holder, as this process last saw the lock; holder_key is the holder's revision (^ for a remote one).",
 			[]string{"name", "revision", "holder", "holder_key"}, nil),
+		failing: prometheus.NewDesc("meshd_election_failing",
+			"1 while the latest attempt of this process to acquire or renew the election's lock failed (lastError in /debug/elections), else 0.",
+			[]string{"name", "revision"}, nil),
 		fallback: prometheus.NewDesc("meshd_election_session_fallback",
 			"1 while this process renews its record itself although it has a session, because it saw a holder without sessions.",
 			[]string{"name", "revision"}, nil),
@@ -72,7 +76,7 @@ func newStateCollector(src Source) *stateCollector {
 }
 
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.buildInfo, c.ready, c.holder, c.fallback, c.problems} {
+	for _, d := range []*prometheus.Desc{c.buildInfo, c.ready, c.holder, c.failing, c.fallback, c.problems} {
 		ch <- d
 	}
 }
@@ -91,11 +95,16 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 		if e.Holder != "" {
 			ch <- prometheus.MustNewConstMetric(c.holder, prometheus.GaugeValue, 1, e.Name, e.Revision, e.Holder, e.HolderKey)
 		}
-		fallback := 0.0
-		if e.SessionFallback {
-			fallback = 1
-		}
+		ch <- prometheus.MustNewConstMetric(c.failing, prometheus.GaugeValue, flag(e.LastError != ""), e.Name, e.Revision)
+		fallback := flag(e.SessionFallback)
 		ch <- prometheus.MustNewConstMetric(c.fallback, prometheus.GaugeValue, fallback, e.Name, e.Revision)
 		ch <- prometheus.MustNewConstMetric(c.problems, prometheus.GaugeValue, float64(len(e.Problems)), e.Name, e.Revision)
 	}
+}
+
+func flag(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
 }

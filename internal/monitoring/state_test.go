@@ -20,7 +20,7 @@ func TestStateSeries(t *testing.T) {
 		{Status: election.Status{Name: "istio-namespace-controller-election", Revision: "canary", Holder: "istiod-a", HolderKey: "stable"}},
 		{Status: election.Status{Name: "meshd-status-leader", Revision: "canary", Leader: true, Holder: "meshd-canary-0", HolderKey: "canary",
 			SessionFallback: true}, Problems: []string{"no mesh root"}},
-		{Status: election.Status{Name: "meshd-revision-canary", Revision: "canary"}},
+		{Status: election.Status{Name: "meshd-revision-canary", Revision: "canary", LastError: "connection refused"}},
 	}, ready: errors.New("starting")}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(prometheus.NewCounter(prometheus.CounterOpts{Name: "meshd_own_total", Help: "Own."}))
@@ -41,6 +41,8 @@ func TestStateSeries(t *testing.T) {
 		`meshd_election_session_fallback{name="meshd-status-leader",revision="canary"} 1`,
 		`meshd_election_session_fallback{name="meshd-revision-canary",revision="canary"} 0`,
 		`meshd_election_problems{name="meshd-status-leader",revision="canary"} 1`,
+		`meshd_election_failing{name="meshd-revision-canary",revision="canary"} 1`,
+		`meshd_election_failing{name="meshd-status-leader",revision="canary"} 0`,
 		`meshd_election_problems{name="istio-namespace-controller-election",revision="canary"} 0`,
 	} {
 		if !strings.Contains(body, want) {

@@ -6,7 +6,10 @@ import (
 	"context"
 	"errors"
 	"io"
+	"os"
 	"os/exec"
+	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -280,5 +283,54 @@ func TestChangingTheRevisionOfAReleaseIsRefused(t *testing.T) {
 	if _, err := c.Client.AppsV1().Deployments(ns).Update(context.Background(), got, metav1.UpdateOptions{}); err == nil ||
 		!strings.Contains(err.Error(), "immutable") {
 		t.Fatalf("the API server accepted a new selector: %v", err)
+	}
+}
+
+// The alerts and the dashboard reach the cluster when asked for, each as
+// its file in deploy/charts/meshd/files, unchanged.
+func TestAlertsAndDashboardAreOptIn(t *testing.T) {
+	manifest, err := render.Render(chartDir, render.Release{Name: "meshd", Namespace: "mesh", Values: map[string]any{
+		"prometheusRule":   map[string]any{"enabled": true, "labels": map[string]any{"release": "prom"}},
+		"grafanaDashboard": map[string]any{"enabled": true, "namespace": "monitoring"},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	alerts, err := os.ReadFile(filepath.Join(chartDir, "files", "alerts.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wantRules map[string]any
+	if err := yaml.Unmarshal(alerts, &wantRules); err != nil {
+		t.Fatal(err)
+	}
+	dashboard, err := os.ReadFile(filepath.Join(chartDir, "files", "dashboard.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rule, dash map[string]any
+	for _, d := range unstructuredDocs(t, manifest) {
+		switch d["kind"] {
+		case "PrometheusRule":
+			rule = d
+		case "ConfigMap":
+			dash = d
+		}
+	}
+	if rule == nil || dash == nil {
+		t.Fatalf("rendered %v, want a PrometheusRule and a dashboard ConfigMap", kinds(unstructuredDocs(t, manifest)))
+	}
+	if !reflect.DeepEqual(rule["spec"], wantRules) {
+		t.Errorf("the PrometheusRule's spec is not files/alerts.yaml")
+	}
+	if rule["metadata"].(map[string]any)["labels"].(map[string]any)["release"] != "prom" {
+		t.Error("prometheusRule.labels not on the PrometheusRule")
+	}
+	meta := dash["metadata"].(map[string]any)
+	if meta["namespace"] != "monitoring" || meta["labels"].(map[string]any)["grafana_dashboard"] != "1" {
+		t.Errorf("dashboard ConfigMap metadata %v", meta)
+	}
+	if got := dash["data"].(map[string]any)["meshd.json"]; strings.TrimSpace(got.(string)) != strings.TrimSpace(string(dashboard)) {
+		t.Error("the dashboard ConfigMap does not hold files/dashboard.json")
 	}
 }
