@@ -5,6 +5,7 @@
 #   make build             the meshd binary into bin/, stamped with version and commit
 #   make image             the container image, built in Go without a daemon:
 #                          bin/meshd-image.tar (docker/podman load) and bin/meshd-oci/
+#                          (an amd64 and arm64 index; IMAGE_ARCHS to change)
 #   make chart             render the Helm chart into deploy/meshd.yaml
 #   make test-tools        tests of the separate modules in tools/ (image, chart, monitoring, kube scripts)
 #   make lint              gofmt and go vet
@@ -29,6 +30,11 @@ ARCH     ?= $(shell $(GO) env GOARCH)
 # binary inside still reports VERSION and COMMIT (meshd version).
 CHART_APP_VERSION := $(shell sed -n 's/^appVersion: *"\{0,1\}\([^"]*\)"\{0,1\}$$/\1/p' deploy/charts/meshd/Chart.yaml)
 IMAGE    ?= meshd:$(CHART_APP_VERSION)
+IMAGE_ARCHS ?= amd64 arm64
+comma := ,
+empty :=
+space := $(empty) $(empty)
+IMAGE_BINARIES = $(subst $(space),$(comma),$(foreach a,$(IMAGE_ARCHS),$(a)=$(BIN)/linux_$(a)/meshd))
 FUZZTIME ?= 30s
 CHAOS_DURATION ?= 3m
 CHAOS_SEED ?= 0
@@ -59,9 +65,15 @@ build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/meshd ./cmd/meshd
 
 # A static linux binary in an image of its own: no base image, no daemon.
+# One image per architecture of IMAGE_ARCHS, from the same sources: the OCI
+# layout holds their index (push it with crane), the tarball the image of
+# this machine's ARCH (docker load reads one platform).
 image:
-	CGO_ENABLED=0 GOOS=linux GOARCH=$(ARCH) $(GO) build -trimpath -ldflags "-s -w $(LDFLAGS)" -o $(BIN)/linux_$(ARCH)/meshd ./cmd/meshd
-	cd tools/image && $(GO) run . -binary $(BIN)/linux_$(ARCH)/meshd -arch $(ARCH) -tag $(IMAGE) \
+	@for a in $(IMAGE_ARCHS); do \
+		echo "meshd for linux/$$a"; \
+		CGO_ENABLED=0 GOOS=linux GOARCH=$$a $(GO) build -trimpath -ldflags "-s -w $(LDFLAGS)" -o $(BIN)/linux_$$a/meshd ./cmd/meshd || exit 1; \
+	done
+	cd tools/image && $(GO) run . -binaries $(IMAGE_BINARIES) -arch $(ARCH) -tag $(IMAGE) \
 		-version $(VERSION) -revision $(COMMIT) -o $(BIN)/meshd-image.tar -layout $(BIN)/meshd-oci
 
 # The reference "make image" tags its image with.
