@@ -8,7 +8,8 @@
 # it): pid, localcluster.log, kubeconfig, ready (written by localcluster once
 # the kubeconfig works) and data/. The binaries come from $KUBE_BIN_DIR or
 # .cache/kube/bin (make kube-bins). LOCALCLUSTER names a prebuilt localcluster
-# to run instead of building one.
+# to run instead of building one; CLUSTER_FLAGS are added to its flags
+# (-coordinated: serve LeaseCandidates for meshd's coordinated modes).
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -73,7 +74,8 @@ up() {
 			(cd "$root" && go build -o "$bin" ./internal/tools/cmd/localcluster)
 		fi
 		echo "starting the control plane in the background"
-		nohup "$bin" -dir "$dir" >"$logfile" 2>&1 </dev/null &
+		# shellcheck disable=SC2086 # CLUSTER_FLAGS is a list of flags
+		nohup "$bin" -dir "$dir" ${CLUSTER_FLAGS:-} >"$logfile" 2>&1 </dev/null &
 		local pid=$!
 		echo "$pid $(starttime "$pid")" >"$pidfile"
 	else

@@ -17,6 +17,7 @@ import (
 // has been forked but has not exec'd yet does not.
 const fakeControlPlane = `#!/bin/sh
 dir="$2"
+echo "$@" >"$dir/args"
 sleep 1
 echo "export KUBECONFIG=$dir/kubeconfig" >"$dir/ready"
 trap 'exit 0' TERM
@@ -30,7 +31,7 @@ func clusterScript(t *testing.T, dir string, args ...string) (string, error) {
 		t.Fatal(err)
 	}
 	cmd := exec.Command("bash", append([]string{"cluster.sh"}, args...)...)
-	cmd.Env = append(os.Environ(), "CLUSTER_DIR="+dir, "LOCALCLUSTER="+fake, "CLUSTER_READY_TIMEOUT=30")
+	cmd.Env = append(os.Environ(), "CLUSTER_DIR="+dir, "LOCALCLUSTER="+fake, "CLUSTER_READY_TIMEOUT=30", "CLUSTER_FLAGS=-coordinated")
 	out, err := cmd.CombinedOutput()
 	return string(out), err
 }
@@ -63,6 +64,9 @@ func TestClusterUpWaitsAndDownStops(t *testing.T) {
 	}
 	pid := pidOf(t, dir)
 	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGKILL) })
+	if args, err := os.ReadFile(filepath.Join(dir, "args")); err != nil || strings.TrimSpace(string(args)) != "-dir "+dir+" -coordinated" {
+		t.Errorf("the control plane ran with %q (%v), want -dir %s -coordinated", args, err, dir)
+	}
 	if !alive(pid) {
 		t.Fatalf("the control plane (pid %d) is not running after up", pid)
 	}
