@@ -31,7 +31,7 @@ not depend on the environment.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if markdown {
-				_, err := io.WriteString(cmd.OutOrStdout(), features.Markdown())
+				_, err := io.WriteString(cmd.OutOrStdout(), envMarkdown())
 				return err
 			}
 			// Problems are reported below, not logged as they are read.
@@ -107,4 +107,13 @@ func quoteEmpty(s string) string {
 		return `""`
 	}
 	return s
+}
+
+// envMarkdown is docs/env.md: the registry's reference, saying what the
+// daemon does with an invalid value (the library's default is to warn and
+// go on).
+func envMarkdown() string {
+	return strings.Replace(features.Markdown(), "an invalid value also takes the default and is reported as a warning.",
+		"an invalid value makes `meshd run` refuse to start and `meshd env` exit 1, naming it "+
+			"(a program embedding the library gets the default and a warning instead).", 1)
 }
