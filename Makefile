@@ -6,8 +6,9 @@
 #   make build             the meshd binary into bin/, stamped with version and commit
 #   make image             the container image, built in Go without a daemon:
 #                          bin/meshd-image.tar (docker/podman load) and bin/meshd-oci/
+#                          (an amd64 and arm64 index; IMAGE_ARCHS to change)
 #   make chart             render the Helm chart into deploy/meshd.yaml
-#   make test-tools        tests of the separate modules in tools/ (image, chart)
+#   make test-tools        tests of the separate modules in tools/ (image, chart, monitoring, kube scripts)
 #   make lint              gofmt and go vet
 #   make test-unit         tests that need no API server
 #   make test-integration  tests against a real kube-apiserver and etcd on 127.0.0.1
@@ -21,9 +22,21 @@ GO       ?= go
 BIN      := $(CURDIR)/bin
 VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo devel)
 COMMIT   ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
-LDFLAGS  := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
+# main.* for "meshd version", monitoring.* for meshd_build_info.
+LDFLAGS  := -X main.version=$(VERSION) -X main.commit=$(COMMIT) \
+	-X github.com/meshd-io/meshd/internal/monitoring.buildVersion=$(VERSION) \
+	-X github.com/meshd-io/meshd/internal/monitoring.buildCommit=$(COMMIT)
 ARCH     ?= $(shell $(GO) env GOARCH)
-IMAGE    ?= meshd:$(VERSION)
+# The image is tagged with the chart's appVersion, the tag the chart runs
+# by default: "make image" and "helm install" agree without --set. The
+# binary inside still reports VERSION and COMMIT (meshd version).
+CHART_APP_VERSION := $(shell sed -n 's/^appVersion: *"\{0,1\}\([^"]*\)"\{0,1\}$$/\1/p' deploy/charts/meshd/Chart.yaml)
+IMAGE    ?= meshd:$(CHART_APP_VERSION)
+IMAGE_ARCHS ?= amd64 arm64
+comma := ,
+empty :=
+space := $(empty) $(empty)
+IMAGE_BINARIES = $(subst $(space),$(comma),$(foreach a,$(IMAGE_ARCHS),$(a)=$(BIN)/linux_$(a)/meshd))
 FUZZTIME ?= 30s
 CHAOS_DURATION ?= 3m
 CHAOS_SEED ?= 0
@@ -60,7 +73,7 @@ UNIT_PKGS := ./pkg/... ./internal/testing/kubetest/... ./internal/testing/sim/..
 
 include mk/kube.mk
 
-.PHONY: all build image chart test test-unit test-integration test-tools lint fuzz fuzz-decoders sim sim-long demo bench chaos clean
+.PHONY: all build image image-name chart test test-unit test-integration test-tools lint fuzz fuzz-decoders sim sim-long demo bench chaos clean
 
 all: build
 
@@ -68,10 +81,20 @@ build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/meshd ./cmd/meshd
 
 # A static linux binary in an image of its own: no base image, no daemon.
+# One image per architecture of IMAGE_ARCHS, from the same sources: the OCI
+# layout holds their index (push it with crane), the tarball the image of
+# this machine's ARCH (docker load reads one platform).
 image:
-	CGO_ENABLED=0 GOOS=linux GOARCH=$(ARCH) $(GO) build -trimpath -ldflags "-s -w $(LDFLAGS)" -o $(BIN)/linux_$(ARCH)/meshd ./cmd/meshd
-	cd tools/image && $(GO) run . -binary $(BIN)/linux_$(ARCH)/meshd -arch $(ARCH) -tag $(IMAGE) \
+	@for a in $(IMAGE_ARCHS); do \
+		echo "meshd for linux/$$a"; \
+		CGO_ENABLED=0 GOOS=linux GOARCH=$$a $(GO) build -trimpath -ldflags "-s -w $(LDFLAGS)" -o $(BIN)/linux_$$a/meshd ./cmd/meshd || exit 1; \
+	done
+	cd tools/image && $(GO) run . -binaries $(IMAGE_BINARIES) -arch $(ARCH) -tag $(IMAGE) \
 		-version $(VERSION) -revision $(COMMIT) -o $(BIN)/meshd-image.tar -layout $(BIN)/meshd-oci
+
+# The reference "make image" tags its image with.
+image-name:
+	@echo $(IMAGE)
 
 # deploy/meshd.yaml is the chart rendered with its default values; a test
 # in tools/helm fails when it is stale.
@@ -79,9 +102,16 @@ chart:
 	cd tools/helm && $(GO) run ./cmd/render -chart ../../deploy/charts/meshd -o ../../deploy/meshd.yaml
 
 # The separate modules: the image builder (builds a static meshd and runs it
-# from the unpacked image) and the chart (renders it with Helm's library and
-# runs two revisions of meshd on a real API server with the chart's RBAC).
+# from the unpacked image), the chart (renders it with Helm's library and
+# runs two revisions of meshd on a real API server with the chart's RBAC)
+# the local control plane's scripts, and monitoring (the alerts evaluated by
+# Prometheus's rule engine; the dashboard, the alerts and docs/metrics.md
+# against /metrics of a running meshd), and the example that gates a
+# controller-runtime manager by an election.
 test-tools: kube-bins
+	cd tools/kube && $(GO) test -count=1 .
+	cd tools/monitoring && $(GO) test -count=1 ./...
+	cd examples/controller-runtime && $(GO) test -race -count=1 ./...
 	cd tools/image && $(GO) test -count=1 ./...
 	cd tools/helm && $(GO) test -race -count=1 ./...
 
@@ -90,6 +120,9 @@ lint:
 	$(GO) vet ./...
 	cd tools/image && $(GO) vet ./...
 	cd tools/helm && $(GO) vet ./...
+	cd tools/kube && $(GO) vet .
+	cd tools/monitoring && $(GO) vet ./...
+	cd examples/controller-runtime && $(GO) vet ./...
 
 test-unit:
 	$(GO) test -race -count=1 $(UNIT_PKGS)
@@ -139,7 +172,7 @@ fuzz-decoders:
 	done
 
 demo: kube-bins build
-	@$(CURDIR)/hack/demo.sh
+	@VERSION=$(VERSION) COMMIT=$(COMMIT) $(CURDIR)/hack/demo.sh
 
 .PHONY: demo-multicluster
 demo-multicluster: kube-bins build

@@ -10,9 +10,15 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 
 # Both steps are quick when nothing changed: build.sh keeps binaries whose
-# inputs are unchanged, and go build reuses its cache.
+# inputs are unchanged, and go build reuses its cache. meshd is stamped as
+# "make build" stamps it (make demo passes VERSION and COMMIT), so that
+# "meshd version" and meshd_build_info name the build.
 tools/kube/build.sh
-go build -o bin/meshd ./cmd/meshd
+version="${VERSION:-$(git describe --tags --always --dirty 2>/dev/null || echo devel)}"
+commit="${COMMIT:-$(git rev-parse HEAD 2>/dev/null || echo unknown)}"
+go build -ldflags "-X main.version=$version -X main.commit=$commit \
+	-X github.com/meshd-io/meshd/internal/monitoring.buildVersion=$version \
+	-X github.com/meshd-io/meshd/internal/monitoring.buildCommit=$commit" -o bin/meshd ./cmd/meshd
 
 # Built rather than "go run" so that its exit status (0, 1 on a failed step,
 # 130 on Ctrl-C) is what this script returns.

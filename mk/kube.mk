@@ -3,6 +3,7 @@
 #
 #   make kube-bins     build the binaries into .cache/kube/bin (slow only the first time)
 #   make cluster-up    run a control plane in the background; prints export KUBECONFIG=...
+#                      (CLUSTER_FLAGS=-coordinated: serve LeaseCandidates, for coordinated modes)
 #   make cluster-down  stop it and remove its state
 #
 # KUBE_BIN_DIR is exported so that tests using internal/testing/testcluster find the
@@ -17,7 +18,7 @@ kube-bins:
 	@$(CURDIR)/tools/kube/build.sh
 
 cluster-up: kube-bins
-	@$(CURDIR)/tools/kube/cluster.sh up
+	@CLUSTER_FLAGS="$(CLUSTER_FLAGS)" $(CURDIR)/tools/kube/cluster.sh up
 
 cluster-down:
 	@$(CURDIR)/tools/kube/cluster.sh down

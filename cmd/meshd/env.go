@@ -2,12 +2,11 @@ package main
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"text/tabwriter"
 
-	"github.com/hashicorp/go-multierror"
 	"github.com/spf13/cobra"
 	"go.uber.org/zap"
 
@@ -24,20 +23,22 @@ func newEnvCommand() *cobra.Command {
 		Short: "List the environment variables meshd reads",
 		Long: `List every environment variable (feature flag) meshd reads, with its type,
 default, the value in effect in this environment, and what it does. An
-invalid value is listed with the default that replaces it, and reported.
+invalid value is listed with its default and reported, and "meshd env"
+exits 1: "meshd run" refuses to start with it.
 
 --markdown prints the reference table of docs/env.md instead, which does
 not depend on the environment.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if markdown {
-				_, err := io.WriteString(cmd.OutOrStdout(), features.Markdown())
+				_, err := io.WriteString(cmd.OutOrStdout(), envMarkdown())
 				return err
 			}
-			// Problems are printed below, not logged as they are read.
+			// Problems are reported below, not logged as they are read.
+			problems := featureProblems()
 			features.SetLogger(zap.NewNop())
-			problems := features.Validate()
 			flags := features.All()
+			defer features.SetLogger(nil)
 			switch output {
 			case outputJSON:
 				if err := writeFlagsJSON(cmd.OutOrStdout(), flags); err != nil {
@@ -50,13 +51,16 @@ not depend on the environment.`,
 			default:
 				return fmt.Errorf("invalid -o %q: want %s or %s", output, outputTable, outputJSON)
 			}
-			var merr *multierror.Error
-			if errors.As(problems, &merr) {
-				for _, p := range merr.Errors {
-					fmt.Fprintln(cmd.ErrOrStderr(), "warning:", p)
-				}
+			// Worded as "meshd run" words them: it refuses to start with any.
+			if len(problems) == 0 {
+				return nil
 			}
-			return nil
+			lines := make([]string, len(problems))
+			for i, p := range problems {
+				lines[i] = "  - " + featureProblem(p).Error()
+			}
+			return fmt.Errorf("%d invalid environment settings (meshd run refuses to start with them):\n%s",
+				len(problems), strings.Join(lines, "\n"))
 		},
 	}
 	cmd.Flags().BoolVar(&markdown, "markdown", false, "print the Markdown reference (docs/env.md)")
@@ -103,4 +107,13 @@ func quoteEmpty(s string) string {
 		return `""`
 	}
 	return s
+}
+
+// envMarkdown is docs/env.md: the registry's reference, saying what the
+// daemon does with an invalid value (the library's default is to warn and
+// go on).
+func envMarkdown() string {
+	return strings.Replace(features.Markdown(), "an invalid value also takes the default and is reported as a warning.",
+		"an invalid value makes `meshd run` refuse to start and `meshd env` exit 1, naming it "+
+			"(a program embedding the library gets the default and a warning instead).", 1)
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"runtime"
 
 	"github.com/spf13/pflag"
@@ -10,6 +11,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/transport"
+	"k8s.io/client-go/util/homedir"
 
 	"github.com/meshd-io/meshd/internal/multicluster"
 	"github.com/meshd-io/meshd/pkg/revisions"
@@ -91,12 +93,24 @@ func newClients(cfg *rest.Config, n int, wrap transport.WrapperFunc) ([]kubernet
 func restConfig(kubeconfig string) (*rest.Config, error) {
 	rules := clientcmd.NewDefaultClientConfigLoadingRules()
 	rules.ExplicitPath = kubeconfig
+	// ~/.kube/config of the current $HOME (client-go reads $HOME once, when
+	// the program starts).
+	home := filepath.Join(homedir.HomeDir(), clientcmd.RecommendedHomeDir, clientcmd.RecommendedFileName)
+	if os.Getenv(clientcmd.RecommendedConfigPathEnvVar) == "" {
+		rules.Precedence = []string{home}
+	}
 	if kubeconfig == "" && os.Getenv(clientcmd.RecommendedConfigPathEnvVar) == "" {
 		if cfg, err := rest.InClusterConfig(); err == nil {
 			return cfg, nil
 		}
 	}
 	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).ClientConfig()
+	if clientcmd.IsEmptyConfig(err) {
+		// client-go's own message suggests KUBERNETES_MASTER, which meshd
+		// does not read.
+		return nil, fmt.Errorf("no cluster to talk to: no --kubeconfig, $KUBECONFIG is not set, "+
+			"no in-cluster service account (not running in a Pod) and no %s", home)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("no cluster to talk to (tried --kubeconfig, $KUBECONFIG, in-cluster config, ~/.kube/config): %w", err)
 	}

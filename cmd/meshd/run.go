@@ -33,6 +33,7 @@ type runOptions struct {
 	trustBundle       bool
 	monitoringAddress string
 	ttl               time.Duration
+	ttlSet            bool // --ttl was given, so 0 is a value and not "unset"
 	controllers       string
 	logLevel          string
 	logFormat         string
@@ -90,6 +91,7 @@ Other settings are environment variables; see "meshd env".`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			// Every setting is checked before anything talks to the cluster.
+			o.ttlSet = cmd.Flags().Changed("ttl")
 			kinds, err := o.check(env.apply(cmd.Flags()))
 			if err != nil {
 				return err

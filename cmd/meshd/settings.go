@@ -107,8 +107,10 @@ func (o *runOptions) check(envErr error) ([]daemon.Kind, error) {
 	switch {
 	case o.ttl < 0:
 		c.addf("--ttl %v: must not be negative", o.ttl)
-	case o.ttl > 0 && o.ttl < time.Second:
-		c.addf("--ttl %v: must be at least 1s", o.ttl)
+	case (o.ttl > 0 || o.ttlSet) && o.ttl < time.Second:
+		// A given 0 is refused like 500ms, not taken as "the default":
+		// leaving the flag out is how to ask for the default.
+		c.addf("--ttl %v: must be at least 1s (leave --ttl out for the default)", o.ttl)
 	}
 	if _, err := election.ParseMode(o.electionMode); err != nil {
 		c.addf("--election-mode: %v", err)
@@ -130,14 +132,19 @@ func (o *runOptions) check(envErr error) ([]daemon.Kind, error) {
 		c.addf("--monitoring-address %q: want host:port or :port", o.monitoringAddress)
 	}
 	for _, p := range featureProblems() {
-		var ve *features.ValueError
-		if errors.As(p, &ve) {
-			c.addf("$%s=%q: not a valid %s: %v", ve.Name, ve.Value, ve.Type, ve.Err)
-			continue
-		}
-		c.add(p)
+		c.add(featureProblem(p))
 	}
 	return kinds, c.err()
+}
+
+// featureProblem words a problem of the features registry as meshd
+// reports settings: "meshd run" refuses the value, so no default "is used".
+func featureProblem(p error) error {
+	var ve *features.ValueError
+	if errors.As(p, &ve) {
+		return fmt.Errorf("$%s=%q: not a valid %s: %w", ve.Name, ve.Value, ve.Type, ve.Err)
+	}
+	return p
 }
 
 // featureProblems returns one error per invalid environment variable of the

@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/meshd-io/meshd/internal/lockstatus"
+	"github.com/meshd-io/meshd/pkg/revisions"
 )
 
 // Output formats of -o.
@@ -44,7 +45,8 @@ func newStatusCommand() *cobra.Command {
 		Short: "Show every election lock in a namespace",
 		Long: `Read every leader election lock of a namespace straight from the API server
 (ConfigMaps with the leader annotation, and Leases) and show who holds it.
-Locks written by istiod and client-go are read too.
+Locks written by istiod and client-go are read too. The default revision
+that ranks the prioritized elections follows the table.
 
 RENEWED and EXPIRES IN come from the record's renew time and this machine's
 clock, so they are estimates: electors judge expiry on their own clocks. A
@@ -117,6 +119,7 @@ func runStatus(cmd *cobra.Command, o statusOptions) error {
 	if err := writeLocksTable(cmd.OutOrStdout(), locks, now); err != nil {
 		return err
 	}
+	writeDefaultRevision(cmd, client, o.kube.namespace)
 	if err := writeCandidateTables(cmd.OutOrStdout(), locks, cands.DefaultRevision, now); err != nil {
 		return err
 	}
@@ -126,6 +129,22 @@ func runStatus(cmd *cobra.Command, o statusOptions) error {
 		}
 	}
 	return nil
+}
+
+// writeDefaultRevision prints, after the locks, the default revision that
+// ranks the prioritized ones. Failing to read it is a warning on stderr.
+func writeDefaultRevision(cmd *cobra.Command, client kubernetes.Interface, ns string) {
+	rev, webhook, err := lockstatus.DefaultRevision(cmd.Context(), client, ns)
+	switch {
+	case err != nil:
+		fmt.Fprintf(cmd.ErrOrStderr(), "warning: default revision not shown: %v\n", err)
+	case rev == "":
+		fmt.Fprintf(cmd.OutOrStdout(), "\nDefault revision: none known (no %s label on MutatingWebhookConfiguration %s): prioritized elections do not preempt across revisions.\n",
+			revisions.DefaultRevisionLabel, webhook)
+	default:
+		fmt.Fprintf(cmd.OutOrStdout(), "\nDefault revision: %s (label %s of MutatingWebhookConfiguration %s).\n",
+			rev, revisions.DefaultRevisionLabel, webhook)
+	}
 }
 
 // attachCandidates gives the Lease locks their LeaseCandidates. Failing to

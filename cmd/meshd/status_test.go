@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -93,6 +94,22 @@ func TestStatus(t *testing.T) {
 	if !strings.Contains(stderr, "warning: ConfigMap "+ns+"/broken-lock:") {
 		t.Errorf("no warning about the broken record: %q", stderr)
 	}
+	webhook := "istio-revision-tag-default-" + ns
+	if want := "\nDefault revision: none known (no istio.io/rev label on MutatingWebhookConfiguration " + webhook; !strings.Contains(stdout, want) {
+		t.Errorf("status without a default revision lacks %q:\n%s", want, stdout)
+	}
+	wh := &admissionregistrationv1.MutatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: webhook,
+		Labels: map[string]string{"istio.io/rev": "canary"}}}
+	if _, err := c.Client.AdmissionregistrationV1().MutatingWebhookConfigurations().Create(ctx, wh, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = c.Client.AdmissionregistrationV1().MutatingWebhookConfigurations().Delete(ctx, webhook, metav1.DeleteOptions{})
+	})
+	_, stdout, _ = meshd(t, ctx, "status", "--kubeconfig", kubeconfig, "--namespace", ns)
+	if want := "\nDefault revision: canary (label istio.io/rev of MutatingWebhookConfiguration " + webhook + ").\n"; !strings.Contains(stdout, want) {
+		t.Errorf("status lacks %q:\n%s", want, stdout)
+	}
 
 	// An expired lock says so.
 	clock = func() time.Time { return time.Date(2026, 1, 2, 4, 0, 0, 0, time.UTC) }
@@ -144,6 +161,9 @@ func tableRows(out string) [][]string {
 	var rows [][]string
 	sep := regexp.MustCompile(`\s{2,}`)
 	for _, line := range strings.Split(strings.TrimRight(out, "\n"), "\n") {
+		if line == "" { // the end of the table of locks
+			break
+		}
 		rows = append(rows, sep.Split(strings.TrimSpace(line), -1))
 	}
 	return rows

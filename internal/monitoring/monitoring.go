@@ -4,7 +4,9 @@
 //	                  renewed; 503 naming each one that is not (liveness)
 //	/readyz           200 once the daemon is running; 503 with the reason
 //	                  before that and during shutdown (readiness)
-//	/metrics          Prometheus metrics of the daemon's registry
+//	/metrics          Prometheus metrics of the daemon's registry, with
+//	                  meshd_build_info and series derived from the Source
+//	                  (readiness, the holder of each election)
 //	/debug/elections  JSON array of Election, one per election: its status
 //	                  (with its mode and, when coordinated, its strategy and
 //	                  the preferred holder last seen), this process's
@@ -119,10 +121,17 @@ func New(opts Options) (*Server, error) {
 	}
 	s := &Server{mux: http.NewServeMux(), log: opts.Logger}
 	src := opts.Source
+	// Build information and state derived from the Source, beside the
+	// program's own registry.
+	state := prometheus.NewRegistry()
+	if err := state.Register(newStateCollector(src)); err != nil {
+		return nil, fmt.Errorf("monitoring: %w", err)
+	}
+	gatherer := prometheus.Gatherers{opts.Gatherer, state}
 	// "GET /x" also matches HEAD; other methods get 405.
 	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { writeCheck(w, src.Healthy()) })
 	s.mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) { writeCheck(w, src.Ready()) })
-	s.mux.Handle("GET /metrics", promhttp.HandlerFor(opts.Gatherer, promhttp.HandlerOpts{
+	s.mux.Handle("GET /metrics", promhttp.HandlerFor(gatherer, promhttp.HandlerOpts{
 		ErrorLog:      zapErrorLog{opts.Logger},
 		ErrorHandling: promhttp.ContinueOnError,
 	}))

@@ -181,6 +181,17 @@ func TestDebugElections(t *testing.T) {
 	if _, ok := raw[1]["problems"]; ok {
 		t.Errorf("second election lists problems: %v", raw[1])
 	}
+	// A follower since it started has no transition time, not year 1.
+	if v, ok := raw[1]["lastTransitionTime"]; ok {
+		t.Errorf("follower's lastTransitionTime = %v, want none", v)
+	}
+	// And it reads back into the same Election.
+	var back []Election
+	if err := json.Unmarshal([]byte(body), &back); err != nil || len(back) != 2 ||
+		!back[0].LastTransitionTime.Equal(changed) || !back[1].LastTransitionTime.IsZero() || back[0].Identity != "meshd-a" ||
+		len(back[0].Problems) != 1 || back[1].Strategy != "meshd.io/prioritized" {
+		t.Errorf("read back: %+v, %v", back, err)
+	}
 
 	// No elections is an empty array, not null.
 	empty := newTestServer(t, &fakeSource{}, prometheus.NewRegistry())

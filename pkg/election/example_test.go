@@ -19,7 +19,7 @@ func ExampleNew() {
 	client := fake.NewClientset()
 	le, err := election.New(client, election.Spec{
 		Namespace:  "istio-system",
-		ElectionID: election.NamespaceController, // the lock istiod uses for this job
+		ElectionID: "my-controller-leader", // a lock of your own: never one of istiod's (docs/controllers.md)
 		Identity:   "meshd-0",
 		Revision:   "canary",
 	})
@@ -36,7 +36,7 @@ func ExampleNew() {
 	if err := le.RunContext(ctx); err != nil { // returns once everything has stopped
 		log.Fatal(err)
 	}
-	// Output: leading in istio-system/istio-namespace-controller-election term 0 (meshd-0)
+	// Output: leading in istio-system/my-controller-leader term 0 (meshd-0)
 }
 
 // Several elections of one process: one default-revision watcher, one

@@ -202,7 +202,9 @@ func TestDeployRBACIsEnoughForMeshd(t *testing.T) {
 	rbac := loadRBAC(t, m.ns)
 	rbac.apply(t)
 	app := cluster.NewNamespace(t) // a namespace the root certificate must reach
-	m.setDefault("stable")
+	// The revision deploy/meshd.yaml is rendered for: its RBAC names that
+	// revision's objects only.
+	m.setDefault("default")
 
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -213,8 +215,8 @@ func TestDeployRBACIsEnoughForMeshd(t *testing.T) {
 	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
 	writeKubeconfig(t, saConfig, kubeconfig)
 
-	locks := []string{namespaceLock, statusLock, revisionLock("stable")}
-	p := m.start("meshd-0", "stable", withKubeconfig(kubeconfig))
+	locks := []string{namespaceLock, statusLock, revisionLock("default")}
+	p := m.start("meshd-0", "default", withKubeconfig(kubeconfig))
 	m.watchLeaders(locks, in("meshd-0")).wait(t, 15*time.Second)
 
 	// Every controller did its work with these permissions.
@@ -227,9 +229,9 @@ func TestDeployRBACIsEnoughForMeshd(t *testing.T) {
 	}
 	testutil.Eventually(t, 15*time.Second, exists(app, "istio-ca-root-cert")) // namespace: cluster-wide ConfigMaps
 	testutil.Eventually(t, 15*time.Second, exists(m.ns, "istio-ca-root-cert"))
-	testutil.Eventually(t, 15*time.Second, exists(m.ns, "meshd-status"))          // status: reads every lock
-	testutil.Eventually(t, 15*time.Second, exists(m.ns, "meshd-revision-stable")) // revision: lists namespaces
-	testutil.Eventually(t, 15*time.Second, func() error {                         // leadership Events
+	testutil.Eventually(t, 15*time.Second, exists(m.ns, "meshd-status"))           // status: reads every lock
+	testutil.Eventually(t, 15*time.Second, exists(m.ns, "meshd-revision-default")) // revision: lists namespaces
+	testutil.Eventually(t, 15*time.Second, func() error {                          // leadership Events
 		evs, err := admin.Events(m.ns).List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return err

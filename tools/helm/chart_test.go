@@ -133,8 +133,18 @@ type release struct {
 // as "helm install" would. Cluster-scoped objects are deleted at the end.
 func install(t *testing.T, c *testcluster.Cluster, ns, revision, mode string) release {
 	t.Helper()
-	manifest, err := render.Render(chartDir, render.Release{Name: "meshd-" + revision, Namespace: ns,
-		Values: map[string]any{"revision": revision, "ttlSeconds": 4, "electionMode": mode}})
+	return installValues(t, c, ns, revision, map[string]any{"ttlSeconds": 4, "electionMode": mode})
+}
+
+// installValues is install with the chart values given (revision set from
+// revision).
+func installValues(t *testing.T, c *testcluster.Cluster, ns, revision string, values map[string]any) release {
+	t.Helper()
+	vals := map[string]any{"revision": revision}
+	for k, v := range values {
+		vals[k] = v
+	}
+	manifest, err := render.Render(chartDir, render.Release{Name: "meshd-" + revision, Namespace: ns, Values: vals})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -61,6 +61,9 @@ func Build(o Options) (v1.Image, error) {
 	if err := checkStatic(bin); err != nil {
 		return nil, fmt.Errorf("%s: %w", o.Binary, err)
 	}
+	if err := checkArch(bin, o.Arch); err != nil {
+		return nil, fmt.Errorf("%s: %w", o.Binary, err)
+	}
 	files, err := rootFS(bin)
 	if err != nil {
 		return nil, err
@@ -113,6 +116,80 @@ func checkStatic(bin []byte) error {
 		}
 	}
 	return nil
+}
+
+// elfMachines maps the architectures the image is built for to the ELF
+// machine of their binaries.
+var elfMachines = map[string]elf.Machine{
+	"amd64": elf.EM_X86_64,
+	"arm64": elf.EM_AARCH64,
+}
+
+// checkArch returns an error unless bin is built for arch (when arch is
+// given): an image labelled amd64 holding an arm64 binary would be pulled
+// by the wrong nodes and fail there with "exec format error".
+func checkArch(bin []byte, arch string) error {
+	if arch == "" {
+		return nil
+	}
+	want, ok := elfMachines[arch]
+	if !ok {
+		return fmt.Errorf("architecture %q: want one of amd64, arm64", arch)
+	}
+	f, err := elf.NewFile(bytes.NewReader(bin))
+	if err != nil {
+		return fmt.Errorf("not an ELF executable: %w", err)
+	}
+	defer f.Close()
+	if f.Machine != want {
+		return fmt.Errorf("built for %v, not %s", f.Machine, arch)
+	}
+	return nil
+}
+
+// BuildIndex builds one image per architecture, each from its binary
+// (arch -> path, every other Options field shared), and returns them as a
+// multi-architecture image index in the order of archs, each manifest
+// carrying its platform.
+func BuildIndex(o Options, archs []string, binaries map[string]string) (v1.ImageIndex, map[string]v1.Image, error) {
+	if len(archs) == 0 {
+		return nil, nil, errors.New("no architectures given")
+	}
+	idx := v1.ImageIndex(empty.Index)
+	idx = mutate.IndexMediaType(idx, "application/vnd.oci.image.index.v1+json")
+	images := map[string]v1.Image{}
+	for _, arch := range archs {
+		if _, dup := images[arch]; dup {
+			return nil, nil, fmt.Errorf("architecture %s given twice", arch)
+		}
+		po := o
+		po.Arch, po.Binary = arch, binaries[arch]
+		if po.Binary == "" {
+			return nil, nil, fmt.Errorf("no binary for %s", arch)
+		}
+		img, err := Build(po)
+		if err != nil {
+			return nil, nil, fmt.Errorf("%s: %w", arch, err)
+		}
+		images[arch] = img
+		idx = mutate.AppendManifests(idx, mutate.IndexAddendum{Add: img, Descriptor: v1.Descriptor{
+			Platform: &v1.Platform{OS: "linux", Architecture: arch}}})
+	}
+	return idx, images, nil
+}
+
+// WriteIndexLayout writes idx as an OCI image layout into dir, replacing it:
+// one entry, the index, which registries and "crane push" take as a
+// multi-architecture image.
+func WriteIndexLayout(idx v1.ImageIndex, dir string) error {
+	if err := os.RemoveAll(dir); err != nil {
+		return err
+	}
+	p, err := layout.Write(dir, empty.Index)
+	if err != nil {
+		return err
+	}
+	return p.AppendIndex(idx)
 }
 
 // rootFS is the layer: the directories, /etc/passwd and /etc/group naming

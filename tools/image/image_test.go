@@ -2,6 +2,7 @@ package main
 
 import (
 	"archive/tar"
+	"debug/elf"
 	"errors"
 	"io"
 	"os"
@@ -22,11 +23,23 @@ import (
 // Makefile's image target does.
 func buildMeshd(t *testing.T, dir string) string {
 	t.Helper()
+	return buildMeshdFor(t, dir, "")
+}
+
+// buildMeshdFor builds it for GOARCH arch ("" for this machine's) into dir.
+func buildMeshdFor(t *testing.T, dir, arch string) string {
+	t.Helper()
 	bin := filepath.Join(dir, "meshd")
+	if arch != "" {
+		bin = filepath.Join(dir, "meshd-"+arch)
+	}
 	cmd := exec.Command("go", "build", "-trimpath", "-ldflags", "-s -w -X main.version=v0.0.0-imagetest -X main.commit=0123abc",
 		"-o", bin, "./cmd/meshd")
 	cmd.Dir = filepath.Join("..", "..")
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux")
+	if arch != "" {
+		cmd.Env = append(cmd.Env, "GOARCH="+arch)
+	}
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
@@ -176,4 +189,94 @@ func must[T any](v T, err error) T {
 		panic(err)
 	}
 	return v
+}
+
+// One build, two architectures: the layout holds an index of an amd64 and
+// an arm64 image, each manifest naming its platform and each image holding
+// the binary of its architecture; a binary of one architecture is never
+// labelled as another.
+func TestMultiArchitectureIndex(t *testing.T) {
+	dir := t.TempDir()
+	bins := map[string]string{"amd64": buildMeshdFor(t, dir, "amd64"), "arm64": buildMeshdFor(t, dir, "arm64")}
+	idx, images, err := BuildIndex(Options{Tag: "meshd:test", Version: "v0.0.0-imagetest"}, []string{"amd64", "arm64"}, bins)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "oci")
+	if err := WriteIndexLayout(idx, out); err != nil {
+		t.Fatal(err)
+	}
+	root, err := layout.ImageIndexFromPath(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	top, err := root.IndexManifest()
+	if err != nil || len(top.Manifests) != 1 {
+		t.Fatalf("layout: %+v, %v; want one entry, the index", top, err)
+	}
+	read, err := root.ImageIndex(top.Manifests[0].Digest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := read.IndexManifest()
+	if err != nil || len(m.Manifests) != 2 {
+		t.Fatalf("index: %+v, %v", m, err)
+	}
+	for i, arch := range []string{"amd64", "arm64"} {
+		d := m.Manifests[i]
+		if d.Platform == nil || d.Platform.OS != "linux" || d.Platform.Architecture != arch {
+			t.Errorf("manifest %d: platform %+v, want linux/%s", i, d.Platform, arch)
+		}
+		img, err := read.Image(d.Digest)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cf := must(img.ConfigFile()); cf.Architecture != arch || cf.OS != "linux" {
+			t.Errorf("%s image config: %s/%s", arch, cf.OS, cf.Architecture)
+		}
+		if must(img.Digest()) != must(images[arch].Digest()) {
+			t.Errorf("%s: the layout's image is not the one built", arch)
+		}
+		files := unpack(t, img, filepath.Join(dir, "root-"+arch))
+		if _, ok := files["usr/local/bin/meshd"]; !ok {
+			t.Fatalf("%s image has no meshd: %v", arch, files)
+		}
+		f, err := elf.Open(filepath.Join(dir, "root-"+arch, "usr", "local", "bin", "meshd"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := elfMachines[arch]; f.Machine != want {
+			t.Errorf("%s image holds a %v binary", arch, f.Machine)
+		}
+		f.Close()
+	}
+
+	for _, tc := range []struct {
+		o    Options
+		want string
+	}{
+		{Options{Binary: bins["arm64"], Arch: "amd64"}, "built for EM_AARCH64, not amd64"},
+		{Options{Binary: bins["amd64"], Arch: "arm64"}, "built for EM_X86_64, not arm64"},
+		{Options{Binary: bins["amd64"], Arch: "s390x"}, `architecture "s390x": want one of amd64, arm64`},
+	} {
+		if _, err := Build(tc.o); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("Build(%s as %s): %v, want %q", filepath.Base(tc.o.Binary), tc.o.Arch, err, tc.want)
+		}
+	}
+	if _, _, err := BuildIndex(Options{}, []string{"amd64", "arm64"}, map[string]string{"amd64": bins["amd64"]}); err == nil ||
+		!strings.Contains(err.Error(), "no binary for arm64") {
+		t.Errorf("BuildIndex without an arm64 binary: %v", err)
+	}
+}
+
+func TestParseBinaries(t *testing.T) {
+	archs, bins, err := parseBinaries("amd64=/a, arm64=/b")
+	if err != nil || !slices.Equal(archs, []string{"amd64", "arm64"}) || bins["amd64"] != "/a" || bins["arm64"] != "/b" {
+		t.Fatalf("parseBinaries: %v %v %v", archs, bins, err)
+	}
+	for _, bad := range []string{"", "amd64", "=x", "amd64=", "amd64=/a,amd64=/b"} {
+		if _, _, err := parseBinaries(bad); err == nil {
+			t.Errorf("parseBinaries(%q) accepted", bad)
+		}
+	}
 }

@@ -4,28 +4,46 @@
 #
 # Usage: tools/kube/cluster.sh up|down
 #
-# State lives in .cache/cluster at the repository root: pid, localcluster.log,
-# kubeconfig, ready (written by localcluster once the kubeconfig works) and data/.
-# The binaries come from $KUBE_BIN_DIR or .cache/kube/bin (make kube-bins).
+# State lives in .cache/cluster at the repository root (CLUSTER_DIR overrides
+# it): pid, localcluster.log, kubeconfig, ready (written by localcluster once
+# the kubeconfig works) and data/. The binaries come from $KUBE_BIN_DIR or
+# .cache/kube/bin (make kube-bins). LOCALCLUSTER names a prebuilt localcluster
+# to run instead of building one; CLUSTER_FLAGS are added to its flags
+# (-coordinated: serve LeaseCandidates for meshd's coordinated modes).
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
-dir="$root/.cache/cluster"
+dir="${CLUSTER_DIR:-$root/.cache/cluster}"
 pidfile="$dir/pid"
 logfile="$dir/localcluster.log"
 ready="$dir/ready"
 ready_timeout="${CLUSTER_READY_TIMEOUT:-240}"
 stop_timeout=60
 
-# running succeeds if the pidfile names a live localcluster process.
+# starttime prints when process $1 started, in clock ticks since boot (field
+# 22 of /proc/<pid>/stat, after the command name in parentheses), or nothing
+# where there is no /proc. With the pid it names one process for good: a pid
+# reused by another process has another start time. Unlike the command line
+# it is set at fork, so a process that has not exec'd yet is recognised too.
+starttime() {
+	local stat
+	stat="$(cat "/proc/$1/stat" 2>/dev/null)" || return 0
+	stat="${stat##*) }"
+	# Fields from 3 (state) on: the start time is the 20th of them.
+	set -- $stat
+	echo "${20:-}"
+}
+
+# running succeeds if the pidfile names a live process that this script
+# started: the same pid and the same start time.
 running() {
 	[[ -f "$pidfile" ]] || return 1
-	local pid
-	pid="$(cat "$pidfile")"
-	[[ "$pid" =~ ^[0-9]+$ ]] || return 1
+	local pid started
+	read -r pid started <"$pidfile" || true
+	[[ "${pid:-}" =~ ^[0-9]+$ ]] || return 1
 	kill -0 "$pid" 2>/dev/null || return 1
-	tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q localcluster
+	[[ "$(starttime "$pid")" == "${started:-}" ]]
 }
 
 usage() {
@@ -49,25 +67,32 @@ up() {
 			rm -rf "$dir"
 		fi
 		mkdir -p "$dir"
-		echo "building internal/tools/cmd/localcluster"
-		(cd "$root" && go build -o "$dir/localcluster" ./internal/tools/cmd/localcluster)
+		local bin="${LOCALCLUSTER:-}"
+		if [[ -z "$bin" ]]; then
+			echo "building internal/tools/cmd/localcluster"
+			bin="$dir/localcluster"
+			(cd "$root" && go build -o "$bin" ./internal/tools/cmd/localcluster)
+		fi
 		echo "starting the control plane in the background"
-		nohup "$dir/localcluster" -dir "$dir" >"$logfile" 2>&1 </dev/null &
-		echo $! >"$pidfile"
+		# shellcheck disable=SC2086 # CLUSTER_FLAGS is a list of flags
+		nohup "$bin" -dir "$dir" ${CLUSTER_FLAGS:-} >"$logfile" 2>&1 </dev/null &
+		local pid=$!
+		echo "$pid $(starttime "$pid")" >"$pidfile"
 	else
-		echo "control plane is starting (pid $(cat "$pidfile")); waiting for it"
+		echo "control plane is starting (pid $(cut -d' ' -f1 "$pidfile")); waiting for it"
 	fi
 
 	local deadline=$((SECONDS + ready_timeout))
 	while [[ ! -f "$ready" ]]; do
 		if ! running; then
-			echo "localcluster exited before it was ready; tail of .cache/cluster/localcluster.log:" >&2
+			echo "localcluster exited before it was ready; tail of $logfile:" >&2
 			tail -n 40 "$logfile" >&2 || true
-			rm -f "$pidfile"
+			# The pidfile stays: a process that is gone leaves nothing to
+			# stop, and make cluster-down removes the state.
 			return 1
 		fi
 		if ((SECONDS >= deadline)); then
-			echo "control plane not ready after ${ready_timeout}s; tail of .cache/cluster/localcluster.log:" >&2
+			echo "control plane not ready after ${ready_timeout}s; tail of $logfile:" >&2
 			tail -n 40 "$logfile" >&2 || true
 			echo "(it is still running; make cluster-down stops it)" >&2
 			return 1
@@ -80,7 +105,7 @@ up() {
 down() {
 	if running; then
 		local pid
-		pid="$(cat "$pidfile")"
+		pid="$(cut -d' ' -f1 "$pidfile")"
 		echo "stopping localcluster (pid $pid)"
 		kill -TERM "$pid"
 		local deadline=$((SECONDS + stop_timeout))

@@ -11,6 +11,7 @@ import (
 	"helm.sh/helm/v3/pkg/chartutil"
 	"helm.sh/helm/v3/pkg/engine"
 	"helm.sh/helm/v3/pkg/releaseutil"
+	"k8s.io/client-go/rest"
 )
 
 // Release names one installation of the chart.
@@ -19,6 +20,12 @@ type Release struct {
 	Namespace string
 	// Values override the chart's values.yaml, as "helm --set" or "-f" do.
 	Values map[string]any
+	// Cluster, if set, is the API server that the chart's lookup function
+	// reads, as "helm install" and "helm upgrade" do; IsUpgrade renders an
+	// upgrade of an installed release. Without Cluster, lookup finds
+	// nothing, as in "helm template".
+	Cluster   *rest.Config
+	IsUpgrade bool
 }
 
 // Render renders the chart in chartDir for rel and returns its manifests,
@@ -31,12 +38,17 @@ func Render(chartDir string, rel Release) ([]byte, error) {
 		return nil, fmt.Errorf("load chart %s: %w", chartDir, err)
 	}
 	vals, err := chartutil.ToRenderValues(ch, rel.Values, chartutil.ReleaseOptions{
-		Name: rel.Name, Namespace: rel.Namespace, Revision: 1, IsInstall: true,
+		Name: rel.Name, Namespace: rel.Namespace, Revision: 1, IsInstall: !rel.IsUpgrade, IsUpgrade: rel.IsUpgrade,
 	}, chartutil.DefaultCapabilities)
 	if err != nil {
 		return nil, fmt.Errorf("values: %w", err)
 	}
-	files, err := engine.Render(ch, vals)
+	var files map[string]string
+	if rel.Cluster != nil {
+		files, err = engine.RenderWithClient(ch, vals, rel.Cluster)
+	} else {
+		files, err = engine.Render(ch, vals)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("render: %w", err)
 	}

@@ -9,6 +9,11 @@
 // "export KUBECONFIG=<path>". The ready file and the kubeconfig are removed
 // on exit; the data directory, with the control plane's logs, is left for
 // "make cluster-down" to remove.
+//
+// -coordinated turns on the API server's CoordinatedLeaderElection feature
+// gate and serves coordination.k8s.io/v1beta1 (LeaseCandidates), so that
+// meshd's coordinated election modes can be tried locally
+// ("make cluster-up CLUSTER_FLAGS=-coordinated").
 package main
 
 import (
@@ -40,6 +45,7 @@ func main() {
 func run() error {
 	dir := flag.String("dir", "", "state directory (default: .cache/cluster at the repository root)")
 	timeout := flag.Duration("start-timeout", 3*time.Minute, "how long etcd and kube-apiserver may each take to become ready")
+	coordinated := flag.Bool("coordinated", false, "serve LeaseCandidates (feature gate CoordinatedLeaderElection), for meshd's coordinated modes")
 	flag.Parse()
 	if flag.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments: %v", flag.Args())
@@ -69,7 +75,7 @@ func run() error {
 
 	fmt.Printf("starting etcd and kube-apiserver with state in %s\n", abs)
 	start := time.Now()
-	c, err := testcluster.Start(testcluster.Options{Dir: filepath.Join(abs, "data"), StartTimeout: *timeout})
+	c, err := testcluster.Start(options(filepath.Join(abs, "data"), *timeout, *coordinated))
 	if err != nil {
 		return err
 	}
@@ -98,6 +104,23 @@ func run() error {
 	sig := <-sigs
 	fmt.Printf("received %v, stopping\n", sig)
 	return nil
+}
+
+// coordinatedFlags make the API server serve coordinated leader election:
+// the feature gate and its beta API, both off by default.
+var coordinatedFlags = []string{
+	"--feature-gates=CoordinatedLeaderElection=true",
+	"--runtime-config=coordination.k8s.io/v1beta1=true",
+}
+
+// options are the control plane's options: state in dir, and with
+// coordinated, LeaseCandidates served.
+func options(dir string, timeout time.Duration, coordinated bool) testcluster.Options {
+	o := testcluster.Options{Dir: dir, StartTimeout: timeout}
+	if coordinated {
+		o.APIServerFlags = coordinatedFlags
+	}
+	return o
 }
 
 // checkKubeconfig loads the written kubeconfig and lists namespaces with it.

@@ -1,0 +1,89 @@
+package election
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"sync"
+	"time"
+)
+
+// Checkable is what a HealthzAdaptor checks; *LeaderElection is one.
+type Checkable interface {
+	// ID names the election in the health check's answer.
+	ID() string
+	// Check returns an error while this process leads but has not renewed
+	// its lock for longer than the lease plus tolerance.
+	Check(tolerance time.Duration) error
+}
+
+// HealthzAdaptor is a liveness check over the elections of a process, as
+// client-go's leaderelection.HealthzAdaptor is for one elector: it fails
+// while any of them leads without renewing for longer than its lease plus
+// the tolerance, a process stuck while others may already lead; restarting
+// it frees its locks. Followers and disabled elections are healthy.
+//
+// It serves HTTP itself (200 "ok", or 503 naming each stuck election), and
+// Checker returns it as a func(*http.Request) error, the shape of
+// controller-runtime's healthz.Checker, for mgr.AddHealthzCheck. Elections
+// may be added at any time; it is safe for concurrent use.
+type HealthzAdaptor struct {
+	tolerance time.Duration
+
+	mu        sync.Mutex
+	elections []Checkable
+}
+
+// NewHealthzAdaptor returns a check of elections with the given tolerance
+// beyond each lease (client-go suggests a few seconds; meshd uses half the
+// lease). A negative tolerance is taken as 0.
+func NewHealthzAdaptor(tolerance time.Duration, elections ...Checkable) *HealthzAdaptor {
+	h := &HealthzAdaptor{tolerance: max(tolerance, 0)}
+	h.Add(elections...)
+	return h
+}
+
+// Add adds elections to the check. Nil entries are ignored.
+func (h *HealthzAdaptor) Add(elections ...Checkable) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, e := range elections {
+		if e != nil {
+			h.elections = append(h.elections, e)
+		}
+	}
+}
+
+// Name names the check, as controller-runtime's checks are named.
+func (h *HealthzAdaptor) Name() string { return "leader-election" }
+
+// Check returns nil while every election is healthy, else an error naming
+// each one that is not. The request is not used.
+func (h *HealthzAdaptor) Check(_ *http.Request) error {
+	h.mu.Lock()
+	elections := append([]Checkable(nil), h.elections...)
+	h.mu.Unlock()
+	var errs []error
+	for _, e := range elections {
+		if err := e.Check(h.tolerance); err != nil {
+			errs = append(errs, fmt.Errorf("election %s: %w", e.ID(), err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Checker returns Check as a plain func, for APIs that take
+// func(*http.Request) error (controller-runtime's healthz.Checker).
+func (h *HealthzAdaptor) Checker() func(*http.Request) error { return h.Check }
+
+// ServeHTTP answers 200 "ok" while healthy, else 503 with the reasons.
+func (h *HealthzAdaptor) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	if err := h.Check(r); err != nil {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		fmt.Fprintln(w, err)
+		return
+	}
+	fmt.Fprintln(w, "ok")
+}
