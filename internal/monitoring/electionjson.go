@@ -8,7 +8,7 @@ import (
 )
 
 // MarshalJSON writes the election as /debug/elections shows it: the
-// status's fields at the top level, then identity and problems. An
+// status's fields at the top level, then identity, cluster and problems. An
 // instance that has never started or stopped leading (a follower since it
 // started) has no lastTransitionTime, rather than 0001-01-01.
 func (e Election) MarshalJSON() ([]byte, error) {
@@ -23,6 +23,7 @@ func (e Election) MarshalJSON() ([]byte, error) {
 		// wins over one of an embedded struct with the same JSON name.
 		LastTransitionTime *time.Time `json:"lastTransitionTime,omitempty"`
 		Identity           string     `json:"identity"`
+		Cluster            string     `json:"cluster,omitempty"`
 		Problems           []string   `json:"problems,omitempty"`
-	}{e.Status, last, e.Identity, e.Problems})
+	}{e.Status, last, e.Identity, e.Cluster, e.Problems})
 }
