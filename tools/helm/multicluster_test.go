@@ -3,6 +3,7 @@ package helm
 import (
 	"testing"
 
+	appsv1 "k8s.io/api/apps/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 
 	"github.com/meshd-io/meshd/tools/helm/render"
@@ -40,6 +41,34 @@ func TestRBACMulticlusterReadsSecrets(t *testing.T) {
 		}
 		if allSecrets != multi {
 			t.Errorf("multicluster %v: every Secret readable = %v", multi, allSecrets)
+		}
+	}
+}
+
+// multicluster and clusterId reach meshd through its environment, as
+// istiod's CLUSTER_ID does; without them neither variable is set.
+func TestMulticlusterValuesReachTheDeployment(t *testing.T) {
+	for _, c := range []struct {
+		values    map[string]any
+		multi, id string
+	}{
+		{map[string]any{}, "", ""},
+		{map[string]any{"multicluster": true, "clusterId": "east"}, "true", "east"},
+	} {
+		manifest, err := render.Render(chartDir, render.Release{Name: "meshd", Namespace: "mesh", Values: c.values})
+		if err != nil {
+			t.Fatal(err)
+		}
+		env := map[string]string{}
+		for _, obj := range objects(t, manifest) {
+			if d, ok := obj.(*appsv1.Deployment); ok {
+				for _, e := range d.Spec.Template.Spec.Containers[0].Env {
+					env[e.Name] = e.Value
+				}
+			}
+		}
+		if env["ENABLE_MULTICLUSTER"] != c.multi || env["CLUSTER_ID"] != c.id {
+			t.Errorf("values %v: ENABLE_MULTICLUSTER %q, CLUSTER_ID %q; want %q, %q", c.values, env["ENABLE_MULTICLUSTER"], env["CLUSTER_ID"], c.multi, c.id)
 		}
 	}
 }
