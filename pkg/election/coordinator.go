@@ -91,7 +91,7 @@ func coordinate(l *LeaderElection, client kubernetes.Interface, watcher revision
 			Default:   watcher.GetDefault,
 			// A silent candidate must be skipped well within a lease, or a
 			// dead better one would hold up every decision at a short ttl.
-			AckTimeout: min(coordinated.DefaultAckTimeout, o.ttl/2),
+			AckTimeout: min(coordinated.DefaultAckTimeout, renewDeadlineOf(o)),
 			Clock:      o.clock,
 			Logger:     o.logger.Named("coordinator"),
 			Metrics:    decisions,
@@ -119,4 +119,10 @@ func waitSynced(ctx context.Context, w revisions.DefaultWatcher) bool {
 		}
 	}
 	return true
+}
+
+// renewDeadlineOf is the renew deadline of o's timing (ttl/2 by default).
+func renewDeadlineOf(o *options) time.Duration {
+	_, renewDeadline, _ := o.durations()
+	return renewDeadline
 }

@@ -184,7 +184,7 @@ func build(client kubernetes.Interface, spec Spec, o *options, newWatcher watche
 		}
 	}
 	if o.sessions {
-		leaseDuration, renewDeadline, retryPeriod := elector.TimingFromTTL(o.ttl)
+		leaseDuration, renewDeadline, retryPeriod := o.durations()
 		if l.session, err = session.NewMember(session.Config{
 			Client: client, Namespace: spec.Namespace, Identity: l.holderIdentity,
 			LeaseDuration: leaseDuration, RenewDeadline: renewDeadline, RetryPeriod: retryPeriod,
@@ -195,7 +195,8 @@ func build(client kubernetes.Interface, spec Spec, o *options, newWatcher watche
 		l.sessionWait = retryPeriod
 	}
 	if l.elector, err = elector.New(l.electorConfig(lock, o, cooperative)); err != nil {
-		return nil, fmt.Errorf("election %q (ttl %v): %w", spec.ElectionID, o.ttl, err)
+		leaseDuration, renewDeadline, retryPeriod := o.durations()
+		return nil, fmt.Errorf("election %q (lease %v, renew deadline %v, retry period %v): %w", spec.ElectionID, leaseDuration, renewDeadline, retryPeriod, err)
 	}
 	if l.session != nil {
 		l.session.SetWake(l.elector.Trigger) // a holder's session ended: try at once
@@ -214,12 +215,12 @@ func (l *LeaderElection) prepareCandidacy(client kubernetes.Interface, o *option
 		return
 	}
 	l.holderIdentity = coordinated.CandidateName(l.lockName, l.spec.Identity)
-	leaseDuration, _, _ := elector.TimingFromTTL(o.ttl)
+	leaseDuration, _, _ := o.durations()
 	l.candidacy = newCandidacy(client, l.spec, l.lockName, l.holderIdentity, o, leaseDuration, l.log)
 }
 
 func (l *LeaderElection) electorConfig(lock resourcelock.Interface, o *options, cooperative bool) elector.Config {
-	leaseDuration, renewDeadline, retryPeriod := elector.TimingFromTTL(o.ttl)
+	leaseDuration, renewDeadline, retryPeriod := o.durations()
 	cfg := elector.Config{
 		Name:            l.lockName,
 		Lock:            lock,

@@ -45,6 +45,8 @@ type Option func(*options)
 
 type options struct {
 	ttl             time.Duration
+	ttlSet          bool
+	timing          *timing // WithTiming; nil: split ttl
 	logger          *zap.Logger
 	clock           clock.WithTicker
 	enabled         bool
@@ -110,7 +112,17 @@ func (o *options) apply(opts []Option) {
 func (o *options) validate() error {
 	var errs *multierror.Error
 	add := func(format string, args ...any) { errs = multierror.Append(errs, fmt.Errorf(format, args...)) }
-	if o.ttl < time.Second {
+	switch t := o.timing; {
+	case t != nil && o.ttlSet:
+		add("WithTTL and WithTiming both set: use one")
+	case t != nil:
+		if t.LeaseDuration < time.Second {
+			add("lease duration %v is too short: at least 1s, the precision of the lock record", t.LeaseDuration)
+		}
+		if !(t.LeaseDuration > t.RenewDeadline && float64(t.RenewDeadline) > 1.2*float64(t.RetryPeriod) && t.RetryPeriod > 0) {
+			add("timing %v/%v/%v: want LeaseDuration > RenewDeadline > 1.2 x RetryPeriod > 0", t.LeaseDuration, t.RenewDeadline, t.RetryPeriod)
+		}
+	case o.ttl < time.Second:
 		add("ttl %v is too short: the LeaseDuration it gives must be at least 1s, the precision of the lock record", o.ttl)
 	}
 	if o.defaultLock != ConfigMapLock && o.defaultLock != LeaseLock {
@@ -160,7 +172,30 @@ func (o *options) watcherOptions(namespace string) revisions.Options {
 
 // WithTTL sets the lease duration (default DefaultTTL, at least 1s); the
 // renew deadline is ttl/2 and the retry period ttl/4.
-func WithTTL(ttl time.Duration) Option { return func(o *options) { o.ttl = ttl } }
+func WithTTL(ttl time.Duration) Option { return func(o *options) { o.ttl, o.ttlSet = ttl, true } }
+
+// WithTiming sets the three durations apart, as client-go and
+// controller-runtime users do (for example 15s, 10s and 2s), instead of
+// one ttl split in halves and quarters. They are validated together:
+// leaseDuration ≥ 1s and leaseDuration > renewDeadline > 1.2 ×
+// retryPeriod > 0. It cannot be combined with WithTTL.
+func WithTiming(leaseDuration, renewDeadline, retryPeriod time.Duration) Option {
+	return func(o *options) {
+		o.timing = &timing{LeaseDuration: leaseDuration, RenewDeadline: renewDeadline, RetryPeriod: retryPeriod}
+	}
+}
+
+// timing is the three durations of WithTiming.
+type timing struct{ LeaseDuration, RenewDeadline, RetryPeriod time.Duration }
+
+// durations is the election's lease duration, renew deadline and retry
+// period: WithTiming's, or the ttl's split.
+func (o *options) durations() (leaseDuration, renewDeadline, retryPeriod time.Duration) {
+	if t := o.timing; t != nil {
+		return t.LeaseDuration, t.RenewDeadline, t.RetryPeriod
+	}
+	return elector.TimingFromTTL(o.ttl)
+}
 
 // WithSessions makes the process's session renew the election's record
 // while this instance leads, instead of one write per retry period per

@@ -1,6 +1,10 @@
 package election
 
-import "testing"
+import (
+	"strings"
+	"testing"
+	"time"
+)
 
 // The mesh-level options reach the elector's configuration: the fenced start
 // after a forced steal is the default, and WithStartAtOnceAfterSteal gives
@@ -28,5 +32,37 @@ func TestElectorConfigFromOptions(t *testing.T) {
 				t.Errorf("StopTimeout = %v, want in (0, %vs]", cfg.StopTimeout, tc.wantStopMax)
 			}
 		})
+	}
+}
+
+// WithTiming sets the three durations apart (controller-runtime's 15s, 10s
+// and 2s here); they reach the elector as given and are validated together,
+// and WithTTL cannot be given beside them.
+func TestWithTimingSetsTheThreeDurations(t *testing.T) {
+	o := defaultOptions()
+	o.apply([]Option{WithTiming(15*time.Second, 10*time.Second, 2*time.Second)})
+	if err := o.validate(); err != nil {
+		t.Fatal(err)
+	}
+	cfg := (&LeaderElection{}).electorConfig(nil, &o, false)
+	if cfg.LeaseDuration != 15*time.Second || cfg.RenewDeadline != 10*time.Second || cfg.RetryPeriod != 2*time.Second {
+		t.Fatalf("elector timing %v/%v/%v, want 15s/10s/2s", cfg.LeaseDuration, cfg.RenewDeadline, cfg.RetryPeriod)
+	}
+	for _, c := range []struct {
+		name string
+		opts []Option
+		want string
+	}{
+		{"renew deadline not under the lease", []Option{WithTiming(10*time.Second, 10*time.Second, 2*time.Second)}, "LeaseDuration > RenewDeadline"},
+		{"retry period too close to the deadline", []Option{WithTiming(15*time.Second, 10*time.Second, 9*time.Second)}, "1.2 x RetryPeriod"},
+		{"zero retry period", []Option{WithTiming(15*time.Second, 10*time.Second, 0)}, "RetryPeriod > 0"},
+		{"lease under a second", []Option{WithTiming(900*time.Millisecond, 500*time.Millisecond, 100*time.Millisecond)}, "at least 1s"},
+		{"both ttl and timing", []Option{WithTTL(30 * time.Second), WithTiming(15*time.Second, 10*time.Second, 2*time.Second)}, "both set"},
+	} {
+		o := defaultOptions()
+		o.apply(c.opts)
+		if err := o.validate(); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: err = %v, want one that says %q", c.name, err, c.want)
+		}
 	}
 }
