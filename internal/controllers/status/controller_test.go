@@ -111,8 +111,8 @@ func TestWritesStatusOfHandMadeLocks(t *testing.T) {
 		if l.Holder != "istiod-a" || l.HolderKey != "canary" || l.Lock != "ConfigMap" {
 			return fmt.Errorf("istio-leader = %+v", l)
 		}
-		if d, err := time.ParseDuration(l.ExpiresIn); err != nil || d <= 0 || d > 30*time.Second {
-			return fmt.Errorf("istio-leader expiresIn = %q", l.ExpiresIn)
+		if at, err := time.Parse(time.RFC3339, l.ExpireTime); err != nil || !at.After(time.Now().Add(-time.Second)) || at.After(time.Now().Add(31*time.Second)) {
+			return fmt.Errorf("istio-leader expireTime = %q", l.ExpireTime)
 		}
 		if _, err := time.Parse(time.RFC3339, l.RenewTime); err != nil {
 			return fmt.Errorf("istio-leader renewTime = %q", l.RenewTime)

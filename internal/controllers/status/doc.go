@@ -4,7 +4,7 @@
 // decoding every lock:
 //
 //	revisions   the revisions that are running, sorted, one per line
-//	leaders     JSON: election -> {holder, holderKey, lock, renewTime, expiresIn}
+//	leaders     JSON: election -> {holder, holderKey, lock, renewTime, expireTime}
 //	updatedBy   the identity of the writer
 //	updateTime  when it was written, RFC 3339
 //
@@ -24,7 +24,8 @@
 // leaders has one entry per counted lock, keyed by the lock's name (the
 // election). Should a ConfigMap and a Lease of the same name both count,
 // their entries are keyed <name>/ConfigMap and <name>/Lease. renewTime and
-// expiresIn are as of updateTime.
+// expireTime are instants (RFC 3339), so an entry does not go stale once
+// written; expireTime assumes the holder's and the reader's clocks agree.
 //
 // # When it writes
 //
@@ -33,7 +34,7 @@
 // if what the status says changed: the revisions, the writer, or the holder,
 // key or lock kind of any leader. Renewals alone do not count, so a steady
 // mesh costs one write per heartbeat: at least every HeartbeatIntervals ×
-// Interval (one minute by default) updateTime, renewTime and expiresIn are
+// Interval (one minute by default) updateTime, renewTime and expireTime are
 // refreshed even when nothing changed, so readers can tell a live status
 // from an abandoned one. Each refresh lists the ConfigMaps and Leases of the
 // mesh namespace.

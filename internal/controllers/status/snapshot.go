@@ -17,9 +17,12 @@ type Leader struct {
 	Lock      election.LockKind `json:"lock"`
 	// RenewTime is the record's renew time, RFC 3339.
 	RenewTime string `json:"renewTime"`
-	// ExpiresIn is how long the lease had left at updateTime, by the
-	// writer's clock, as a Go duration rounded to the second ("27s").
-	ExpiresIn string `json:"expiresIn"`
+	// ExpireTime is when the lease runs out by the record (and the
+	// holder's session, if it names one), RFC 3339: an instant, so that it
+	// does not go stale once written as a remaining duration would.
+	// Electors judge expiry by their own observation, so this assumes the
+	// holder's and the reader's clocks agree.
+	ExpireTime string `json:"expireTime"`
 }
 
 // snapshot is what the status says at one instant.
@@ -49,11 +52,11 @@ func compute(locks []lockstatus.Lock, now time.Time, ownRevision string, perRevi
 			name += "/" + string(l.Kind)
 		}
 		s.leaders[name] = Leader{
-			Holder:    l.Holder,
-			HolderKey: l.HolderKey,
-			Lock:      l.Kind,
-			RenewTime: l.RenewTime.UTC().Format(time.RFC3339),
-			ExpiresIn: l.ExpiresIn(now).Round(time.Second).String(),
+			Holder:     l.Holder,
+			HolderKey:  l.HolderKey,
+			Lock:       l.Kind,
+			RenewTime:  l.RenewTime.UTC().Format(time.RFC3339),
+			ExpireTime: now.Add(l.ExpiresIn(now)).UTC().Format(time.RFC3339),
 		}
 	}
 	slices.Sort(s.revisions)

@@ -87,8 +87,8 @@ func TestCompute(t *testing.T) {
 		if !ok || got.Holder != w.Holder || got.HolderKey != w.HolderKey || got.Lock != w.Lock {
 			t.Errorf("leaders[%s] = %+v, want %+v", name, got, w)
 		}
-		if got.RenewTime != "2026-01-02T03:04:20Z" || got.ExpiresIn != "20s" {
-			t.Errorf("leaders[%s] times = %s, %s", name, got.RenewTime, got.ExpiresIn)
+		if got.RenewTime != "2026-01-02T03:04:20Z" || got.ExpireTime != now.Add(20*time.Second).UTC().Format(time.RFC3339) {
+			t.Errorf("leaders[%s] times = %s, %s", name, got.RenewTime, got.ExpireTime)
 		}
 	}
 
