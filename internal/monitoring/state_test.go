@@ -17,7 +17,7 @@ import (
 // Source from one scrape to the next.
 func TestStateSeries(t *testing.T) {
 	src := &fakeSource{statuses: []Election{
-		{Status: election.Status{Name: "istio-namespace-controller-election", Revision: "canary", Holder: "istiod-a", HolderKey: "stable"}},
+		{Status: election.Status{Name: "istio-namespace-controller-election", Revision: "canary", Holder: "istiod-a", HolderKey: "stable", DefaultRevision: "stable"}},
 		{Status: election.Status{Name: "meshd-status-leader", Revision: "canary", Leader: true, Holder: "meshd-canary-0", HolderKey: "canary",
 			SessionFallback: true}, Problems: []string{"no mesh root"}},
 		{Status: election.Status{Name: "meshd-revision-canary", Revision: "canary", LastError: "connection refused"}},
@@ -36,14 +36,15 @@ func TestStateSeries(t *testing.T) {
 		`meshd_build_info{commit="`,
 		`go_version="` + goVersion + `"`,
 		`meshd_ready{revision="canary"} 0`,
-		`meshd_election_holder_info{holder="istiod-a",holder_key="stable",name="istio-namespace-controller-election",revision="canary"} 1`,
-		`meshd_election_holder_info{holder="meshd-canary-0",holder_key="canary",name="meshd-status-leader",revision="canary"} 1`,
-		`meshd_election_session_fallback{name="meshd-status-leader",revision="canary"} 1`,
-		`meshd_election_session_fallback{name="meshd-revision-canary",revision="canary"} 0`,
-		`meshd_election_problems{name="meshd-status-leader",revision="canary"} 1`,
-		`meshd_election_failing{name="meshd-revision-canary",revision="canary"} 1`,
-		`meshd_election_failing{name="meshd-status-leader",revision="canary"} 0`,
-		`meshd_election_problems{name="istio-namespace-controller-election",revision="canary"} 0`,
+		`meshd_default_revision_info{default_revision="stable",revision="canary"} 1`,
+		`meshd_election_holder_info{cluster="",holder="istiod-a",holder_key="stable",name="istio-namespace-controller-election",revision="canary"} 1`,
+		`meshd_election_holder_info{cluster="",holder="meshd-canary-0",holder_key="canary",name="meshd-status-leader",revision="canary"} 1`,
+		`meshd_election_session_fallback{cluster="",name="meshd-status-leader",revision="canary"} 1`,
+		`meshd_election_session_fallback{cluster="",name="meshd-revision-canary",revision="canary"} 0`,
+		`meshd_election_problems{cluster="",name="meshd-status-leader",revision="canary"} 1`,
+		`meshd_election_failing{cluster="",name="meshd-revision-canary",revision="canary"} 1`,
+		`meshd_election_failing{cluster="",name="meshd-status-leader",revision="canary"} 0`,
+		`meshd_election_problems{cluster="",name="istio-namespace-controller-election",revision="canary"} 0`,
 	} {
 		if !strings.Contains(body, want) {
 			t.Errorf("/metrics lacks %s", want)
@@ -59,6 +60,30 @@ func TestStateSeries(t *testing.T) {
 	src.mu.Unlock()
 	if _, _, body = get(t, ts, "/metrics"); !strings.Contains(body, `meshd_ready{revision="canary"} 1`) {
 		t.Errorf("meshd_ready did not follow /readyz:\n%s", body)
+	}
+}
+
+// One election ID and revision exists once per cluster with remote
+// clusters: the cluster label keeps their series apart (without it the
+// scrape failed on duplicate series).
+func TestStateSeriesPerCluster(t *testing.T) {
+	src := &fakeSource{statuses: []Election{
+		{Status: election.Status{Name: "istio-namespace-controller-election", Revision: "default", Holder: "a", HolderKey: "default"}, Cluster: "east"},
+		{Status: election.Status{Name: "istio-namespace-controller-election", Revision: "default", Holder: "a", HolderKey: "^default"}, Cluster: "west"},
+	}}
+	reg := prometheusRegistry(t, newStateCollector(src))
+	if _, err := reg.Gather(); err != nil {
+		t.Fatalf("gather: %v", err)
+	}
+	ts := newTestServer(t, src, prometheus.NewRegistry())
+	_, _, body := get(t, ts, "/metrics")
+	for _, want := range []string{
+		`meshd_election_holder_info{cluster="east",holder="a",holder_key="default",name="istio-namespace-controller-election",revision="default"} 1`,
+		`meshd_election_holder_info{cluster="west",holder="a",holder_key="^default",name="istio-namespace-controller-election",revision="default"} 1`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("/metrics lacks %s:\n%s", want, body)
+		}
 	}
 }
 

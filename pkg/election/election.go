@@ -319,14 +319,18 @@ func (l *LeaderElection) Check(tolerance time.Duration) error {
 
 // Status is a snapshot of an election as this instance sees it.
 type Status struct {
-	ID                 string    `json:"id"`
-	Lock               LockKind  `json:"lock"`
-	Namespace          string    `json:"namespace"`
-	Name               string    `json:"name"`
-	Leader             bool      `json:"leader"`
-	Holder             string    `json:"holder"`
-	HolderKey          string    `json:"holderKey"`
-	Revision           string    `json:"revision"`
+	ID        string   `json:"id"`
+	Lock      LockKind `json:"lock"`
+	Namespace string   `json:"namespace"`
+	Name      string   `json:"name"`
+	Leader    bool     `json:"leader"`
+	Holder    string   `json:"holder"`
+	HolderKey string   `json:"holderKey"`
+	Revision  string   `json:"revision"`
+	// DefaultRevision is the default revision as this instance sees it,
+	// which ranks the candidates of a prioritized election; "" when none
+	// is known or the election does not follow it (per revision).
+	DefaultRevision    string    `json:"defaultRevision,omitempty"`
 	Remote             bool      `json:"remote"`
 	Cycle              int32     `json:"cycle"`
 	Transitions        int       `json:"transitions"`
@@ -362,6 +366,7 @@ func (l *LeaderElection) Status() Status {
 		Name:               l.lockName,
 		Leader:             l.IsLeader(),
 		Revision:           l.candidate.Revision,
+		DefaultRevision:    l.defaultRevision(),
 		Remote:             l.candidate.Remote,
 		Cycle:              l.Cycle(),
 		LastTransitionTime: l.lastTransitionTime(),
