@@ -79,7 +79,12 @@ func TestStatusCommandShowsHolders(t *testing.T) {
 	}
 
 	table := m.meshdStatus()
-	lines := strings.Split(strings.TrimSpace(table), "\n")
+	// The table ends at the first blank line; the default revision follows.
+	rows, footer, _ := strings.Cut(strings.TrimSpace(table), "\n\n")
+	lines := strings.Split(rows, "\n")
+	if !strings.HasPrefix(strings.TrimSpace(footer), "Default revision:") {
+		t.Errorf("meshd status does not say the default revision after the table:\n%s", table)
+	}
 	if len(lines) != 1+len(want) || !strings.HasPrefix(lines[0], "ELECTION") {
 		t.Fatalf("meshd status: want a header and %d rows, got:\n%s", len(want), table)
 	}
