@@ -71,6 +71,10 @@ func (w *World) recordDestroyedForIstiod(holder, starter string) bool {
 	for ; i >= 0 && w.records[i].Writer == ""; i-- {
 		r := w.records[i]
 		switch {
+		case r.Deleted && r.Holder == "":
+			// The deletion of an object already re-created without a
+			// record destroyed nothing: look further back, to the deletion
+			// that destroyed a record.
 		case r.Deleted:
 			return r.Holder == holder || w.tookFromLocked(i, r.Holder, holder)
 		case r.Holder != "":

@@ -43,6 +43,7 @@ func Scenarios() []Scenario {
 		sessionHolderQuiet(),
 		sessionRefusalReconsidered(),
 		handoverWriteFails(resourcelock.ConfigMapsResourceLock), handoverWriteFails(resourcelock.LeasesResourceLock),
+		classicSeed(100543529, "the lock object was re-created without a record twice in a row while its meshd holder was paused, and a holder of client-go's shape took the empty object: an overlap no meshd elector can prevent, which the checker did not excuse because it stopped at the second deletion, of an object without a record (found by make sim-long)"),
 		classicSeed(100035312, "a polling follower whose reads failed while the holder renewed took the lock object re-created without a record one lease after the older record it had seen, while the holder's work still ran (found by make sim-long)"),
 		classicSeed(992459, "a follower whose watch broke and came back ingested only the newest object: it missed the holder's renewals and took the lock object re-created without a record one lease after an older renewal, while the holder worked"),
 	}
