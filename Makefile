@@ -56,7 +56,10 @@ SIM_FUZZ_SEED ?= 10001
 # run (printed; set SIM_FRESH_BASE to replay a run's whole fresh range).
 SIM_FRESH_SEEDS ?= 4000
 SIM_FRESH_SESSION_SEEDS ?= 2000
-SIM_FRESH_BASE ?= $(shell od -An -N4 -tu4 /dev/urandom | tr -d ' ')
+# Drawn once per make run (a simple variable: every use sees the same seed).
+ifndef SIM_FRESH_BASE
+SIM_FRESH_BASE := $(shell od -An -N4 -tu4 /dev/urandom | tr -d ' ')
+endif
 # make sim-long: SIM_LONG_SEEDS classic and SIM_LONG_SESSION_SEEDS session
 # schedules from SIM_LONG_BASE, in chunks of SIM_LONG_CHUNK run SIM_LONG_JOBS
 # at a time; the summary goes to docs/reliability.md.
