@@ -151,7 +151,7 @@
 // from a base seed drawn for that run and printed with its replay command;
 // make sim-long runs 1,000,000 schedules in parallel chunks and writes its
 // summary to docs/reliability.md. Every seed that once broke an invariant
-// becomes a named scenario (classicSeed).
+// becomes a named scenario (classicSeed, sessionSeed).
 //
 // # Running
 //

@@ -43,6 +43,8 @@ func Scenarios() []Scenario {
 		sessionHolderQuiet(),
 		sessionRefusalReconsidered(),
 		handoverWriteFails(resourcelock.ConfigMapsResourceLock), handoverWriteFails(resourcelock.LeasesResourceLock),
+		sessionSeed(100104831, "a process that took the lock by force crashed before its fenced start, came back under its own identity, found its own record and started its work at once, while the holder it had taken the lock from still stopped (found by make sim-long)"),
+		sessionSeed(100017530, "a holder that took the lock by force accepted a handover request, lost its term to a pause, and kept its promise at its next contention before its fence had passed: the candidate started beside the work of the holder it had taken the lock from (found by make sim-long)"),
 		classicSeed(100543529, "the lock object was re-created without a record twice in a row while its meshd holder was paused, and a holder of client-go's shape took the empty object: an overlap no meshd elector can prevent, which the checker did not excuse because it stopped at the second deletion, of an object without a record (found by make sim-long)"),
 		classicSeed(100035312, "a polling follower whose reads failed while the holder renewed took the lock object re-created without a record one lease after the older record it had seen, while the holder's work still ran (found by make sim-long)"),
 		classicSeed(992459, "a follower whose watch broke and came back ingested only the newest object: it missed the holder's renewals and took the lock object re-created without a record one lease after an older renewal, while the holder worked"),
@@ -537,4 +539,11 @@ func workedBy(w *World, name string, from, limit time.Duration) {
 		}
 	}
 	w.Violate("handover", "%s failed a write at %v and never started work", name, from)
+}
+
+// sessionSeed is classicSeed for a schedule of GenerateSessions.
+func sessionSeed(seed int64, why string) Scenario {
+	s := GenerateSessions(seed)
+	s.Name = fmt.Sprintf("session-seed-%d", seed)
+	return Scenario{Name: s.Name, Case: why, Schedule: s}
 }

@@ -175,11 +175,20 @@ func (le *LeaderElector) decideAndWrite(ctx context.Context, renewing bool, rec 
 	desired := le.desired(now)
 	if rec.HolderIdentity == me {
 		if !renewing {
+			if !le.inherited.IsZero() {
+				le.fenceAt(le.inherited, now)
+				le.inherited = time.Time{}
+			}
 			if h := le.promisedSuccessor(now); h != nil {
 				// This holder accepted a request in its last term and its
 				// write naming the candidate failed: keep the promise
-				// instead of taking the lock back.
-				le.handOver(*h)
+				// instead of taking the lock back, but not before the fence
+				// of a lock it took by force has passed (the candidate
+				// starts at once, and the previous holder's work may still
+				// run). Until then the lock is left as it is.
+				if !le.startAt.After(now) {
+					le.handOver(*h)
+				}
 				return heldByOther, nil
 			}
 			// Handed the lock: answer requests once leading.

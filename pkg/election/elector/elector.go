@@ -74,6 +74,7 @@ type LeaderElector struct {
 	acquiredAt  time.Time              // when the attempt that won the current term started
 	lastRenew   time.Time              // when the last successful renew of this term was sent
 	startAt     time.Time              // the fence: the callback starts no earlier
+	inherited   time.Time              // fence of a record naming this identity that this process found at first sight
 	contendAt   time.Time              // the back-off: Run contends no earlier
 	emptySince  time.Time              // when the lock object was first seen missing or without a record
 	quickEnds   int                    // terms in a row that the callback ended early

@@ -31,6 +31,7 @@ func (le *LeaderElector) observe(rec *resourcelock.Record, raw []byte, now time.
 		le.mu.Unlock()
 		return
 	}
+	first := le.observedTime.IsZero() && !le.observedCorrupt
 	le.noteTerm(rec, now)
 	le.observedRecord = *rec
 	le.observedRaw = raw
@@ -38,12 +39,35 @@ func (le *LeaderElector) observe(rec *resourcelock.Record, raw []byte, now time.
 	le.observedCorrupt = false
 	le.observedSession = le.holderSessionRef(rec.HolderIdentity)
 	le.mu.Unlock()
+	if first && le.writtenByEarlierProcess(rec) {
+		// An earlier process of this identity (a restart) wrote the record,
+		// and may have taken the lock by force with its work fenced, a
+		// fence that died with it. The work starts no earlier than that
+		// record's lease from now (see decideAndWrite).
+		le.inherited = now.Add(honouredLease(*rec))
+	}
 	if rec.HolderIdentity != "" {
 		le.vacantSince = time.Time{} // a holder renewed or took it: no longer vacant
 	}
 	le.noteSessionAware(rec)
 	le.reportLeader(rec.HolderIdentity)
 	le.warnLongLease(rec)
+}
+
+// writtenByEarlierProcess reports whether rec, naming this identity, was
+// written by an earlier process of the same identity: in session mode its
+// mark names a session of this identity other than this process's (the
+// token changes with every start). A record naming this identity that
+// another holder wrote (a handover, a coordinator's assignment) carries
+// no such mark. Without sessions a restart under the same identity cannot
+// be told apart; identities are unique per process by default.
+func (le *LeaderElector) writtenByEarlierProcess(rec *resourcelock.Record) bool {
+	me := le.cfg.Lock.Identity()
+	if rec.HolderIdentity != me || !le.sessionMode() {
+		return false
+	}
+	mark, ok := le.session.lock.SessionMark()
+	return ok && mark.Holder == me && mark.Session != "" && mark.Session != le.cfg.Session.Ref()
 }
 
 // noteTerm notes when this candidate saw the term of rec's holder begin;
