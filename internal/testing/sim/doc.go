@@ -139,7 +139,7 @@
 // the same amounts as the fake clock but just before it, so they fire up
 // to one step early relative to the fake clock, never late; and timers of
 // that clock that fall due together still wake their goroutines together.
-// That is the one known source of differences left: in session mode a
+// They are the suspected source of the differences left: in session mode a
 // rare schedule (seed 200010849 in its chunk of make sim-long) fails in
 // some runs and passes in others; the determinism test has not caught a
 // difference. Session tokens come from crypto/rand and are
