@@ -43,7 +43,7 @@ func (c *actorClient) CoordinationV1() coordinationv1client.CoordinationV1Interf
 // faults.
 func call[T runtime.Object](ctx context.Context, c *actorClient, verb, resource, name string, do func() (T, error)) (T, error) {
 	var zero T
-	c.api.gate.wait(ctx, c.state.name, verb, resource, name)
+	c.api.gate.wait(c.state.name, verb, resource, name)
 	if err := c.state.before(ctx, verb, resource); err != nil {
 		return zero, err
 	}
@@ -78,7 +78,7 @@ func call[T runtime.Object](ctx context.Context, c *actorClient, verb, resource,
 }
 
 func (c *actorClient) list(ctx context.Context, resource string, do func() (runtime.Object, error)) (runtime.Object, error) {
-	c.api.gate.wait(ctx, c.state.name, "list", resource, "")
+	c.api.gate.wait(c.state.name, "list", resource, "")
 	if err := c.state.before(ctx, "list", resource); err != nil {
 		return nil, err
 	}
@@ -86,7 +86,7 @@ func (c *actorClient) list(ctx context.Context, resource string, do func() (runt
 }
 
 func (c *actorClient) watch(ctx context.Context, resource string, opts metav1.ListOptions) (watch.Interface, error) {
-	c.api.gate.wait(ctx, c.state.name, "watch", resource, "")
+	c.api.gate.wait(c.state.name, "watch", resource, "")
 	if err := c.state.before(ctx, "watch", resource); err != nil {
 		return nil, err
 	}
@@ -178,7 +178,7 @@ func (l *leaseClient) Watch(ctx context.Context, opts metav1.ListOptions) (watch
 // Delete passes the actor's faults and is logged like the other writes: a
 // session deletes its Lease when it ends.
 func (l *leaseClient) Delete(ctx context.Context, name string, opts metav1.DeleteOptions) error {
-	l.c.api.gate.wait(ctx, l.c.state.name, "delete", leases, name)
+	l.c.api.gate.wait(l.c.state.name, "delete", leases, name)
 	if err := l.c.state.before(ctx, "delete", leases); err != nil {
 		return err
 	}

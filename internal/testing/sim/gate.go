@@ -1,7 +1,6 @@
 package sim
 
 import (
-	"context"
 	"hash/fnv"
 	"strconv"
 	"sync"
@@ -32,9 +31,9 @@ func newCallGate(seed int64) *callGate { return &callGate{seed: seed} }
 
 // wait blocks the calling request until the world lets it through. A nil
 // gate (an API used outside a world) lets every request through at once.
-// ctx is not watched: the world serves every waiting request within the
+// It needs no context: the world serves every waiting request within the
 // step it was made in, before any time passes.
-func (g *callGate) wait(_ context.Context, actor, verb, resource, name string) {
+func (g *callGate) wait(actor, verb, resource, name string) {
 	if g == nil {
 		return
 	}
