@@ -137,6 +137,9 @@ func (le *LeaderElector) readAndDecide(ctx context.Context, renewing, fromCache 
 		if !renewing && le.leaveVacant(now) {
 			return heldByOther, nil
 		}
+		if renewing {
+			le.recordDestroyed(now)
+		}
 		return le.writeFresh(ctx, apierrors.IsNotFound(err), now)
 	case errors.Is(err, resourcelock.ErrCorruptRecord):
 		return le.overwriteCorrupt(ctx, renewing, raw, err, now)
@@ -283,6 +286,18 @@ func (le *LeaderElector) stole(rec *resourcelock.Record, fence, now time.Time) {
 	le.log.Info("took the lock from a lower-priority holder", zap.String("holder", rec.HolderIdentity),
 		zap.String("holderKey", rec.HolderKey), zap.Time("workStartsAt", le.startAt))
 	le.cfg.Lock.RecordEvent(corev1.EventTypeNormal, ReasonLeaderElection, msg)
+}
+
+// recordDestroyed is called when this holder finds its lock object missing
+// or without a record. It writes its record again, but cannot tell whether
+// another candidate took the empty object meanwhile and lost it the same
+// way (a second deletion or re-creation): such a holder's record is gone,
+// and its work may run until a lease after its last renew, which was
+// before now. So the run callback of this term, if it has not started,
+// starts no earlier than a lease from now, and a successor this holder
+// names is told to wait as long.
+func (le *LeaderElector) recordDestroyed(now time.Time) {
+	le.fenceAt(now.Add(le.cfg.LeaseDuration), now)
 }
 
 // fenceAt makes the run callback of the coming term start no earlier than

@@ -2,10 +2,14 @@ package elector
 
 import (
 	"context"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/meshd-io/meshd/pkg/resourcelock"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -149,4 +153,74 @@ func TestFencedStartWithoutInterference(t *testing.T) {
 			t.Fatalf("poll=%v: record %+v", poll, rec)
 		}
 	}
+}
+
+// A holder waiting out its fence that finds its lock object re-created
+// without a record cannot tell whether another elector took the empty
+// object meanwhile and lost it to a second re-creation (one of client-go's
+// shape starts its work at once): it writes its record again, but its work
+// starts no earlier than a lease after that write. Before, it started at
+// the old fence beside such a holder (simulation seed 200025106, named
+// scenario seed-200025106). The same holds for a deleted object.
+func TestFencedHolderWaitsALeaseAfterItsRecordWasDestroyed(t *testing.T) {
+	for _, recreate := range []bool{true, false} {
+		t.Run(map[bool]string{true: "re-created", false: "deleted"}[recreate], func(t *testing.T) {
+			h := newHarness(t)
+			var started atomic.Bool
+			c := h.fencedSteal(true, &started) // t0+3.75s, fence at t0+4s, next renew at t0+4.5s
+			h.deleteLock()
+			if recreate {
+				empty := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: lockName, Namespace: ns}}
+				if _, err := h.client.CoreV1().ConfigMaps(ns).Create(context.Background(), empty, metav1.CreateOptions{}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			h.client.ClearActions()
+			// t0+4s: the fence passes and c renews first; its update finds
+			// the record gone and it writes its record again.
+			h.parkedSteps(1, 250*time.Millisecond, 2)
+			waitFor(t, "c to write its record again", func() bool { return h.holderOrNone() == "c" })
+			rewritten := h.clock.Now()
+			if started.Load() {
+				t.Fatal("the work started at the old fence after the record was destroyed")
+			}
+			want := "update configmaps"
+			if !recreate {
+				want = "create configmaps"
+			}
+			if got := h.verbs(); !slices.Contains(got, want) {
+				t.Fatalf("verbs %v, want a %q", got, want)
+			}
+			// c keeps renewing while it waits; its work starts a lease after
+			// the write, and not before.
+			for h.clock.Since(rewritten) < 4*time.Second-250*time.Millisecond {
+				h.parkedSteps(1, 250*time.Millisecond, 2)
+				if started.Load() {
+					t.Fatalf("the work started %v after the record was written again, within a lease", h.clock.Since(rewritten))
+				}
+			}
+			h.parkedSteps(1, 250*time.Millisecond, 2)
+			waitFor(t, "the work to start a lease after the record was written again", started.Load)
+			if !c.le.IsLeader() || h.record().HolderIdentity != "c" {
+				t.Fatalf("c leads %v, record %+v", c.le.IsLeader(), h.record())
+			}
+		})
+	}
+}
+
+// holderOrNone is the holder the lock object names, or "" while it is
+// missing or holds no record.
+func (h *harness) holderOrNone() string {
+	obj, err := h.getLock()
+	if err != nil {
+		return ""
+	}
+	if l, ok := obj.(*coordinationv1.Lease); ok {
+		return resourcelock.LeaseToRecord(l).HolderIdentity
+	}
+	rec, err := resourcelock.DecodeRecord([]byte(annotationsOf(obj)[resourcelock.LeaderAnnotationKey]))
+	if err != nil {
+		return ""
+	}
+	return rec.HolderIdentity
 }

@@ -129,9 +129,11 @@ func (le *LeaderElector) fencePassed(t *term) (end *termEnd, renewFirst bool) {
 // granted the lock, or the callback returns.
 func (le *LeaderElector) renew(ctx context.Context, t *term) termEnd {
 	fence := le.fenceTimer(t)
-	if fence != nil {
-		defer fence.Stop()
-	}
+	defer func() {
+		if fence != nil {
+			fence.Stop()
+		}
+	}()
 	timer := le.clock.NewTimer(le.nextRenew())
 	defer timer.Stop()
 	// A request may already wait: one addressed to this candidate while the
@@ -145,6 +147,10 @@ func (le *LeaderElector) renew(ctx context.Context, t *term) termEnd {
 				return termEnd{stillHeld: true}
 			case <-timerC(fence):
 				fence = nil
+				if wait := le.startAt.Sub(le.clock.Now()); wait > 0 {
+					fence = le.clock.NewTimer(wait) // the fence moved (see recordDestroyed)
+					continue
+				}
 				if end, renewFirst := le.fencePassed(t); end != nil {
 					return *end
 				} else if !renewFirst {
@@ -176,7 +182,11 @@ func (le *LeaderElector) renew(ctx context.Context, t *term) termEnd {
 		// still the holder) or failed (try again at the next renew).
 		if startOnRenew && le.LastError() == nil {
 			startOnRenew = false
-			le.startCallback(t)
+			if wait := le.startAt.Sub(le.clock.Now()); wait > 0 {
+				fence = le.clock.NewTimer(wait) // this renew moved the fence
+			} else {
+				le.startCallback(t)
+			}
 		}
 		timer.Reset(le.nextRenew())
 	}
