@@ -31,12 +31,6 @@ func (w *World) excuse(wk work, starter string, now time.Time) string {
 		return fmt.Sprintf("it was told to stop at %v and overran, its lock taken or its holder cut off from the API", wk.cancelled.Sub(epoch))
 	case w.recordDestroyedForIstiod(wk.actor, starter):
 		return "the lock object was re-created without its record, and " + starter + " (client-go's shape) took the empty object"
-	case w.recordDestroyedForIstiod(starter, wk.actor):
-		// The same fault seen from the other side: the meshd holder whose
-		// record was destroyed was waiting out its fence, and started its
-		// work before it learned (at its next request) that the holder of
-		// client-go's shape had taken the empty object meanwhile.
-		return "the lock object was re-created without " + starter + "'s record, and " + wk.actor + " (client-go's shape) took the empty object before " + starter + "'s fenced start"
 	}
 	return ""
 }
@@ -179,8 +173,10 @@ func (w *World) check() {
 		anyAlive = anyAlive || s.alive()
 		anyLeading = anyLeading || s.leading()
 	}
+	outranked := w.sched.CheckPriority && w.holderOutranked()
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	w.checkPriority(now, outranked)
 	if anyLeading || !anyAlive {
 		w.lastLeader = now
 		return
@@ -196,5 +192,65 @@ func (w *World) check() {
 		w.j.violate("leaderless", "no leader since %v, %v after the last fault ended (bound %v)",
 			w.lastLeader.Sub(epoch), now.Sub(from), bound)
 		w.lastLeader = now // one report per leaderless stretch
+	}
+}
+
+// holderOutranked reports whether the holder the record names now is
+// outranked, by the default revision every live meshd candidate sees, by
+// one of them; false while they disagree, or while no record names a
+// holder.
+func (w *World) holderOutranked() bool {
+	w.mu.Lock()
+	var holderKey string
+	holder := ""
+	if n := len(w.records); n > 0 && !w.records[n-1].Deleted {
+		holder, holderKey = w.records[n-1].Holder, w.records[n-1].Key
+	}
+	w.mu.Unlock()
+	if holder == "" {
+		return false
+	}
+	view, first := "", true
+	var live []*candidate
+	for _, c := range w.cands {
+		if !c.alive() {
+			continue
+		}
+		v := c.currentView()
+		if !first && v != view {
+			return false
+		}
+		view, first = v, false
+		live = append(live, c)
+	}
+	for _, c := range live {
+		if c.id != holder && outranks(c.spec.Revision, c.spec.Remote, holderKey, view) {
+			return true
+		}
+	}
+	return false
+}
+
+// checkPriority tests that a holder outranked by a live candidate, while
+// every live candidate agrees on the default and no fault is under way,
+// keeps the election no longer than the liveness bound. Called with mu
+// held.
+func (w *World) checkPriority(now time.Time, outranked bool) {
+	if !outranked || w.faults > 0 || w.hangs > 0 {
+		w.outrankedSince = time.Time{}
+		return
+	}
+	if w.outrankedSince.IsZero() {
+		w.outrankedSince = now
+		return
+	}
+	from := w.outrankedSince
+	if w.lastFaultEnd.After(from) {
+		from = w.lastFaultEnd
+	}
+	if bound := w.livenessBound(); now.Sub(from) > bound {
+		w.j.violate("priority", "the holder has been outranked by a live candidate for %v, since %v, while every candidate agreed on the default (bound %v)",
+			now.Sub(from), from.Sub(epoch), bound)
+		w.outrankedSince = now // one report per stretch
 	}
 }

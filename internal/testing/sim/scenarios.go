@@ -47,6 +47,7 @@ func Scenarios() []Scenario {
 		sessionSeed(100017530, "a holder that took the lock by force accepted a handover request, lost its term to a pause, and kept its promise at its next contention before its fence had passed: the candidate started beside the work of the holder it had taken the lock from (found by make sim-long)"),
 		classicSeed(100543529, "the lock object was re-created without a record twice in a row while its meshd holder was paused, and a holder of client-go's shape took the empty object: an overlap no meshd elector can prevent, which the checker did not excuse because it stopped at the second deletion, of an object without a record (found by make sim-long)"),
 		classicSeed(100035312, "a polling follower whose reads failed while the holder renewed took the lock object re-created without a record one lease after the older record it had seen, while the holder's work still ran (found by make sim-long)"),
+		withPriority(sessionSeed(1839, "a holder restarted under its own identity accepted a request before its inherited fence, released the lock at the fence for the candidate and took it back at once: the candidate, alive and entitled, waited a RetryPeriod more and the lesser holder's work started meanwhile (found by the priority invariant)")),
 		classicSeed(200025106, "a meshd holder waiting out its fence, polling, found at its next renew its lock object re-created without a record a second time: it wrote its record again and started at its old fence, unaware that a holder of client-go's shape had taken the first empty object and still worked (found by make sim-long)"),
 		classicSeed(992459, "a follower whose watch broke and came back ingested only the newest object: it missed the holder's renewals and took the lock object re-created without a record one lease after an older renewal, while the holder worked"),
 	}
@@ -547,4 +548,10 @@ func sessionSeed(seed int64, why string) Scenario {
 	s := GenerateSessions(seed)
 	s.Name = fmt.Sprintf("session-seed-%d", seed)
 	return Scenario{Name: s.Name, Case: why, Schedule: s}
+}
+
+// withPriority turns the priority invariant on for sc.
+func withPriority(sc Scenario) Scenario {
+	sc.Schedule.CheckPriority = true
+	return sc
 }

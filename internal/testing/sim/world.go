@@ -65,6 +65,8 @@ type Schedule struct {
 	// rejects as invalid: the schedule then ends there, without violation.
 	// For scenarios whose timing a stricter validation may refuse.
 	InvalidConfigOK bool
+	// CheckPriority turns on the priority invariant (see the package doc).
+	CheckPriority bool
 }
 
 // Result is what a run found.
@@ -111,7 +113,11 @@ type World struct {
 	lastFaultEnd time.Time // when the latest fault ended
 	loose        bool      // liveness bound for polling (see livenessBound)
 	lastLeader   time.Time
-	steps        int
+	// outrankedSince is when the holder of the record was last seen
+	// outranked by a live candidate while every live candidate agreed on
+	// the default and no fault was under way; zero when it is not.
+	outrankedSince time.Time
+	steps          int
 }
 
 // epoch is where every schedule's clock starts.

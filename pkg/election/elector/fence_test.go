@@ -224,3 +224,43 @@ func (h *harness) holderOrNone() string {
 	}
 	return rec.HolderIdentity
 }
+
+// A holder whose fence has not passed when it accepts a handover request
+// releases the lock at the fence instead of naming the candidate, which
+// may have gone meanwhile. It must then step back: before, it contended
+// again at once and took back the lock it had just released, and the
+// candidate that asked, alive and entitled, waited for another request
+// (simulation session seed 1839, checked by the priority invariant). It
+// takes the lock back only if nobody did within a RetryPeriod.
+func TestHolderReleasingAtItsFenceStepsBackForTheCandidate(t *testing.T) {
+	h := newHarness(t)
+	h.writeRecord(held("istiod-a", "canary", 4))
+	var entitled, started atomic.Bool
+	c := h.start(candidateOpts{identity: "c", key: "stable", accept: true,
+		stealFn: func(string) bool { return entitled.Load() },
+		work:    func(ctx context.Context) error { started.Store(true); <-ctx.Done(); return nil }})
+	waitFor(t, "c to see the holder", func() bool { return c.le.GetLeader() == "istiod-a" })
+	entitled.Store(true)
+	c.le.Trigger()
+	waitFor(t, "c to take the lock", func() bool { return h.holderOrNone() == "c" })
+	entitled.Store(false)
+	// d asks for the lock at t0; c accepts but must wait out its fence
+	// (t0+4s) before anyone may start.
+	h.setHandover(`{"holder":"c","candidate":"d","candidateKey":"stable","requestTime":"2026-01-02T03:04:05Z"}`)
+	waitFor(t, "c to accept", func() bool { return h.handover().Answer == resourcelock.AnswerAccepted })
+	h.steps(16, 250*time.Millisecond) // t0+4s: the fence passes
+	waitFor(t, "c to release the lock", func() bool { return h.holderOrNone() == "" })
+	released := h.clock.Now()
+	if started.Load() {
+		t.Fatal("c's work started although it accepted the request before its fence")
+	}
+	for h.clock.Since(released) < 750*time.Millisecond {
+		h.steps(1, 250*time.Millisecond)
+		if got := h.holderOrNone(); got != "" {
+			t.Fatalf("%s took the lock %v after c released it for d, within a RetryPeriod", got, h.clock.Since(released))
+		}
+	}
+	// d never comes: c takes the lock back once the RetryPeriod is over.
+	h.steps(8, 250*time.Millisecond)
+	waitFor(t, "c to take the lock back", func() bool { return h.holderOrNone() == "c" && c.le.IsLeader() })
+}
