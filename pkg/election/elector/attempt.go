@@ -207,7 +207,7 @@ func (le *LeaderElector) decideAndWrite(ctx context.Context, renewing bool, rec 
 	}
 	desired.LeaderTransitions = rec.LeaderTransitions + 1
 	if rec.HolderIdentity == "" || !le.leaseValid(now) {
-		if le.leaveVacant(now) {
+		if le.leaveVacant(now) || (rec.HolderIdentity == "" && le.yielding(now)) {
 			return heldByOther, nil
 		}
 		return le.write(ctx, desired, now)

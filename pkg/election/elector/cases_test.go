@@ -1,7 +1,10 @@
 package elector
 
-// The eight cases of the adversarial review of the elector, each reproduced
-// with the fake clock and the fake clientset.
+// Eight cases where priorities, handover and faults of the lock object meet,
+// each with the fake clock and the fake clientset: candidates that disagree
+// about the default, late views, polling holders, a small ttl with slow
+// work, a lost confirmation, a re-created lock, a request left behind and a
+// holder that does not cooperate.
 
 import (
 	"context"

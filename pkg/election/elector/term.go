@@ -422,6 +422,7 @@ func (le *LeaderElector) holdUntilFence(ctx context.Context, t *term, end *termE
 			le.log.Info("the previous holder's lease has run out; releasing rather than handing over, as the candidate asked a while ago",
 				zap.String("candidate", end.handTo.Candidate))
 			end.handTo, end.release = nil, true
+			le.stepBack(le.clock.Now())
 			return
 		case <-ctx.Done():
 			end.expire = true

@@ -12,8 +12,8 @@ import (
 	"k8s.io/utils/ptr"
 )
 
-// reviewLease is a session Lease as a heartbeat writes it.
-func reviewLease(name, token string, holder *string, seconds *int32, renew time.Time) *coordinationv1.Lease {
+// heartbeatLease is a session Lease as a heartbeat writes it.
+func heartbeatLease(name, token string, holder *string, seconds *int32, renew time.Time) *coordinationv1.Lease {
 	return &coordinationv1.Lease{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ns",
 			Labels: map[string]string{Label: "true"}, Annotations: map[string]string{TokenAnnotation: token}},
@@ -24,7 +24,7 @@ func reviewLease(name, token string, holder *string, seconds *int32, renew time.
 
 // Bad input never makes a session look alive, never panics, and a
 // restarted process's token is judged apart from the old one.
-func TestReviewViewBadInputAndRestart(t *testing.T) {
+func TestViewBadInputAndRestart(t *testing.T) {
 	clk := clocktesting.NewFakeClock(time.Unix(1000, 0))
 	v := newView(clk, "", "")
 	name := LeaseName("a", 2*time.Second)
@@ -39,8 +39,8 @@ func TestReviewViewBadInputAndRestart(t *testing.T) {
 	}
 	// Objects that are not session Leases, or carry no token, are ignored.
 	v.observe(&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: LeasePrefix + "cm"}}, false)
-	v.observe(reviewLease("other", "t1", ptr.To("a"), ptr.To(int32(2)), clk.Now()), false)
-	v.observe(reviewLease(name, "", ptr.To("a"), ptr.To(int32(2)), clk.Now()), false)
+	v.observe(heartbeatLease("other", "t1", ptr.To("a"), ptr.To(int32(2)), clk.Now()), false)
+	v.observe(heartbeatLease(name, "", ptr.To("a"), ptr.To(int32(2)), clk.Now()), false)
 	v.observe("garbage", false)
 	v.observe(cache.DeletedFinalStateUnknown{Key: "ns/" + name, Obj: "garbage"}, false)
 	if until, _ := v.aliveUntil(Ref("other", "t1")); !until.IsZero() {
@@ -53,11 +53,11 @@ func TestReviewViewBadInputAndRestart(t *testing.T) {
 	// The old process renews, then a restarted one (new token) takes over
 	// the Lease: the old token is alive only until a lease after its last
 	// renewal seen here, however often the new one renews.
-	v.observe(reviewLease(name, "old", ptr.To("a"), ptr.To(int32(2)), clk.Now()), false)
+	v.observe(heartbeatLease(name, "old", ptr.To("a"), ptr.To(int32(2)), clk.Now()), false)
 	lastOld := clk.Now()
 	for i := range 8 {
 		clk.Step(500 * time.Millisecond)
-		v.observe(reviewLease(name, "new", ptr.To("a"), ptr.To(int32(2)), clk.Now().Add(time.Duration(i))), false)
+		v.observe(heartbeatLease(name, "new", ptr.To("a"), ptr.To(int32(2)), clk.Now().Add(time.Duration(i))), false)
 	}
 	if until, known := v.aliveUntil(Ref(name, "old")); !known || !until.Equal(lastOld.Add(2*time.Second)) {
 		t.Errorf("old token alive until %v (known %v); want %v", until, known, lastOld.Add(2*time.Second))
@@ -67,16 +67,16 @@ func TestReviewViewBadInputAndRestart(t *testing.T) {
 	}
 	// A deletion is not an end; an update that changes nothing is no sign
 	// of life.
-	v.observe(reviewLease(name, "new", ptr.To("a"), ptr.To(int32(2)), clk.Now().Add(7)), true)
-	v.observe(cache.DeletedFinalStateUnknown{Key: "ns/" + name, Obj: reviewLease(name, "new", nil, ptr.To(int32(2)), clk.Now())}, true)
+	v.observe(heartbeatLease(name, "new", ptr.To("a"), ptr.To(int32(2)), clk.Now().Add(7)), true)
+	v.observe(cache.DeletedFinalStateUnknown{Key: "ns/" + name, Obj: heartbeatLease(name, "new", nil, ptr.To(int32(2)), clk.Now())}, true)
 	seen := clk.Now()
 	clk.Step(time.Second)
-	v.observe(reviewLease(name, "new", ptr.To("a"), ptr.To(int32(2)), seen.Add(7)), false)
+	v.observe(heartbeatLease(name, "new", ptr.To("a"), ptr.To(int32(2)), seen.Add(7)), false)
 	if until, _ := v.aliveUntil(Ref(name, "new")); !until.Equal(seen.Add(2 * time.Second)) {
 		t.Errorf("after a deletion and an unchanged update the new token is alive until %v; want %v", until, seen.Add(2*time.Second))
 	}
 	// The graceful end (no holder) ends the token at once.
-	v.observe(reviewLease(name, "new", nil, ptr.To(int32(2)), clk.Now()), false)
+	v.observe(heartbeatLease(name, "new", nil, ptr.To(int32(2)), clk.Now()), false)
 	if until, known := v.aliveUntil(Ref(name, "new")); !known || !until.IsZero() {
 		t.Errorf("after the graceful end the token is alive until %v (known %v)", until, known)
 	}

@@ -206,7 +206,7 @@ func leaseSpec(ns, id, identity string) election.Spec {
 // cleanup job would) is not the end of the session: a follower running
 // all along and a follower that starts while the Lease is gone both keep
 // away, and the holder keeps leading through its recreated Lease.
-func TestReviewSessionLeaseDeletedWhileHolding(t *testing.T) {
+func TestSessionLeaseDeletedWhileHolding(t *testing.T) {
 	c := testcluster.Get(t)
 	ns := c.NewNamespace(t)
 	l := &ledger.Ledger{}
@@ -259,7 +259,7 @@ func TestReviewSessionLeaseDeletedWhileHolding(t *testing.T) {
 // A holder whose session heartbeat fails while its record writes work
 // renews its record itself: it keeps leading, the follower keeps away, and
 // once the heartbeat works again the record names the session again.
-func TestReviewHeartbeatFailsRecordWritesWork(t *testing.T) {
+func TestHeartbeatFailsRecordWritesWork(t *testing.T) {
 	c := testcluster.Get(t)
 	ns := c.NewNamespace(t)
 	l := &ledger.Ledger{}
@@ -302,7 +302,7 @@ func TestReviewHeartbeatFailsRecordWritesWork(t *testing.T) {
 // draws a new token: the old records name the old token, the new process
 // takes its elections back, names its new session, and the follower never
 // leads meanwhile nor takes the new process for the dead one.
-func TestReviewRestartUnderSameIdentity(t *testing.T) {
+func TestRestartUnderSameIdentity(t *testing.T) {
 	c := testcluster.Get(t)
 	ns := c.NewNamespace(t)
 	const n = 3
@@ -382,8 +382,8 @@ func TestReviewRestartUnderSameIdentity(t *testing.T) {
 // Stopping every election of a process that leaves its locks to expire
 // (no release) ends its session gracefully: the session Lease is deleted,
 // and the follower takes over within a lease although a's records are
-// older than that (how soon: see TestReviewGracefulEndIsSeenAtOnce).
-func TestReviewGracefulStopEndsSession(t *testing.T) {
+// older than that (a graceful end counts at once: see TestViewJudgesEachTokenByItsOwnRenewals).
+func TestGracefulStopEndsSession(t *testing.T) {
 	c := testcluster.Get(t)
 	ns := c.NewNamespace(t)
 	const n = 3
@@ -425,7 +425,7 @@ func TestReviewGracefulStopEndsSession(t *testing.T) {
 // Default-revision flips between session holders go by handover, with no
 // overlap and no forced steal; the settled holder makes no requests for its
 // lock (sessions need a Lease lock, whose watch also carries the sessions).
-func TestReviewLeaseSessionFlips(t *testing.T) {
+func TestLeaseSessionFlips(t *testing.T) {
 	runSessionFlips(t, election.LeaseLock, "/leases/"+election.NamespaceController)
 }
 
@@ -483,14 +483,14 @@ func runSessionFlips(t *testing.T, kind election.LockKind, lockPath string) {
 // Control for the stalled-watch case with sessions: a holder without
 // sessions whose watch stalls still notices a forced steal at its next
 // renew, before the stealer's fence, so the two never run together.
-func TestReviewStalledWatchWithoutSessionsNoticesSteal(t *testing.T) {
+func TestStalledWatchWithoutSessionsNoticesSteal(t *testing.T) {
 	runStalledWatchSteal(t, false, true)
 }
 
 // A forced steal from a session holder (no handover) with working watches:
 // the stealer's fence covers the holder's session, and the holder stops
 // when it sees the steal, before the stealer starts.
-func TestReviewForcedStealFromSessionHolder(t *testing.T) {
+func TestForcedStealFromSessionHolder(t *testing.T) {
 	runStalledWatchSteal(t, true, false)
 }
 
@@ -545,7 +545,7 @@ func jsonUnmarshal(raw string, v any) error { return json.Unmarshal([]byte(raw),
 // Control for the stalled-follower case with sessions: a follower without
 // sessions whose watch stalls keeps away from a live holder, because its
 // write over the version it last saw conflicts with the holder's renewals.
-func TestReviewStalledFollowerWithoutSessionsKeepsAway(t *testing.T) {
+func TestStalledFollowerWithoutSessionsKeepsAway(t *testing.T) {
 	runStalledFollower(t, false)
 }
 

@@ -21,7 +21,7 @@ import (
 // that a higher-priority candidate took the lock by force; the stealer's
 // fence (a lease after it last saw the session renewed) passes and both
 // run their work.
-func TestReviewStalledWatchSessionHolderNoticesSteal(t *testing.T) {
+func TestStalledWatchSessionHolderNoticesSteal(t *testing.T) {
 	runStalledWatchSteal(t, true, true)
 }
 
@@ -30,7 +30,7 @@ func TestReviewStalledWatchSessionHolderNoticesSteal(t *testing.T) {
 // after the lease) while another election of the same process keeps the
 // session alive: the stopped election's record still names the live
 // session, so the follower must still take it within about a lease.
-func TestReviewStoppedElectionWithoutReleaseExpires(t *testing.T) {
+func TestStoppedElectionWithoutReleaseExpires(t *testing.T) {
 	c := testcluster.Get(t)
 	ns := c.NewNamespace(t)
 	l := &ledger.Ledger{}
@@ -60,7 +60,7 @@ func TestReviewStoppedElectionWithoutReleaseExpires(t *testing.T) {
 // durations, so by the session package's promise they use different
 // session Leases; both round up to 2s and share one Lease name, so their
 // two heartbeats (different timing, different tokens) fight over it.
-func TestReviewTwoTTLsUseTwoSessionLeases(t *testing.T) {
+func TestTwoTTLsUseTwoSessionLeases(t *testing.T) {
 	c := testcluster.Get(t)
 	ns := c.NewNamespace(t)
 	link := newFaultLink(t, c)
@@ -81,7 +81,7 @@ func TestReviewTwoTTLsUseTwoSessionLeases(t *testing.T) {
 // detaches each from its session with one more write, so that followers
 // wait a lease from that write, as for a holder without sessions, and not
 // for as long as its session (or, here, its end) decides.
-func TestReviewStopWithoutReleaseLeavesLocksToExpire(t *testing.T) {
+func TestStopWithoutReleaseLeavesLocksToExpire(t *testing.T) {
 	c := testcluster.Get(t)
 	ns := c.NewNamespace(t)
 	const n = 4
@@ -115,7 +115,7 @@ func TestReviewStopWithoutReleaseLeavesLocksToExpire(t *testing.T) {
 // the version it last saw succeeds (without sessions the holder's renewals
 // make it conflict). The holder sees the write through its own watch and
 // stops, but the follower, which took an expired lock, started at once.
-func TestReviewStalledFollowerWithSessionsKeepsAway(t *testing.T) {
+func TestStalledFollowerWithSessionsKeepsAway(t *testing.T) {
 	runStalledFollower(t, true)
 }
 
@@ -126,7 +126,7 @@ func TestReviewStalledFollowerWithSessionsKeepsAway(t *testing.T) {
 // The follower reads the mark from the newest object, finds no session,
 // judges the holder by its record, which the holder stopped rewriting long
 // ago, and takes the lock at once from the live holder.
-func TestReviewGarbageMarkDoesNotEndLiveHolder(t *testing.T) {
+func TestGarbageMarkDoesNotEndLiveHolder(t *testing.T) {
 	for _, edit := range []struct {
 		name string
 		set  func(annotations map[string]string)
