@@ -190,7 +190,7 @@ func (le *LeaderElector) decideAndWrite(ctx context.Context, renewing bool, rec 
 				// starts at once, and the previous holder's work may still
 				// run). Until then the lock is left as it is.
 				if !le.startAt.After(now) {
-					le.handOver(*h)
+					le.handOver(*h, false)
 				}
 				return heldByOther, nil
 			}
@@ -207,7 +207,7 @@ func (le *LeaderElector) decideAndWrite(ctx context.Context, renewing bool, rec 
 	}
 	desired.LeaderTransitions = rec.LeaderTransitions + 1
 	if rec.HolderIdentity == "" || !le.leaseValid(now) {
-		if le.leaveVacant(now) || (rec.HolderIdentity == "" && le.yielding(now)) {
+		if le.leaveVacant(now) {
 			return heldByOther, nil
 		}
 		return le.write(ctx, desired, now)

@@ -156,12 +156,12 @@ func (le *LeaderElector) yieldWake(now time.Time) time.Time {
 // whether this candidate tries at once (false) or lets better candidates
 // go first until yieldAt (true).
 func (le *LeaderElector) yieldOnRelease(now time.Time) bool {
+	if le.cfg.YieldOnRelease == nil {
+		return false
+	}
 	rec, _ := le.Observed()
 	if rec.HolderIdentity != "" || noRecord(&rec) {
 		return false
-	}
-	if le.yieldAt.After(now) {
-		return true // already yielding (see stepBack)
 	}
 	d := le.yieldDelay()
 	if d <= 0 {
@@ -170,16 +170,3 @@ func (le *LeaderElector) yieldOnRelease(now time.Time) bool {
 	le.yieldAt = now.Add(d)
 	return true
 }
-
-// stepBack keeps this candidate from taking the lock it is releasing for
-// the candidate that asked for it, for a RetryPeriod from now: long enough
-// for a live candidate to take it on the release (by its watch, or its
-// next poll), short enough that a lock released for a candidate that has
-// gone is not left without a holder for long.
-func (le *LeaderElector) stepBack(now time.Time) {
-	le.yieldAt = now.Add(le.cfg.RetryPeriod)
-}
-
-// yielding reports whether this candidate lets others take a released lock
-// now (see yieldOnRelease and stepBack).
-func (le *LeaderElector) yielding(now time.Time) bool { return le.yieldAt.After(now) }

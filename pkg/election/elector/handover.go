@@ -97,16 +97,29 @@ func (p *handoverProtocol) followUp(h resourcelock.Handover, now time.Time) askS
 	return takeByForce
 }
 
-// mayAskAgain reports whether a refused request may be repeated: after
-// Trigger, or once the refusal is older than a lease.
+// mayAskAgain reports whether a request may be repeated: a refused one
+// after Trigger, or once the refusal is older than a lease; an accepted one
+// once the holder has let the time it promised, and a RetryPeriod more,
+// pass without naming this candidate (it crashed and came back under its
+// identity, or its write failed and it went on renewing).
 func (p *handoverProtocol) mayAskAgain(h resourcelock.Handover, now time.Time) bool {
-	if h.Answer != resourcelock.AnswerRefused {
+	if h.Answer == "" {
 		return false
 	}
 	if p.heard != h.Answer {
-		p.followUp(h, now) // note the refusal first
+		p.followUp(h, now) // note the answer first
+	}
+	if h.Answer == resourcelock.AnswerAccepted {
+		return !now.Before(p.promiseBroken(h))
 	}
 	return p.askAgain || !now.Before(p.answeredAt.Add(p.le.cfg.LeaseDuration))
+}
+
+// promiseBroken is when an accepted request that has not been honoured
+// counts as broken: the promised stop, and a RetryPeriod for the write
+// naming this candidate, after the answer was seen.
+func (p *handoverProtocol) promiseBroken(h resourcelock.Handover) time.Time {
+	return p.answeredAt.Add(time.Duration(h.StopWithinMillis)*time.Millisecond + p.le.cfg.RetryPeriod)
 }
 
 // deferToOther reports whether another candidate's live request should run
@@ -181,6 +194,14 @@ func (p *handoverProtocol) wakeAt() time.Time {
 		return p.askedAt.Add(p.grace)
 	case p.heard == resourcelock.AnswerRefused:
 		return p.answeredAt.Add(p.le.cfg.LeaseDuration)
+	case p.heard == resourcelock.AnswerAccepted:
+		// Look when the holder promised to name this candidate, and again
+		// when the promise counts as broken.
+		h := p.lock.Handover()
+		if due := p.answeredAt.Add(time.Duration(h.StopWithinMillis) * time.Millisecond); due.After(p.le.clock.Now()) {
+			return due
+		}
+		return p.promiseBroken(h)
 	}
 	return time.Time{}
 }

@@ -70,7 +70,7 @@ func TestHandoverWriteIsRetriedAfterAFailure(t *testing.T) {
 	h.acceptedRequest("a")
 	mustAttempt(t, le, true, handOff) // the holder reads the request and accepts it
 	h.failUpdates(1)
-	le.handOver(*le.handTo)
+	le.handOver(*le.handTo, false)
 	if rec := h.record(); rec.HolderIdentity != "c" {
 		t.Fatalf("record after a failed handover write = %+v, want c as holder", rec)
 	}
@@ -111,4 +111,42 @@ func TestLeaderAnswersABrokenPromiseAgain(t *testing.T) {
 	if got := h.handover(); got.Answer != resourcelock.AnswerRefused {
 		t.Fatalf("answer after the holder changed its mind = %q (%+v), want refused", got.Answer, got)
 	}
+}
+
+// A candidate whose request was accepted waits for the holder to name it;
+// if the holder lets the time it promised, and a RetryPeriod more, pass
+// while it goes on renewing (it crashed after accepting and came back
+// under its identity), the candidate asks again. Before, it waited on the
+// old acceptance for as long as the holder renewed (simulation session
+// seed 3683, checked by the priority invariant).
+func TestCandidateAsksAgainWhenAnAcceptedRequestIsNotHonoured(t *testing.T) {
+	h := newHarness(t)
+	holder := held("b", "canary", 4)
+	h.writeRecord(holder)
+	h.setHandover(`{"holder":"b"}`)
+	c := h.start(candidateOpts{identity: "c", key: "stable", steal: true})
+	waitFor(t, "c's request", func() bool { return h.handover().Candidate == "c" })
+	first := h.handover()
+	// b accepts, promising to stop within 500ms, and then only renews.
+	now := metav1.NewTime(h.clock.Now())
+	first.Answer, first.AnswerTime, first.StopWithinMillis = resourcelock.AnswerAccepted, &now, 500
+	raw, err := json.Marshal(first)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.setHandover(string(raw))
+	waitFor(t, "c to see the answer", func() bool { return c.le.handoverWake().After(h.clock.Now()) })
+	for i := 0; i < 5; i++ { // to t0+1.25s: before the promise is broken
+		h.steps(1, 250*time.Millisecond)
+		h.renewAs(holder)
+		if ho := h.handover(); ho.Candidate != "c" || ho.Answer != resourcelock.AnswerAccepted {
+			t.Fatalf("c asked again at %v, while the promise stood: %+v", h.clock.Since(t0), ho)
+		}
+	}
+	h.steps(2, 250*time.Millisecond) // t0+1.75s: 500ms + RetryPeriod after the answer
+	h.renewAs(holder)
+	waitFor(t, "c to ask again", func() bool {
+		ho := h.handover()
+		return ho.Candidate == "c" && ho.Answer == "" && !ho.RequestTime.Equal(first.RequestTime)
+	})
 }

@@ -46,9 +46,9 @@ type termEnd struct {
 	// expire: leave the lock to expire rather than release it or hand it
 	// over (see holdUntilFence).
 	expire bool
-	// release: release the lock rather than hand it to the candidate that
-	// asked (see holdUntilFence).
-	release bool
+	// brief: name the candidate that asked with a brief lease (see
+	// briefLeaseSeconds) rather than a full one.
+	brief bool
 }
 
 // lead runs one term: starts the callback (after the fence, when the lock
@@ -416,13 +416,13 @@ func (le *LeaderElector) holdUntilFence(ctx context.Context, t *term, end *termE
 		select {
 		case <-fence.C():
 			// The candidate asked a while ago and may be gone (a crash
-			// cannot take a request back): release, and whoever is alive
-			// takes the lock, the best first (YieldOnRelease), rather than
-			// leave it to a dead candidate for a lease.
-			le.log.Info("the previous holder's lease has run out; releasing rather than handing over, as the candidate asked a while ago",
-				zap.String("candidate", end.handTo.Candidate))
-			end.handTo, end.release = nil, true
-			le.stepBack(le.clock.Now())
+			// cannot take a request back). Name it all the same, so that
+			// a lesser candidate does not take a released lock first,
+			// but with a brief lease: a candidate that is gone holds the
+			// election up for that long, not for a full lease.
+			le.log.Info("the previous holder's lease has run out; handing over with a brief lease, as the candidate asked a while ago",
+				zap.String("candidate", end.handTo.Candidate), zap.Int("leaseSeconds", le.briefLeaseSeconds()))
+			end.brief = true
 			return
 		case <-ctx.Done():
 			end.expire = true
@@ -464,8 +464,6 @@ func (le *LeaderElector) finish(end termEnd) {
 		le.metrics.Lost(le.cfg.Name)
 	case end.expire:
 		le.leaveSession()
-	case end.release:
-		le.release()
 	case end.handTo != nil:
 		h := *end.handTo
 		if h.RequestTime == nil {
@@ -480,16 +478,16 @@ func (le *LeaderElector) finish(end termEnd) {
 			}
 			h = *d
 		}
-		le.handOver(h)
+		le.handOver(h, end.brief)
 	case end.byCallback || le.cfg.ReleaseOnCancel:
 		if le.handover != nil {
 			if h := le.handover.successor(le.clock.Now()); h != nil {
-				le.handOver(*h)
+				le.handOver(*h, false)
 				return
 			}
 		}
 		if h := le.directedSuccessor(); h != nil {
-			le.handOver(*h)
+			le.handOver(*h, false)
 			return
 		}
 		le.release()
@@ -502,15 +500,16 @@ func (le *LeaderElector) finish(end termEnd) {
 // take the lock at once. It retries after conflicts as long as the record is
 // still ours.
 func (le *LeaderElector) release() {
-	if !le.writeSuccessor(resourcelock.Handover{}, "released the lock") {
+	if !le.writeSuccessor(resourcelock.Handover{}, false, "released the lock") {
 		le.leaveSession()
 	}
 }
 
 // handOver writes the record naming the candidate that asked for the lock,
-// so that it, and only it, takes over at once.
-func (le *LeaderElector) handOver(h resourcelock.Handover) {
-	if le.writeSuccessor(h, "handed the lock over") {
+// so that it, and only it, takes over at once; with a brief lease when
+// brief is set.
+func (le *LeaderElector) handOver(h resourcelock.Handover, brief bool) {
+	if le.writeSuccessor(h, brief, "handed the lock over") {
 		le.metrics.HandedOver(le.cfg.Name)
 		le.cfg.Lock.RecordEvent(corev1.EventTypeNormal, ReasonLeaderElection,
 			fmt.Sprintf("%s handed the lock over to %s (key %q)", le.cfg.Lock.Identity(), h.Candidate, h.CandidateKey))
@@ -519,9 +518,14 @@ func (le *LeaderElector) handOver(h resourcelock.Handover) {
 
 // writeSuccessor ends this holder's record: with an empty Handover it
 // releases the lock (empty holder, one-second lease); otherwise it names the
-// candidate h.Candidate as holder, provided the request still stands. It
-// returns whether the write happened.
-func (le *LeaderElector) writeSuccessor(h resourcelock.Handover, done string) bool {
+// candidate h.Candidate as holder, provided the request still stands, with
+// a full lease or, when brief is set, a brief one. It returns whether the
+// write happened.
+func (le *LeaderElector) writeSuccessor(h resourcelock.Handover, brief bool, done string) bool {
+	seconds := le.leaseSeconds()
+	if brief {
+		seconds = le.briefLeaseSeconds()
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), le.cfg.RenewDeadline)
 	defer cancel()
 	for i := 0; i < releaseAttempts; i++ {
@@ -534,9 +538,9 @@ func (le *LeaderElector) writeSuccessor(h resourcelock.Handover, done string) bo
 			h, done = resourcelock.Handover{}, "released the lock"
 		}
 		now := le.clock.Now()
-		err := le.update(ctx, successorRecord(prev, h, le.leaseSeconds(), now))
+		err := le.update(ctx, successorRecord(prev, h, seconds, now))
 		if err == nil {
-			le.observeOwnWrite(successorRecord(prev, h, le.leaseSeconds(), now), now)
+			le.observeOwnWrite(successorRecord(prev, h, seconds, now), now)
 			le.log.Info(done, zap.String("successor", h.Candidate))
 			return true
 		}
@@ -584,4 +588,15 @@ func successorRecord(prev resourcelock.Record, h resourcelock.Handover, leaseSec
 		next.LeaderTransitions++
 	}
 	return next
+}
+
+// briefLeaseSeconds is the lease, in whole seconds, of a successor named
+// at the fence on a request made a while before (see holdUntilFence): a
+// RetryPeriod, rounded up. A live candidate looks at the lock when the stop
+// it was promised is due (see handoverProtocol.wakeAt) and renews; one that
+// has gone keeps the election without a leader for that long, which fits
+// in the RetryPeriod that failover allows beyond a lease.
+func (le *LeaderElector) briefLeaseSeconds() int {
+	brief := le.cfg.RetryPeriod + time.Second - 1
+	return min(int(brief/time.Second), le.leaseSeconds())
 }
