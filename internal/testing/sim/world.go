@@ -466,12 +466,16 @@ func (w *World) Loosen() { w.mu.Lock(); w.loose = true; w.mu.Unlock() }
 // teardown stops every actor and steps the clock until all have stopped.
 func (w *World) teardown() {
 	w.j.logf("teardown")
+	// One actor at a time, settling after each: a stopped actor's work ends
+	// on goroutines of its own, and would otherwise race the next stop.
 	for _, c := range w.cands {
 		c.releaseHung()
 		c.stop()
+		w.settle()
 	}
 	for _, s := range w.istiods {
 		s.stop()
+		w.settle()
 	}
 	if w.drain(w.sched.Timing.StopTimeout + w.sched.Timing.LeaseDuration + 10*time.Second) {
 		return
