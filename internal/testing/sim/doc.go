@@ -148,6 +148,7 @@
 //     same either way. Run also seeds the global source (for client-go's
 //     own jitter; this needs randseednop=0, set by a //go:debug line in
 //     the tests).
+//   - Teardown: the actors are stopped one at a time, settling after each.
 //
 // TestReplayIsDeterministic compares the traces and the number of steps of
 // replays; the steps differ as soon as one wait was drawn differently,
@@ -159,9 +160,9 @@
 // to one step early relative to the fake clock, never late; and timers of
 // that clock that fall due together still wake their goroutines together
 // (no difference has been traced to them). Session tokens come from
-// crypto/rand and are left out of the trace. A synctest bubble cannot see a goroutine that
-// spins without blocking: such a bug hangs the step, and a watchdog
-// (WallLimit) ends the process with the seed. A Run that returns at once is
+// crypto/rand and are left out of the trace. A synctest bubble cannot see
+// a goroutine that spins without blocking: such a bug hangs the step, and
+// a watchdog (WallLimit) ends the process with the seed. A Run that returns at once is
 // made to wait a RetryPeriod, so the harness itself never spins. Schedules
 // that run at the same time in one process would share the global random
 // source; TestSimulation therefore runs them one after another.
