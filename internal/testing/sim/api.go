@@ -2,6 +2,7 @@ package sim
 
 import (
 	"context"
+	"sort"
 	"strconv"
 	"sync"
 	"time"
@@ -49,10 +50,21 @@ type apiServer struct {
 	lastRV   int64
 	watchers []*simWatcher
 	onChange func(apiEvent) // called under mu for every change
+	// known is what each actor's watch of a resource has taken in: the
+	// objects of its latest list and the events delivered since, by name.
+	// A list after a broken watch answers with it (see list).
+	known map[watchKey]map[string]runtime.Object
+	// catchUp holds, from such a list to the watch that follows it, the
+	// changes that list left out.
+	catchUp map[watchKey][]apiEvent
 }
 
+// watchKey names the watch of one resource by one actor.
+type watchKey struct{ actor, resource string }
+
 func newAPIServer(clk *simClock, ns string) *apiServer {
-	return &apiServer{cs: kubetest.NewUnmanagedClientset(), clock: clk, ns: ns}
+	return &apiServer{cs: kubetest.NewUnmanagedClientset(), clock: clk, ns: ns,
+		known: map[watchKey]map[string]runtime.Object{}, catchUp: map[watchKey][]apiEvent{}}
 }
 
 // mutate runs a write of writer against the fake clientset and logs its
@@ -83,19 +95,111 @@ func (a *apiServer) logLocked(writer, resource string, typ watch.EventType, obj 
 	}
 }
 
-// list lists a resource with the resourceVersion of the latest change, so
-// that a watch from it misses nothing.
-func (a *apiServer) list(resource string, list func() (runtime.Object, error)) (runtime.Object, error) {
+// list lists a resource for actor with the resourceVersion of the latest
+// change, so that a watch from it misses nothing.
+//
+// A first list (resourceVersion "" or "0") shows every object as it is.
+// A list after a broken watch (client-go's reflector then asks from the
+// version it last saw) shows the objects as the actor's watch last saw
+// them, and the watch opened next delivers what changed meanwhile first,
+// one object at a time in the order of their names (deletions last), as
+// the world delivers every event: the same objects in the same order a
+// fresh list would show, but each followed by a settled world. A fresh
+// list would be handed to subscribers all at once by the informer's own
+// goroutines, racing the elector loops that its first object wakes; how
+// far the informer got when a loop looked would then be up to the Go
+// scheduler, not the seed. The order of names is kept: unlike a watch, a
+// list does not show changes in the order they were made, and electors
+// must cope with that.
+func (a *apiServer) list(actor, resource, rv string, list func() (runtime.Object, error)) (runtime.Object, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	obj, err := list()
 	if err != nil {
 		return nil, err
 	}
-	if lm, lerr := meta.ListAccessor(obj); lerr == nil {
-		lm.SetResourceVersion(strconv.FormatInt(a.lastRV, 10))
+	lm, err := meta.ListAccessor(obj)
+	if err != nil {
+		return nil, err
+	}
+	lm.SetResourceVersion(strconv.FormatInt(a.lastRV, 10))
+	items, err := meta.ExtractList(obj)
+	if err != nil {
+		return nil, err
+	}
+	key := watchKey{actor, resource}
+	current := make(map[string]runtime.Object, len(items))
+	for _, it := range items {
+		if m, err := meta.Accessor(it); err == nil {
+			current[m.GetName()] = it
+		}
+	}
+	seen, relist := a.known[key]
+	if !relist || rv == "" || rv == "0" {
+		a.known[key] = current
+		delete(a.catchUp, key)
+		return obj, nil
+	}
+	a.catchUp[key] = a.changes(resource, seen, current)
+	kept := make([]runtime.Object, 0, len(seen))
+	for _, name := range sortedNames(seen) {
+		kept = append(kept, seen[name].DeepCopyObject())
+	}
+	if err := meta.SetList(obj, kept); err != nil {
+		return nil, err
 	}
 	return obj, nil
+}
+
+// changes are the events that take a watch that saw seen to current: the
+// objects added or changed, by name, then the ones deleted, by name.
+func (a *apiServer) changes(resource string, seen, current map[string]runtime.Object) []apiEvent {
+	now := a.clock.Now()
+	var evs []apiEvent
+	for _, name := range sortedNames(current) {
+		obj := current[name]
+		typ := watch.Modified
+		if old, ok := seen[name]; !ok {
+			typ = watch.Added
+		} else if objectRV(old) == objectRV(obj) {
+			continue
+		}
+		evs = append(evs, apiEvent{at: now, resource: resource, typ: typ, obj: obj.DeepCopyObject(), rv: objectRV(obj)})
+	}
+	for _, name := range sortedNames(seen) {
+		if _, ok := current[name]; !ok {
+			evs = append(evs, apiEvent{at: now, resource: resource, typ: watch.Deleted, obj: seen[name].DeepCopyObject(), rv: objectRV(seen[name])})
+		}
+	}
+	return evs
+}
+
+// noteDelivered updates what the watch of w's actor has seen with ev.
+func (a *apiServer) noteDelivered(w *simWatcher, ev apiEvent) {
+	m, err := meta.Accessor(ev.obj)
+	if err != nil {
+		return
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	seen := a.known[watchKey{w.actor.name, w.resource}]
+	if seen == nil {
+		return
+	}
+	if ev.typ == watch.Deleted {
+		delete(seen, m.GetName())
+		return
+	}
+	seen[m.GetName()] = ev.obj
+}
+
+func sortedNames(objs map[string]runtime.Object) []string {
+	names := make([]string, 0, len(objs))
+	for n := range objs {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
 }
 
 // openWatch starts a watch of resource for actor from resourceVersion rv:
@@ -109,6 +213,12 @@ func (a *apiServer) openWatch(actor *actorState, resource, rv string) *simWatche
 		from = a.lastRV
 	}
 	w := newSimWatcher(actor, resource, from)
+	key := watchKey{actor.name, resource}
+	if evs, ok := a.catchUp[key]; ok {
+		// What the list before this watch left out comes first.
+		delete(a.catchUp, key)
+		w.queue = append(w.queue, evs...)
+	}
 	for _, ev := range a.events {
 		w.offer(ev)
 	}
@@ -139,7 +249,8 @@ func (a *apiServer) deliver(settle func()) {
 		a.mu.Unlock()
 		sent := false
 		for _, w := range ws {
-			if w.flushOne(now) {
+			if ev, ok := w.flushOne(now); ok {
+				a.noteDelivered(w, ev)
 				sent = true
 				settle()
 			}

@@ -77,12 +77,12 @@ func call[T runtime.Object](ctx context.Context, c *actorClient, verb, resource,
 	return out, nil
 }
 
-func (c *actorClient) list(ctx context.Context, resource string, do func() (runtime.Object, error)) (runtime.Object, error) {
+func (c *actorClient) list(ctx context.Context, resource, rv string, do func() (runtime.Object, error)) (runtime.Object, error) {
 	c.api.gate.wait(c.state.name, "list", resource, "")
 	if err := c.state.before(ctx, "list", resource); err != nil {
 		return nil, err
 	}
-	return c.api.list(resource, do)
+	return c.api.list(c.state.name, resource, rv, do)
 }
 
 func (c *actorClient) watch(ctx context.Context, resource string, opts metav1.ListOptions) (watch.Interface, error) {
@@ -124,7 +124,7 @@ func (m *configMapClient) Update(ctx context.Context, o *corev1.ConfigMap, opts 
 }
 
 func (m *configMapClient) List(ctx context.Context, opts metav1.ListOptions) (*corev1.ConfigMapList, error) {
-	obj, err := m.c.list(ctx, configMaps, func() (runtime.Object, error) { return m.ConfigMapInterface.List(ctx, opts) })
+	obj, err := m.c.list(ctx, configMaps, opts.ResourceVersion, func() (runtime.Object, error) { return m.ConfigMapInterface.List(ctx, opts) })
 	if err != nil {
 		return nil, err
 	}
@@ -164,7 +164,7 @@ func (l *leaseClient) Update(ctx context.Context, o *coordinationv1.Lease, opts 
 }
 
 func (l *leaseClient) List(ctx context.Context, opts metav1.ListOptions) (*coordinationv1.LeaseList, error) {
-	obj, err := l.c.list(ctx, leases, func() (runtime.Object, error) { return l.LeaseInterface.List(ctx, opts) })
+	obj, err := l.c.list(ctx, leases, opts.ResourceVersion, func() (runtime.Object, error) { return l.LeaseInterface.List(ctx, opts) })
 	if err != nil {
 		return nil, err
 	}

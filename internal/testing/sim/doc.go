@@ -138,25 +138,42 @@
 //     reader sees an intermediate version or only the newest (the lock's
 //     watch and client-go's informer hand on only the latest) does not
 //     depend on the scheduler.
+//   - Lists: client-go's informer hands the objects of a list on from
+//     goroutines of its own, all at once, and the first one wakes the
+//     elector, which would look while the rest is still on its way. A
+//     first list is safe (electors and sessions wait until it has been
+//     handed on whole), but a list after a broken watch is not: it is
+//     answered with the objects as that watch last delivered them, and
+//     what changed meanwhile comes next through the new watch, one object
+//     at a time in the order of names (deletions last), as a fresh list
+//     shows them. The order of names, not of the writes, is kept on
+//     purpose: electors must cope with it (see bug 20 in
+//     docs/reliability.md).
 //   - Random draws: every schedule choice comes from math/rand seeded with
-//     the seed; each elector draws its jitter from a source of its own
-//     (elector.Config.Rand, seeded from the seed and the process), so what
-//     one draws does not depend on when the others draw. Run also seeds the
-//     global source (for client-go's own jitter; this needs randseednop=0,
-//     set by a //go:debug line in the tests).
+//     the seed. Each elector draws its jitter from a source of its own
+//     (elector.Config.Rand) whose every draw is a function of the seed,
+//     the process and the simulated instant only: an elector draws each
+//     time its loop wakes, and how many wake-ups coalesce (two deliveries
+//     before the loop runs, or one after the other) is the scheduler's
+//     choice; draws at one instant agree, so the wait armed last is the
+//     same either way. Run also seeds the global source (for client-go's
+//     own jitter; this needs randseednop=0, set by a //go:debug line in
+//     the tests).
+//   - Teardown: the actors are stopped one at a time, settling after each.
+//
+// TestReplayIsDeterministic compares the traces and the number of steps of
+// replays; the steps differ as soon as one wait was drawn differently,
+// long before the trace shows it, if it ever does.
 //
 // Limits: context timeouts, client-go's reflector back-offs and the shared
 // watch's sync poll run on the bubble's clock, which the world advances by
 // the same amounts as the fake clock but just before it, so they fire up
 // to one step early relative to the fake clock, never late; and timers of
-// that clock that fall due together still wake their goroutines together.
-// They are the suspected source of the differences left: in session mode a
-// rare schedule (seed 200010849 in its chunk of make sim-long) fails in
-// some runs and passes in others; the determinism test has not caught a
-// difference. Session tokens come from crypto/rand and are
-// left out of the trace. A synctest bubble cannot see a goroutine that
-// spins without blocking: such a bug hangs the step, and a watchdog
-// (WallLimit) ends the process with the seed. A Run that returns at once is
+// that clock that fall due together still wake their goroutines together
+// (no difference has been traced to them). Session tokens come from
+// crypto/rand and are left out of the trace. A synctest bubble cannot see
+// a goroutine that spins without blocking: such a bug hangs the step, and
+// a watchdog (WallLimit) ends the process with the seed. A Run that returns at once is
 // made to wait a RetryPeriod, so the harness itself never spins. Schedules
 // that run at the same time in one process would share the global random
 // source; TestSimulation therefore runs them one after another.

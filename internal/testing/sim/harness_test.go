@@ -366,3 +366,79 @@ func TestOverlapExcusedForIstiodOnlyOnADestroyedRecord(t *testing.T) {
 		}
 	}
 }
+
+// A list after a broken watch shows the objects as that watch last saw
+// them; what changed meanwhile comes next through the new watch, in the
+// order of names (deletions last), not in the order of the writes.
+func TestRelistCatchesUpByName(t *testing.T) {
+	api, st, c := newTestAPI()
+	ctx := context.Background()
+	cms := c.CoreV1().ConfigMaps(Namespace)
+	create := func(name string) {
+		t.Helper()
+		if _, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: Namespace}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	label := func(name string) {
+		t.Helper()
+		cm, err := cms.Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cm.Labels = map[string]string{"changed": "yes"}
+		if _, err := cms.Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	create("b")
+	create("c")
+	first, err := cms.List(ctx, metav1.ListOptions{ResourceVersion: "0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := cms.Watch(ctx, metav1.ListOptions{ResourceVersion: first.ResourceVersion})
+	if err != nil {
+		t.Fatal(err)
+	}
+	api.breakWatches(st)
+	w.Stop()
+	// While the watch is broken: c changes, then a is created, b deleted.
+	label("c")
+	create("a")
+	if err := api.deleteLock(configMaps, "b"); err != nil {
+		t.Fatal(err)
+	}
+	again, err := cms.List(ctx, metav1.ListOptions{ResourceVersion: first.ResourceVersion})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var listed []string
+	for _, cm := range again.Items {
+		if cm.Labels["changed"] != "" {
+			t.Errorf("the list shows %s as changed; the watch never saw that", cm.Name)
+		}
+		listed = append(listed, cm.Name)
+	}
+	if strings.Join(listed, ",") != "b,c" {
+		t.Fatalf("the list shows %v, want b and c as the watch last saw them", listed)
+	}
+	w, err = cms.Watch(ctx, metav1.ListOptions{ResourceVersion: again.ResourceVersion})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	api.deliver(func() {})
+	var got []string
+	for range 3 {
+		ev := <-w.ResultChan()
+		cm := ev.Object.(*corev1.ConfigMap)
+		got = append(got, string(ev.Type)+" "+cm.Name)
+	}
+	if want := "ADDED a,MODIFIED c,DELETED b"; strings.Join(got, ",") != want {
+		t.Fatalf("the watch after the list delivered %v, want %s", got, want)
+	}
+	if n := len(w.ResultChan()); n != 0 {
+		t.Fatalf("%d more events after the catch-up", n)
+	}
+}

@@ -44,6 +44,8 @@ func Scenarios() []Scenario {
 		sessionRefusalReconsidered(),
 		handoverWriteFails(resourcelock.ConfigMapsResourceLock), handoverWriteFails(resourcelock.LeasesResourceLock),
 		sessionSeed(100104831, "a process that took the lock by force crashed before its fenced start, came back under its own identity, found its own record and started its work at once, while the holder it had taken the lock from still stopped (found by make sim-long)"),
+		wipedLockTakenWhenItsWaitEnds(),
+		sessionSeed(200010849, "a follower whose watch broke listed the Leases again: the list handed it the lock, naming the session of a holder that had restarted under a new token, before that holder's session Lease, and its own heartbeat, sent at the same instant as it judged that session over, before both; it took the echo for proof and the lock while the holder worked (found by make sim-long)"),
 		sessionSeed(100017530, "a holder that took the lock by force accepted a handover request, lost its term to a pause, and kept its promise at its next contention before its fence had passed: the candidate started beside the work of the holder it had taken the lock from (found by make sim-long)"),
 		classicSeed(100543529, "the lock object was re-created without a record twice in a row while its meshd holder was paused, and a holder of client-go's shape took the empty object: an overlap no meshd elector can prevent, which the checker did not excuse because it stopped at the second deletion, of an object without a record (found by make sim-long)"),
 		classicSeed(100035312, "a polling follower whose reads failed while the holder renewed took the lock object re-created without a record one lease after the older record it had seen, while the holder's work still ran (found by make sim-long)"),
@@ -556,4 +558,34 @@ func sessionSeed(seed int64, why string) Scenario {
 func withPriority(sc Scenario) Scenario {
 	sc.Schedule.CheckPriority = true
 	return sc
+}
+
+// wipedLockTakenWhenItsWaitEnds: the holder crashes, and while its lease
+// still runs the lock object is re-created without a record, which counts
+// as held for a lease from then. The watching follower finds the holder's
+// lease over first and the object still held; it must wake when the
+// object's wait ends, not a jittered retry period after its failed attempt
+// (bug 21; session seed 200031713 was without a leader 5.016 s after such
+// a re-creation, against LeaseDuration + RetryPeriod).
+func wipedLockTakenWhenItsWaitEnds() Scenario {
+	const wipe = 4500 * time.Millisecond
+	s := base("wiped-lock-taken-when-its-wait-ends", resourcelock.ConfigMapsResourceLock, 12*time.Second)
+	s.Candidates = []CandidateSpec{meshd("old", "stable", "stable", 0), meshd("next", "stable", "stable", 100*time.Millisecond)}
+	s.Actions = []Action{
+		at(2*time.Second, "old crashes", func(w *World) { w.mustFind("old").crash(); w.noteFault() }),
+		at(wipe, "delete and re-create the lock", func(w *World) { w.Recreate() }),
+	}
+	s.Checks = []func(*World){func(w *World) {
+		due := wipe + s.Timing.LeaseDuration
+		for _, iv := range w.Work() {
+			if iv.Actor == "next" {
+				if iv.Start < due || iv.Start > due+10*time.Millisecond { // the elector's expiry slack is 1 ms
+					w.Violate("liveness", "next started at %v; the re-created lock may be taken at %v", iv.Start, due)
+				}
+				return
+			}
+		}
+		w.Violate("liveness", "next never worked")
+	}}
+	return Scenario{Name: s.Name, Case: "a watching follower slept a retry period past the end of a wiped lock's wait", Schedule: s}
 }

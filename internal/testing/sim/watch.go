@@ -60,23 +60,23 @@ func (w *simWatcher) due() (time.Time, bool) {
 }
 
 // flushOne sends the first queued event if it is due by now and the
-// buffer has room, and reports whether it sent one. The world sends one
+// buffer has room, and returns it and whether it sent one. The world sends one
 // event at a time and settles in between, so that whether a reader sees an
 // intermediate version or only the newest (client-go's informer and the
 // lock's watch hand on only the latest) does not depend on the scheduler.
-func (w *simWatcher) flushOne(now time.Time) bool {
+func (w *simWatcher) flushOne(now time.Time) (apiEvent, bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.closed || len(w.queue) == 0 || w.queue[0].at.Add(w.actor.watchLag()).After(now) {
-		return false
+		return apiEvent{}, false
 	}
 	ev := w.queue[0]
 	select {
 	case w.ch <- watch.Event{Type: ev.typ, Object: ev.obj.DeepCopyObject()}:
 		w.queue = w.queue[1:]
-		return true
+		return ev, true
 	default:
-		return false
+		return apiEvent{}, false
 	}
 }
 

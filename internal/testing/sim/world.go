@@ -156,14 +156,49 @@ func newWorld(s Schedule) *World {
 	return w
 }
 
-// randFor returns a random source of its own for the actor or process
-// named name, drawn from the seed: what one actor draws does not depend on
-// when the others draw.
+// randFor returns the random source of the actor or process named name:
+// each draw is a function of the seed, the name and the simulated instant
+// of the draw, and of nothing else. What one actor draws therefore does not
+// depend on when the others draw, and neither does it depend on how many
+// draws the same actor made before: an elector draws its jitter every time
+// its loop wakes, and how many wake-ups the Go scheduler coalesces (two
+// deliveries before the loop runs, or one after the other) is not decided
+// by the seed. Draws at the same instant return the same value, so the
+// last timer armed in a step is the same whichever way the wake-ups fell.
 func (w *World) randFor(name string) *rand.Rand {
 	h := fnv.New64a()
 	_, _ = fmt.Fprintf(h, "%d/%s", w.sched.Seed, name)
-	return rand.New(rand.NewSource(int64(h.Sum64())))
+	return rand.New(&instantSource{key: h.Sum64(), clock: w.clock})
 }
+
+// instantSource is a rand.Source whose value depends only on its key and
+// the simulated time (see randFor).
+type instantSource struct {
+	key   uint64
+	clock *simClock
+}
+
+// Int63 implements rand.Source. Values just below 1<<63 are folded down:
+// rand.Rand's Float64 draws again on a value that rounds to 1, and Int63n
+// on one above its limit, which a source that repeats itself within an
+// instant would never leave.
+func (s *instantSource) Int63() int64 {
+	x := s.key ^ uint64(s.clock.Now().UnixNano())*0x9e3779b97f4a7c15
+	// splitmix64's finaliser spreads neighbouring instants apart.
+	x ^= x >> 30
+	x *= 0xbf58476d1ce4e5b9
+	x ^= x >> 27
+	x *= 0x94d049bb133111eb
+	x ^= x >> 31
+	v := int64(x >> 1)
+	if v > 1<<63-1-1<<32 {
+		v -= 1 << 32
+	}
+	return v
+}
+
+// Seed implements rand.Source; the key is fixed when the source is made.
+func (s *instantSource) Seed(int64) {}
 
 // newState returns the fault switches of a new actor; its one-off faults
 // count as faults when they hit.
@@ -437,12 +472,16 @@ func (w *World) Loosen() { w.mu.Lock(); w.loose = true; w.mu.Unlock() }
 // teardown stops every actor and steps the clock until all have stopped.
 func (w *World) teardown() {
 	w.j.logf("teardown")
+	// One actor at a time, settling after each: a stopped actor's work ends
+	// on goroutines of its own, and would otherwise race the next stop.
 	for _, c := range w.cands {
 		c.releaseHung()
 		c.stop()
+		w.settle()
 	}
 	for _, s := range w.istiods {
 		s.stop()
+		w.settle()
 	}
 	if w.drain(w.sched.Timing.StopTimeout + w.sched.Timing.LeaseDuration + 10*time.Second) {
 		return

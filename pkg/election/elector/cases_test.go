@@ -9,6 +9,7 @@ package elector
 import (
 	"context"
 	"errors"
+	"math/rand"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -564,5 +565,53 @@ func TestAgreementEndsTheDisputeOverALoss(t *testing.T) {
 	// The default flips back two seconds later.
 	if v := d.check(t0.Add(2*time.Second), "canary"); v != stealAllowed || d.state.Suspended {
 		t.Fatalf("steal after agreeing and a flip back = %v (%+v), want allowed", v, d.state)
+	}
+}
+
+// fixedSource is a rand.Source that always draws half of its range: a
+// jittered retry period of RetryPeriod × (1 + JitterFactor/2).
+type fixedSource struct{}
+
+func (fixedSource) Int63() int64 { return 1 << 62 }
+func (fixedSource) Seed(int64)   {}
+
+// A watching follower whose holder's lease has run out, facing a lock
+// object re-created without a record, waits a lease from when it saw the
+// object so, and wakes when that wait ends. Before, it slept a whole
+// jittered retry period from its last failed attempt instead, up to 2.2
+// retry periods past the end of the wait: an election without a leader
+// for 5.016 s against a bound of LeaseDuration + RetryPeriod (5 s) in
+// simulation session seed 200031713 (with the jitter the simulation drew
+// then; its draws now land in time by chance).
+func TestWatchingFollowerWakesWhenAWipedLockMayBeTaken(t *testing.T) {
+	h := newHarness(t)
+	lock, err := resourcelock.NewConfigMapLock(h.client.CoreV1(), ns, lockName, resourcelock.Config{Identity: "a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	le, err := New(Config{
+		Name: lockName, Lock: lock,
+		LeaseDuration: 4 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: time.Second,
+		Callbacks: Callbacks{OnStartedLeading: noErr(func(ctx context.Context) { <-ctx.Done() })},
+		Watch:     true, Clock: h.clock, Rand: rand.New(fixedSource{}),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	le.watch.ok.Store(true) // a working watch, as the hub would report it
+	rec := held("b", "", 4)
+	le.observe(&rec, resourcelock.EncodeRecord(rec), t0) // b's lease runs out at t0+4s
+	h.clock.Step(3 * time.Second)
+	le.noteEmpty(true, h.clock.Now()) // re-created without a record at t0+3s: held until t0+7s
+	h.clock.Step(3 * time.Second)     // t0+6s: b's lease is over, the wiped lock's wait is not
+	if !le.emptyMayBeHeld(h.clock.Now(), false) {
+		t.Fatal("the wiped lock counts as free before a lease from when it was seen so")
+	}
+	if got, want := le.followerWait(), time.Second+expirySlack; got != want {
+		t.Fatalf("follower waits %v, want %v: until the wiped lock may be taken", got, want)
+	}
+	h.clock.Step(500 * time.Millisecond) // a later wake-up does not stretch the wait either
+	if got, want := le.followerWait(), 500*time.Millisecond+expirySlack; got != want {
+		t.Fatalf("follower waits %v, want %v", got, want)
 	}
 }

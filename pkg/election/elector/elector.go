@@ -405,6 +405,13 @@ func (le *LeaderElector) followerWait() time.Duration {
 		// Expired, left to the coordinator for a while.
 		return max(at.Sub(now), 0) + expirySlack
 	}
+	if at := le.emptyWake(now); !at.IsZero() {
+		// The holder's lease ran out, but the lock object was deleted or
+		// re-created without a record meanwhile: it counts as held for a
+		// lease from when this candidate saw it so, and may be taken then,
+		// not a whole poll later.
+		poll = min(poll, at.Sub(now)+expirySlack)
+	}
 	// The lock could already be taken, so the attempt that just ended failed
 	// (or lost a race): retry at the polling pace, not at once, which would
 	// hammer an API server that refuses the write.

@@ -30,9 +30,10 @@ type Session interface {
 	// false while the process cannot tell.
 	AliveUntil(ref string) (until time.Time, known bool)
 	// EchoedSince reports whether a heartbeat of this process's own
-	// session sent at or after t has come back through its watch; if not,
-	// it has one sent and calls notify (which must not block) when the
-	// next comes back.
+	// session sent after t (not at t: it may have been sent before a
+	// judgement made at that clock reading) has come back through its
+	// watch; if not, it has one sent and calls notify (which must not
+	// block) when the next comes back.
 	EchoedSince(t time.Time, notify func()) bool
 }
 

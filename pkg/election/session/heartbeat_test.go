@@ -188,13 +188,14 @@ func TestEchoedSinceSendsAHeartbeatAndCallsBack(t *testing.T) {
 	}
 	stop := m.Start()
 	defer stop()
-	waitFor(t, "the first heartbeat to come back", func() bool { return m.EchoedSince(t0, nil) })
+	waitFor(t, "the first heartbeat to come back", func() bool { sent, _ := m.Renewed(); return sent.Equal(t0) })
 	if sent, current := m.Renewed(); !sent.Equal(t0) || !current {
 		t.Errorf("Renewed() = %v, %v; want the echoed heartbeat of t0, current", sent, current)
 	}
+	asked := t0.Add(time.Millisecond)
 	clk.Step(100 * time.Millisecond) // no timer fires: only a kick sends now
 	called := make(chan struct{}, 1)
-	if m.EchoedSince(clk.Now(), func() { called <- struct{}{} }) {
+	if m.EchoedSince(asked, func() { called <- struct{}{} }) {
 		t.Fatal("an echo from before t counted")
 	}
 	select {
@@ -202,7 +203,7 @@ func TestEchoedSinceSendsAHeartbeatAndCallsBack(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("no heartbeat came back after asking")
 	}
-	if !m.EchoedSince(clk.Now(), nil) {
+	if !m.EchoedSince(asked, nil) {
 		t.Error("the heartbeat sent on request does not count as sent since then")
 	}
 	client.PrependReactor("update", "leases", func(k8stesting.Action) (bool, runtime.Object, error) {
@@ -212,4 +213,30 @@ func TestEchoedSinceSendsAHeartbeatAndCallsBack(t *testing.T) {
 	if _, current := m.Renewed(); current {
 		t.Error("a session whose last echo is two retry periods old is current")
 	}
+}
+
+// A heartbeat sent at the very clock reading of a judgement proves nothing
+// about it: it may have been sent just before, and come back in the list
+// the judgement was made from, where a list delivers the Leases in the
+// order of their names, not of their writes. The holder's Lease (renewed
+// under a new token by a restarted process) may follow in that list; a
+// follower that took this echo for proof took the lock while the holder
+// worked (session seed 200010849 of the simulation). Only a heartbeat sent
+// after the judgement counts.
+func TestEchoedSinceNeedsAHeartbeatSentAfterT(t *testing.T) {
+	client := kubetest.NewClientset()
+	clk := clocktesting.NewFakeClock(t0)
+	m, err := NewMember(testConfig(client, clk))
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := m.Start()
+	defer stop()
+	waitFor(t, "the first heartbeat to come back", func() bool { sent, _ := m.Renewed(); return sent.Equal(t0) })
+	judged := clk.Now() // the clock reading of the heartbeat that came back
+	if m.EchoedSince(judged, nil) {
+		t.Fatal("a heartbeat sent at the clock reading of the judgement counted as sent after it")
+	}
+	clk.Step(10 * time.Millisecond)
+	waitFor(t, "a heartbeat sent after the judgement to come back", func() bool { return m.EchoedSince(judged, nil) })
 }

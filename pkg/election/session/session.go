@@ -266,19 +266,27 @@ func (m *Member) Renewed() (sent time.Time, current bool) {
 	return sent, !sent.IsZero() && m.cfg.Clock.Since(sent) < m.cfg.RenewDeadline-m.cfg.RetryPeriod/4
 }
 
-// EchoedSince reports whether a heartbeat of this session sent at or after
-// t has come back through the process's watch of Leases. If not, it asks
-// for a heartbeat now (one for any number of callers) and calls notify once
-// the next heartbeat comes back. notify must not block. A follower uses it
+// EchoedSince reports whether a heartbeat of this session sent after t has
+// come back through the process's watch of Leases. If not, it asks for a
+// heartbeat now (one for any number of callers) and calls notify once the
+// next heartbeat comes back. notify must not block. A follower uses it
 // before taking a lock whose holder's session it judged over at t: every
 // heartbeat of that holder committed before the echo has then been seen,
 // and any later one was sent past the holder's renew deadline.
+//
+// A heartbeat sent at the clock reading t itself does not count: it may
+// have been sent before the judgement, and come back in the very list
+// the judgement was made from. A watch delivers in the order of the
+// writes, but a list (after a broken watch) delivers in the order of the
+// names, so the holder's Lease may follow this session's in it: the echo
+// then proves nothing about the holder. Only a heartbeat sent after the
+// judgement is certain to come back after that list.
 func (m *Member) EchoedSince(t time.Time, notify func()) bool {
 	l := m.current()
 	if l == nil {
 		return false
 	}
-	if l.view.echoedSince(t, notify) {
+	if l.view.echoedAfter(t, notify) {
 		return true
 	}
 	if !l.hb.renewed().After(t) {

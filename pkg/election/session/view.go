@@ -82,9 +82,18 @@ func (v *view) echoed() time.Time {
 // echoedSince reports whether a heartbeat of this process sent at or after
 // t has come back; if not, notify is called (once) when the next one does.
 func (v *view) echoedSince(t time.Time, notify func()) bool {
+	return v.echoedFrom(t, false, notify)
+}
+
+// echoedAfter is echoedSince for heartbeats sent strictly after t.
+func (v *view) echoedAfter(t time.Time, notify func()) bool {
+	return v.echoedFrom(t, true, notify)
+}
+
+func (v *view) echoedFrom(t time.Time, strict bool, notify func()) bool {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	if !v.echo.Before(t) {
+	if v.echo.After(t) || (!strict && v.echo.Equal(t)) {
 		return true
 	}
 	if notify != nil && len(v.waiters) < maxWaiters {
