@@ -8,18 +8,21 @@ import (
 	"sync"
 
 	"github.com/hashicorp/go-multierror"
+	"go.uber.org/zap"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/meshd-io/meshd/pkg/resourcelock"
 	"github.com/meshd-io/meshd/pkg/revisions"
 )
 
-// Group runs the elections of one process together. Its elections share one
-// default-revision watcher per webhook (usually one in all; the watch itself
-// is shared with every other election of the process on the same client,
-// see revisions.SharedDefaultWatcher), one metrics
-// registration (WithPrometheus) and one event recorder (WithEvents), and
-// Run returns once every one of them has stopped.
+// Group runs the elections of one program together. Its elections share one
+// Shared (a new one, or the one given to NewGroup with WithShared): one
+// watch of the lock objects per namespace and lock kind, one session per
+// namespace and ttl, one roster per namespace, one pacer of first attempts
+// and one default identity. They also share one default-revision watcher
+// per webhook (usually one in all), one metrics registration
+// (WithPrometheus) and one event recorder (WithEvents), and Run returns once
+// every one of them has stopped, and with them everything they shared.
 //
 // Build the group with NewGroup, its elections with Group.New, register
 // their work, then call Run once. The group runs its elections: do not call
@@ -28,6 +31,10 @@ type Group struct {
 	client kubernetes.Interface
 	base   options    // the group's options, with metrics and events resolved
 	events *eventSink // nil without WithEvents
+	shared *Shared
+	// ownShared is set when the group made shared itself, so that no one
+	// outside it uses it.
+	ownShared bool
 
 	mu        sync.Mutex
 	watchers  map[watcherKey]revisions.DefaultWatcher
@@ -50,7 +57,11 @@ func NewGroup(client kubernetes.Interface, opts ...Option) (*Group, error) {
 	if err != nil {
 		return nil, fmt.Errorf("election group: %w", err)
 	}
-	g := &Group{client: client, watchers: map[watcherKey]revisions.DefaultWatcher{}}
+	g := &Group{client: client, watchers: map[watcherKey]revisions.DefaultWatcher{}, shared: o.shared}
+	if !o.sharedSet {
+		g.shared, g.ownShared = NewShared(), true
+		o.shared = g.shared
+	}
 	if o.registerer != nil {
 		m, err := newPrometheusMetrics(o.registerer)
 		if err != nil {
@@ -76,8 +87,8 @@ func (g *Group) EventRecorder() resourcelock.EventRecorder {
 }
 
 // New adds an election to the group: spec with the group's options and then
-// opts, validated as by the package-level New. WithPrometheus and WithEvents
-// belong to NewGroup and are refused here.
+// opts, validated as by the package-level New. WithPrometheus, WithEvents
+// and WithShared belong to NewGroup and are refused here.
 func (g *Group) New(spec Spec, opts ...Option) (*LeaderElection, error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -86,10 +97,10 @@ func (g *Group) New(spec Spec, opts ...Option) (*LeaderElection, error) {
 	}
 	o := g.base
 	o.apply(opts)
-	if o.registerer != nil || o.eventClient != nil {
-		return nil, fmt.Errorf("election %q: WithPrometheus and WithEvents apply to the whole group: pass them to NewGroup", spec.ElectionID)
+	if o.registerer != nil || o.eventClient != nil || o.shared != g.shared {
+		return nil, fmt.Errorf("election %q: WithPrometheus, WithEvents and WithShared apply to the whole group: pass them to NewGroup", spec.ElectionID)
 	}
-	spec = spec.withDefaults(o.defaultLock)
+	spec = spec.withDefaults(o.defaultLock, o.identity)
 	if err := validate(g.client, spec, &o); err != nil {
 		return nil, err
 	}
@@ -114,13 +125,16 @@ func (g *Group) watcher(wo revisions.Options) (revisions.DefaultWatcher, bool, e
 	if w, ok := g.watchers[key]; ok {
 		return w, false, nil
 	}
-	w, err := revisions.SharedDefaultWatcher(g.client, wo)
+	w, err := g.shared.watchers.Watcher(g.client, wo)
 	if err != nil {
 		return nil, false, err
 	}
 	g.watchers[key] = w
 	return w, false, nil
 }
+
+// Shared is what the group's elections share.
+func (g *Group) Shared() *Shared { return g.shared }
 
 // Elections returns the group's elections in the order they were added.
 func (g *Group) Elections() []*LeaderElection {
@@ -132,8 +146,9 @@ func (g *Group) Elections() []*LeaderElection {
 // Run starts the event recorder, the watchers and every election, and runs
 // them until ctx is cancelled. It returns once every election has stopped
 // (each stops its run functions and releases its lock first), and then the
-// watchers and the recorder. It returns ErrStarted when called a second
-// time.
+// watchers, the recorder and what the elections shared (the group's
+// Shared runs nothing more, unless it was given to NewGroup and others use
+// it). It returns ErrStarted when called a second time.
 func (g *Group) Run(ctx context.Context) error {
 	g.mu.Lock()
 	if g.started {
@@ -149,8 +164,9 @@ func (g *Group) Run(ctx context.Context) error {
 	g.mu.Unlock()
 
 	defer g.events.start()()
+	stopWatchers := make([]func(), 0, len(watchers))
 	for _, w := range watchers {
-		defer startWatcher(w)()
+		stopWatchers = append(stopWatchers, startWatcher(w))
 	}
 
 	errs := make([]error, len(elections))
@@ -159,6 +175,16 @@ func (g *Group) Run(ctx context.Context) error {
 		running.Go(func() { errs[i] = l.RunContext(ctx) })
 	}
 	running.Wait()
+	for _, stop := range stopWatchers {
+		stop()
+	}
+	if g.ownShared {
+		// Every user of the group's Shared has returned: each watch,
+		// session and roster stopped with its last user.
+		if left := g.shared.Running(); left != (SharedActivity{}) {
+			g.base.logger.Error("shared watches still run after every election stopped", zap.Any("running", left))
+		}
+	}
 	list := multierror.Append(nil, errs...) // nil errors are skipped
 	list.ErrorFormat = joinErrors
 	return list.ErrorOrNil()
