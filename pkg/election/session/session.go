@@ -291,7 +291,7 @@ func (m *Member) Ref() string {
 }
 
 // Renewed is when the session's latest heartbeat that came back through
-// the process's watch of Leases was sent, and whether the session is
+// the session's watch of Leases was sent, and whether the session is
 // current: that heartbeat is younger than RenewDeadline − RetryPeriod/4, so
 // that a heartbeat late to come back (a busy API server or process) does
 // not make the holders write their records, while a holder whose session
@@ -311,7 +311,7 @@ func (m *Member) Renewed() (sent time.Time, current bool) {
 }
 
 // EchoedSince reports whether a heartbeat of this session sent at or after
-// t has come back through the process's watch of Leases. If not, it asks
+// t has come back through the session's watch of Leases. If not, it asks
 // for a heartbeat now (one for any number of callers) and calls notify once
 // the next heartbeat comes back. notify must not block. A follower uses it
 // before taking a lock whose holder's session it judged over at t: every
@@ -332,7 +332,7 @@ func (m *Member) EchoedSince(t time.Time, notify func()) bool {
 }
 
 // AwaitStart waits until the session's first heartbeat has come back
-// through the process's watch, ctx ends or timeout passes, and reports
+// through the session's watch, ctx ends or timeout passes, and reports
 // whether it came back. An election that waits for it before contending
 // names its session in its very first record, instead of writing that
 // record a second time once the session works.
