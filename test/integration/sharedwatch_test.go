@@ -195,11 +195,14 @@ func TestConfigMapLocksFollowMetadataAndKeepDataAcrossATakeover(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// build makes the elections of one process, which share one Shared.
 	build := func(t *testing.T, identity string, client kubernetes.Interface) []*election.LeaderElection {
 		les := make([]*election.LeaderElection, n)
+		shared := election.NewShared()
 		for i := range les {
 			var err error
-			les[i], err = election.NewLeaderElection(ns, identity, fmt.Sprintf("cm%02d", i), "stable", client, opts(t)...)
+			les[i], err = election.NewLeaderElection(ns, identity, fmt.Sprintf("cm%02d", i), "stable", client,
+				opts(t, election.WithShared(shared))...)
 			if err != nil {
 				t.Fatal(err)
 			}
