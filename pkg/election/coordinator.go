@@ -59,7 +59,6 @@ func (g *Group) NewCoordinator(namespace, identity string, decisions func(lease 
 	g.mu.Lock()
 	o := g.base
 	o.apply(opts)
-	o.shared = g.shared
 	watcher, _, err := g.watcher(o.watcherOptions(namespace))
 	g.mu.Unlock()
 	if err != nil {

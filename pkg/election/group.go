@@ -8,7 +8,6 @@ import (
 	"sync"
 
 	"github.com/hashicorp/go-multierror"
-	"go.uber.org/zap"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/meshd-io/meshd/pkg/resourcelock"
@@ -31,10 +30,11 @@ type Group struct {
 	client kubernetes.Interface
 	base   options    // the group's options, with metrics and events resolved
 	events *eventSink // nil without WithEvents
+	// shared is what its elections share. Each watch, session and roster
+	// in it stops with its last user, so once every election of the group
+	// has returned, the group's part of it has stopped: Run has nothing
+	// more to stop.
 	shared *Shared
-	// ownShared is set when the group made shared itself, so that no one
-	// outside it uses it.
-	ownShared bool
 
 	mu        sync.Mutex
 	watchers  map[watcherKey]revisions.DefaultWatcher
@@ -45,7 +45,9 @@ type Group struct {
 type watcherKey struct{ webhook, label string }
 
 // NewGroup validates opts, which apply to every election of the group, and
-// registers the metrics if WithPrometheus is among them. It starts nothing.
+// registers the metrics if WithPrometheus is among them. The group makes a
+// Shared for its elections unless WithShared gives it one. It starts
+// nothing.
 // client may be nil only with WithEnabled(false).
 func NewGroup(client kubernetes.Interface, opts ...Option) (*Group, error) {
 	o := defaultOptions()
@@ -59,7 +61,7 @@ func NewGroup(client kubernetes.Interface, opts ...Option) (*Group, error) {
 	}
 	g := &Group{client: client, watchers: map[watcherKey]revisions.DefaultWatcher{}, shared: o.shared}
 	if !o.sharedSet {
-		g.shared, g.ownShared = NewShared(), true
+		g.shared = NewShared()
 		o.shared = g.shared
 	}
 	if o.registerer != nil {
@@ -164,9 +166,8 @@ func (g *Group) Run(ctx context.Context) error {
 	g.mu.Unlock()
 
 	defer g.events.start()()
-	stopWatchers := make([]func(), 0, len(watchers))
 	for _, w := range watchers {
-		stopWatchers = append(stopWatchers, startWatcher(w))
+		defer startWatcher(w)()
 	}
 
 	errs := make([]error, len(elections))
@@ -175,16 +176,6 @@ func (g *Group) Run(ctx context.Context) error {
 		running.Go(func() { errs[i] = l.RunContext(ctx) })
 	}
 	running.Wait()
-	for _, stop := range stopWatchers {
-		stop()
-	}
-	if g.ownShared {
-		// Every user of the group's Shared has returned: each watch,
-		// session and roster stopped with its last user.
-		if left := g.shared.Running(); left != (SharedActivity{}) {
-			g.base.logger.Error("shared watches still run after every election stopped", zap.Any("running", left))
-		}
-	}
 	list := multierror.Append(nil, errs...) // nil errors are skipped
 	list.ErrorFormat = joinErrors
 	return list.ErrorOrNil()
