@@ -68,8 +68,8 @@ type Subscriber struct {
 // Group does so for its elections), and two hubs never share a watch.
 //
 // A WatchHub is safe for concurrent use. It runs goroutines only while it
-// has subscribers, so an unused hub needs no stopping. The zero value is not
-// usable: call NewWatchHub.
+// has subscribers, so an unused hub needs no stopping. The zero value is an
+// empty hub, as NewWatchHub returns.
 type WatchHub struct {
 	mu      sync.Mutex
 	entries map[WatchKey]*hubEntry
@@ -113,6 +113,9 @@ func (h *WatchHub) join(sw SharedWatch, name string, s Subscriber) (unsubscribe 
 	h.mu.Lock()
 	e, ok := h.entries[sw.Key]
 	if !ok {
+		if h.entries == nil {
+			h.entries = map[WatchKey]*hubEntry{}
+		}
 		e = startHubEntry(sw)
 		h.entries[sw.Key] = e
 	}

@@ -232,6 +232,9 @@ func (c *Config) Validate() error {
 	if c.Callbacks.OnStartedLeading == nil {
 		add("Callbacks.OnStartedLeading must be set")
 	}
+	if c.Pacer != nil && c.Pacer.tokens == nil {
+		add("Pacer was not built by NewPacer")
+	}
 	if c.Session != nil {
 		if _, ok := c.Lock.(*resourcelock.LeaseLock); !ok && c.Lock != nil {
 			// A holder credits a heartbeat only once its own watch of
