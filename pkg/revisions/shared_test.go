@@ -21,7 +21,7 @@ func webhookVerbs(c *fake.Clientset) map[string]int {
 	return out
 }
 
-func TestSharedDefaultWatchersOfOneClientShareOneWatch(t *testing.T) {
+func TestSharedWatchersOfOneClientShareOneWatch(t *testing.T) {
 	defer goleak.VerifyNone(t)
 	client := fake.NewClientset(webhook("istio-revision-tag-default", rev("canary")))
 	other := fake.NewClientset()

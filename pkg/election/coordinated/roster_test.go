@@ -76,7 +76,7 @@ func TestTwoRostersNeverShare(t *testing.T) {
 	eventually(t, "the second roster syncs", b.HasSynced)
 }
 
-func TestAcquireRosterRejects(t *testing.T) {
+func TestRostersAcquireRejectsBadInput(t *testing.T) {
 	if _, _, err := NewRosters().Acquire(nil, testNS, nil); err == nil {
 		t.Fatal("nil client accepted")
 	}
