@@ -75,7 +75,7 @@ func ListCandidates(ctx context.Context, client kubernetes.Interface, namespace 
 		c.Warning = err.Error()
 	}
 	c.DefaultRevision = def
-	roster, release, err := coordinated.AcquireRoster(client, namespace, &fixedClock{now: now})
+	roster, release, err := coordinated.NewRosters().Acquire(client, namespace, &fixedClock{now: now}) // a one-off read: shares nothing
 	if err != nil {
 		return c, fmt.Errorf("read LeaseCandidates in %s: %w", namespace, err)
 	}

@@ -29,13 +29,18 @@ const CoordinatorElectionID = "meshd-coordinator"
 // writes (see coordinated.CoordinatorConfig.Metrics). Run the returned
 // election like any other (RunContext, or through a Group).
 func NewCoordinator(client kubernetes.Interface, namespace, identity string, decisions func(lease string, d coordinated.Decision), opts ...Option) (*LeaderElection, error) {
+	o := defaultOptions()
+	o.apply(opts)
+	if !o.sharedSet {
+		// The election and its coordinator share one Shared, of their own.
+		o.shared = NewShared()
+		opts = append(opts, WithShared(o.shared))
+	}
 	l, err := New(client, coordinatorSpec(namespace, identity), append(opts, WithPrioritized(false))...)
 	if err != nil {
 		return nil, err
 	}
-	o := defaultOptions()
-	o.apply(opts)
-	watcher, err := revisions.SharedDefaultWatcher(client, o.watcherOptions(namespace))
+	watcher, err := o.shared.watchers.Watcher(client, o.watcherOptions(namespace))
 	if err != nil {
 		return nil, fmt.Errorf("election %q: %w", CoordinatorElectionID, err)
 	}
@@ -95,6 +100,7 @@ func coordinate(l *LeaderElection, client kubernetes.Interface, watcher revision
 			Clock:      o.clock,
 			Logger:     o.logger.Named("coordinator"),
 			Metrics:    decisions,
+			Rosters:    o.shared.rosters,
 		})
 		if err != nil {
 			return err

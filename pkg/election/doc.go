@@ -22,6 +22,17 @@
 // over New. A Group runs several elections with one default-revision
 // watcher, one metrics registration and one event recorder.
 //
+// # What elections share
+//
+// Nothing is process-wide. What several elections share (the watch of the
+// lock objects of a namespace and kind, the watch of the default revision,
+// a session, a roster of coordinated candidates, the pacing of first
+// attempts, the default identity) is a Shared, which the program creates
+// and passes in, in the manner of etcd's concurrency.NewSession. A Group
+// makes one for all its elections; a standalone election makes one of its
+// own unless WithShared passes one in. Two elections built with different
+// Shareds never affect each other.
+//
 // # Run functions and terms
 //
 // A RunFunc gets a context that carries its Term (TermFrom) and is cancelled

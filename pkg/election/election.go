@@ -67,7 +67,10 @@ type LeaderElection struct {
 func New(client kubernetes.Interface, spec Spec, opts ...Option) (*LeaderElection, error) {
 	o := defaultOptions()
 	o.apply(opts)
-	spec = spec.withDefaults(o.defaultLock)
+	if !o.sharedSet {
+		o.shared = NewShared() // of this election alone
+	}
+	spec = spec.withDefaults(o.defaultLock, o.identity)
 	if err := validate(client, spec, &o); err != nil {
 		return nil, err
 	}
@@ -85,7 +88,7 @@ func New(client kubernetes.Interface, spec Spec, opts ...Option) (*LeaderElectio
 		}
 	}
 	l, err := build(client, spec, &o, func(wo revisions.Options) (revisions.DefaultWatcher, bool, error) {
-		w, err := revisions.SharedDefaultWatcher(client, wo)
+		w, err := o.shared.watchers.Watcher(client, wo)
 		return w, true, err
 	})
 	if err != nil {
@@ -135,9 +138,9 @@ func joinErrors(errs []error) string {
 // and whether the election runs it.
 type watcherSource func(revisions.Options) (w revisions.DefaultWatcher, owned bool, err error)
 
-// build makes the election of a validated spec. o.metrics and
-// o.eventRecorder are final; newWatcher supplies the default-revision watcher
-// unless o names one.
+// build makes the election of a validated spec. o.metrics,
+// o.eventRecorder and o.shared are final; newWatcher supplies the
+// default-revision watcher unless o names one.
 func build(client kubernetes.Interface, spec Spec, o *options, newWatcher watcherSource) (*LeaderElection, error) {
 	l := &LeaderElection{
 		spec:           spec,
@@ -188,7 +191,7 @@ func build(client kubernetes.Interface, spec Spec, o *options, newWatcher watche
 		if l.session, err = session.NewMember(session.Config{
 			Client: client, Namespace: spec.Namespace, Identity: l.holderIdentity,
 			LeaseDuration: leaseDuration, RenewDeadline: renewDeadline, RetryPeriod: retryPeriod,
-			Owner: o.candidateOwner, Clock: o.clock, Logger: o.logger,
+			Owner: o.candidateOwner, Clock: o.clock, Logger: o.logger, Sessions: o.shared.sessions,
 		}); err != nil {
 			return fail(err)
 		}
@@ -233,6 +236,8 @@ func (l *LeaderElection) electorConfig(lock resourcelock.Interface, o *options, 
 		Metrics:         o.metrics,
 		Logger:          o.logger,
 		Watch:           o.watch,
+		Hub:             o.shared.hub,
+		Pacer:           o.shared.pacer,
 
 		StartAtOnceAfterSteal: o.startAtOnce,
 		Callbacks:             elector.Callbacks{OnStartedLeading: l.runLeading},

@@ -211,10 +211,17 @@ func TestDefaultsAndValidation(t *testing.T) {
 	le := mustElection(t)(NewLeaderElection(testNS, "", IngressController, "", client,
 		WithDefaultWatcher(revisions.NewStaticDefaultWatcher(""))))
 	host, _ := os.Hostname()
-	// <hostname>_<8 hex digits>, the same for every election of the process.
+	// <hostname>_<8 hex digits>, drawn for this election's own Shared.
 	suffix, ok := strings.CutPrefix(le.Identity(), host+"_")
-	if !ok || len(suffix) != 8 || strings.Trim(suffix, "0123456789abcdef") != "" || DefaultIdentity() != le.Identity() {
+	if !ok || len(suffix) != 8 || strings.Trim(suffix, "0123456789abcdef") != "" {
 		t.Fatalf("identity = %q, want %s_<8 hex digits>", le.Identity(), host)
+	}
+	// Elections given one Shared have one identity; another draws anew.
+	shared := NewShared()
+	a := mustElection(t)(NewLeaderElection(testNS, "", IngressController, "", client, WithShared(shared)))
+	b := mustElection(t)(NewPerRevisionLeaderElection(testNS, "", IngressController, "", client, WithShared(shared)))
+	if a.Identity() != shared.Identity() || b.Identity() != shared.Identity() || a.Identity() == le.Identity() {
+		t.Fatalf("identities %q and %q with one Shared (%q), %q without", a.Identity(), b.Identity(), shared.Identity(), le.Identity())
 	}
 	if le.candidate.Revision != "default" {
 		t.Fatalf("revision = %q", le.candidate.Revision)

@@ -75,6 +75,48 @@ func ExampleGroup() {
 	// Lease istio-gateway-deployment-default leader: false
 }
 
+// Standalone elections that should share their watches, session and
+// pacing are given one Shared, as etcd's elections are given one Session.
+// Without it each would make its own; a Group does this for its elections.
+func ExampleNewShared() {
+	client := fake.NewClientset()
+	shared := election.NewShared()
+	var les []*election.LeaderElection
+	for _, id := range []string{"controller-a-leader", "controller-b-leader"} {
+		le, err := election.New(client, election.Spec{Namespace: "istio-system", ElectionID: id, Lock: election.LeaseLock},
+			election.WithShared(shared))
+		if err != nil {
+			log.Fatal(err)
+		}
+		les = append(les, le)
+	}
+	fmt.Println("one identity:", les[0].Identity() == shared.Identity() && les[1].Identity() == shared.Identity())
+
+	var leading sync.WaitGroup
+	ctx, stop := context.WithCancel(context.Background())
+	for _, le := range les {
+		leading.Add(1)
+		le.Add(func(ctx context.Context) error {
+			leading.Done()
+			<-ctx.Done()
+			return nil
+		})
+	}
+	var running sync.WaitGroup
+	for _, le := range les {
+		running.Go(func() { _ = le.RunContext(ctx) })
+	}
+	leading.Wait()
+	fmt.Printf("while leading: %+v\n", shared.Running())
+	stop()
+	running.Wait()
+	fmt.Printf("after Run: %+v\n", shared.Running())
+	// Output:
+	// one identity: true
+	// while leading: {LockWatches:1 DefaultWatches:1 Sessions:0 Rosters:0}
+	// after Run: {LockWatches:0 DefaultWatches:0 Sessions:0 Rosters:0}
+}
+
 // Code written against istiod's leaderelection package ports by changing
 // the import and handling the constructor's error.
 func ExampleNewLeaderElection() {

@@ -14,12 +14,14 @@ import (
 	"github.com/meshd-io/meshd/pkg/revisions"
 )
 
-// Group runs the elections of one process together. Its elections share one
-// default-revision watcher per webhook (usually one in all; the watch itself
-// is shared with every other election of the process on the same client,
-// see revisions.SharedDefaultWatcher), one metrics
-// registration (WithPrometheus) and one event recorder (WithEvents), and
-// Run returns once every one of them has stopped.
+// Group runs the elections of one program together. Its elections share one
+// Shared (a new one, or the one given to NewGroup with WithShared): one
+// watch of the lock objects per namespace and lock kind, one session per
+// namespace and ttl, one roster per namespace, one pacer of first attempts
+// and one default identity. They also share one default-revision watcher
+// per webhook (usually one in all), one metrics registration
+// (WithPrometheus) and one event recorder (WithEvents), and Run returns once
+// every one of them has stopped, and with them everything they shared.
 //
 // Build the group with NewGroup, its elections with Group.New, register
 // their work, then call Run once. The group runs its elections: do not call
@@ -28,6 +30,11 @@ type Group struct {
 	client kubernetes.Interface
 	base   options    // the group's options, with metrics and events resolved
 	events *eventSink // nil without WithEvents
+	// shared is what its elections share. Each watch, session and roster
+	// in it stops with its last user, so once every election of the group
+	// has returned, the group's part of it has stopped: Run has nothing
+	// more to stop.
+	shared *Shared
 
 	mu        sync.Mutex
 	watchers  map[watcherKey]revisions.DefaultWatcher
@@ -38,7 +45,9 @@ type Group struct {
 type watcherKey struct{ webhook, label string }
 
 // NewGroup validates opts, which apply to every election of the group, and
-// registers the metrics if WithPrometheus is among them. It starts nothing.
+// registers the metrics if WithPrometheus is among them. The group makes a
+// Shared for its elections unless WithShared gives it one. It starts
+// nothing.
 // client may be nil only with WithEnabled(false).
 func NewGroup(client kubernetes.Interface, opts ...Option) (*Group, error) {
 	o := defaultOptions()
@@ -50,7 +59,11 @@ func NewGroup(client kubernetes.Interface, opts ...Option) (*Group, error) {
 	if err != nil {
 		return nil, fmt.Errorf("election group: %w", err)
 	}
-	g := &Group{client: client, watchers: map[watcherKey]revisions.DefaultWatcher{}}
+	g := &Group{client: client, watchers: map[watcherKey]revisions.DefaultWatcher{}, shared: o.shared}
+	if !o.sharedSet {
+		g.shared = NewShared()
+		o.shared = g.shared
+	}
 	if o.registerer != nil {
 		m, err := newPrometheusMetrics(o.registerer)
 		if err != nil {
@@ -76,8 +89,8 @@ func (g *Group) EventRecorder() resourcelock.EventRecorder {
 }
 
 // New adds an election to the group: spec with the group's options and then
-// opts, validated as by the package-level New. WithPrometheus and WithEvents
-// belong to NewGroup and are refused here.
+// opts, validated as by the package-level New. WithPrometheus, WithEvents
+// and WithShared belong to NewGroup and are refused here.
 func (g *Group) New(spec Spec, opts ...Option) (*LeaderElection, error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -86,10 +99,10 @@ func (g *Group) New(spec Spec, opts ...Option) (*LeaderElection, error) {
 	}
 	o := g.base
 	o.apply(opts)
-	if o.registerer != nil || o.eventClient != nil {
-		return nil, fmt.Errorf("election %q: WithPrometheus and WithEvents apply to the whole group: pass them to NewGroup", spec.ElectionID)
+	if o.registerer != nil || o.eventClient != nil || o.shared != g.shared {
+		return nil, fmt.Errorf("election %q: WithPrometheus, WithEvents and WithShared apply to the whole group: pass them to NewGroup", spec.ElectionID)
 	}
-	spec = spec.withDefaults(o.defaultLock)
+	spec = spec.withDefaults(o.defaultLock, o.identity)
 	if err := validate(g.client, spec, &o); err != nil {
 		return nil, err
 	}
@@ -114,13 +127,16 @@ func (g *Group) watcher(wo revisions.Options) (revisions.DefaultWatcher, bool, e
 	if w, ok := g.watchers[key]; ok {
 		return w, false, nil
 	}
-	w, err := revisions.SharedDefaultWatcher(g.client, wo)
+	w, err := g.shared.watchers.Watcher(g.client, wo)
 	if err != nil {
 		return nil, false, err
 	}
 	g.watchers[key] = w
 	return w, false, nil
 }
+
+// Shared is what the group's elections share.
+func (g *Group) Shared() *Shared { return g.shared }
 
 // Elections returns the group's elections in the order they were added.
 func (g *Group) Elections() []*LeaderElection {
@@ -132,8 +148,9 @@ func (g *Group) Elections() []*LeaderElection {
 // Run starts the event recorder, the watchers and every election, and runs
 // them until ctx is cancelled. It returns once every election has stopped
 // (each stops its run functions and releases its lock first), and then the
-// watchers and the recorder. It returns ErrStarted when called a second
-// time.
+// watchers, the recorder and what the elections shared (the group's
+// Shared runs nothing more, unless it was given to NewGroup and others use
+// it). It returns ErrStarted when called a second time.
 func (g *Group) Run(ctx context.Context) error {
 	g.mu.Lock()
 	if g.started {

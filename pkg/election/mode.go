@@ -101,9 +101,10 @@ func (l *LeaderElection) defaultRevision() string {
 // candidacy is the coordinated side of an election: the LeaseCandidate it
 // publishes while it runs and the roster it ranks successors from.
 type candidacy struct {
-	client kubernetes.Interface
-	spec   coordinated.CandidateSpec
-	log    *zap.Logger
+	client  kubernetes.Interface
+	rosters *coordinated.Rosters
+	spec    coordinated.CandidateSpec
+	log     *zap.Logger
 
 	mu     sync.Mutex
 	roster *coordinated.Roster // set while running
@@ -112,8 +113,9 @@ type candidacy struct {
 // newCandidacy describes the LeaseCandidate of a coordinated election.
 func newCandidacy(client kubernetes.Interface, spec Spec, lockName, name string, o *options, leaseDuration time.Duration, log *zap.Logger) *candidacy {
 	return &candidacy{
-		client: client,
-		log:    log,
+		client:  client,
+		rosters: o.shared.rosters,
+		log:     log,
 		spec: coordinated.CandidateSpec{
 			Namespace:     spec.Namespace,
 			LeaseName:     lockName,
@@ -134,7 +136,7 @@ func newCandidacy(client kubernetes.Interface, spec Spec, lockName, name string,
 // after withdraw, stops following them. changed is called after every
 // change of the election's candidates.
 func (c *candidacy) start(clk clock.Clock, changed func()) (withdraw, stop func()) {
-	roster, release, err := coordinated.AcquireRoster(c.client, c.spec.Namespace, clk)
+	roster, release, err := c.rosters.Acquire(c.client, c.spec.Namespace, clk)
 	if err != nil {
 		c.log.Error("cannot follow the election's candidates; the lock is released rather than handed over", zap.Error(err))
 		return func() {}, func() {}

@@ -72,6 +72,9 @@ type options struct {
 
 	sessions bool
 
+	shared    *Shared // WithShared; filled in by New and NewGroup
+	sharedSet bool
+
 	binaryVersion  string                 // coordinated candidates
 	candidateOwner *metav1.OwnerReference // coordinated candidates
 }
@@ -156,7 +159,18 @@ func (o *options) validate() error {
 	if o.eventRecorder != nil && o.eventClient != nil {
 		errs = multierror.Append(errs, errors.New("WithEventRecorder and WithEvents both given: choose one"))
 	}
+	if o.sharedSet && !o.shared.usable() {
+		errs = multierror.Append(errs, errors.New("WithShared needs a Shared built by NewShared"))
+	}
 	return errs.ErrorOrNil()
+}
+
+// identity is the identity of an election of o whose Spec names none.
+func (o *options) identity() string {
+	if o.shared.usable() {
+		return o.shared.Identity()
+	}
+	return DefaultIdentity() // only for a Spec refused by validate
 }
 
 // watcherOptions are the options of the default-revision watcher an
@@ -197,11 +211,11 @@ func (o *options) durations() (leaseDuration, renewDeadline, retryPeriod time.Du
 	return elector.TimingFromTTL(o.ttl)
 }
 
-// WithSessions makes the process's session renew the election's record
+// WithSessions makes the program's session renew the election's record
 // while this instance leads, instead of one write per retry period per
 // election (default false; see docs/sessions.md and package
-// election/session). Each process then keeps one heartbeat Lease per
-// namespace and ttl, named after its identity, which needs create, update
+// election/session). The elections of one Shared (of one Group) then keep
+// one heartbeat Lease per namespace and ttl, named after their identity, which needs create, update
 // and delete on Leases in the namespace. Use it only when every candidate
 // of the election is a meshd that uses sessions: istiod, client-go and
 // older meshd judge a holder by its record alone. A candidate that sees a
@@ -277,11 +291,11 @@ func WithRunBackoff(initial, max time.Duration) Option {
 }
 
 // WithDefaultWatcher makes prioritized elections read the default revision
-// from w, which the caller runs. Without it, every prioritized election of
-// the process that reads the same webhook and label through the same client
-// shares one watch of it (revisions.SharedDefaultWatcher), started with the
-// first such election (or Group) and stopped with the last; the caller need
-// not build or run a watcher to share one.
+// from w, which the caller runs. Without it, the prioritized elections of
+// one Shared (of one Group, see WithShared) that read the same webhook and
+// label through the same client share one watch of it, started with the
+// first such election and stopped with the last; the caller need not build
+// or run a watcher to share one.
 func WithDefaultWatcher(w revisions.DefaultWatcher) Option {
 	return func(o *options) { o.watcher = w }
 }

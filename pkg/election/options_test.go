@@ -23,8 +23,12 @@ func TestElectorConfigFromOptions(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			o := defaultOptions()
 			o.apply(tc.opts)
+			o.shared = NewShared()
 			l := &LeaderElection{}
 			cfg := l.electorConfig(nil, &o, false)
+			if cfg.Hub != o.shared.hub || cfg.Pacer != o.shared.pacer {
+				t.Error("the elector does not watch through the election's hub and pace with its pacer")
+			}
 			if cfg.StartAtOnceAfterSteal != tc.wantAtOnce {
 				t.Errorf("StartAtOnceAfterSteal = %v, want %v", cfg.StartAtOnceAfterSteal, tc.wantAtOnce)
 			}
@@ -44,6 +48,7 @@ func TestWithTimingSetsTheThreeDurations(t *testing.T) {
 	if err := o.validate(); err != nil {
 		t.Fatal(err)
 	}
+	o.shared = NewShared()
 	cfg := (&LeaderElection{}).electorConfig(nil, &o, false)
 	if cfg.LeaseDuration != 15*time.Second || cfg.RenewDeadline != 10*time.Second || cfg.RetryPeriod != 2*time.Second {
 		t.Fatalf("elector timing %v/%v/%v, want 15s/10s/2s", cfg.LeaseDuration, cfg.RenewDeadline, cfg.RetryPeriod)

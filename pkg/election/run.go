@@ -127,7 +127,7 @@ func (l *LeaderElection) RunContext(ctx context.Context) error {
 }
 
 // startOwned starts what a standalone election runs besides its elector:
-// its view of the process's shared default-revision watcher and the event
+// its view of its Shared's default-revision watcher and the event
 // recorder. The function it returns stops them and waits for them.
 func (l *LeaderElection) startOwned() func() {
 	stopEvents := l.events.start()

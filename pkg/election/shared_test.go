@@ -3,6 +3,8 @@ package election
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -10,8 +12,6 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/meshd-io/meshd/internal/testing/kubetest"
-	"github.com/meshd-io/meshd/pkg/resourcelock"
-	"github.com/meshd-io/meshd/pkg/revisions"
 )
 
 // webhookRequests counts the clientset's lists and watches of webhooks.
@@ -26,21 +26,22 @@ func webhookRequests(c *fake.Clientset) map[string]int {
 }
 
 // TestStandaloneElectionsAndGroupsShareOneDefaultWatch: ten standalone
-// prioritized elections and a group of two, on one client, read the default
-// revision through one watch of the webhook and one shared lock watch per
-// kind; both stop when the last election returns.
+// prioritized elections given one Shared and a group of two built with it,
+// on one client, read the default revision through one watch of the webhook
+// and one lock watch per kind; both stop when the last election returns.
 func TestStandaloneElectionsAndGroupsShareOneDefaultWatch(t *testing.T) {
 	client := kubetest.NewClientset()
+	shared := NewShared()
 	var elections []*LeaderElection
 	for i := range 10 {
 		le, err := New(client, Spec{Namespace: testNS, ElectionID: fmt.Sprintf("e%d", i), Identity: "a", Lock: LeaseLock},
-			WithTTL(2*time.Second))
+			WithTTL(2*time.Second), WithShared(shared))
 		if err != nil {
 			t.Fatal(err)
 		}
 		elections = append(elections, le)
 	}
-	g, err := NewGroup(client, WithTTL(2*time.Second))
+	g, err := NewGroup(client, WithTTL(2*time.Second), WithShared(shared))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,39 +52,149 @@ func TestStandaloneElectionsAndGroupsShareOneDefaultWatch(t *testing.T) {
 		}
 		elections = append(elections, le)
 	}
-	for _, le := range elections {
+	runAll(t, elections[:10], []*Group{g}, func() {
+		if got := shared.Running(); got != (SharedActivity{LockWatches: 1, DefaultWatches: 1}) {
+			t.Errorf("running %+v, want one lock watch and one default-revision watch", got)
+		}
+		if got := webhookRequests(client); got["list"] != 1 || got["watch"] != 1 {
+			t.Errorf("12 elections sent %v for the webhook, want one list and one watch", got)
+		}
+	})
+	if got := shared.Running(); got != (SharedActivity{}) {
+		t.Errorf("running %+v after every election returned, want nothing", got)
+	}
+}
+
+// TestElectionsShareOnlyWhatTheyAreGiven: two groups on one client, and
+// two standalone elections without WithShared, build independent worlds:
+// each opens watches of its own, none sees another's Shared running, and
+// each group's elections share one default identity.
+func TestElectionsShareOnlyWhatTheyAreGiven(t *testing.T) {
+	client := kubetest.NewClientset()
+	var groups []*Group
+	for range 2 {
+		g, err := NewGroup(client, WithTTL(2*time.Second), WithDefaultLock(LeaseLock))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range 3 {
+			if _, err := g.New(Spec{Namespace: testNS, ElectionID: fmt.Sprintf("g%d", i)}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		groups = append(groups, g)
+	}
+	if a, b := groups[0].Shared(), groups[1].Shared(); a == b {
+		t.Fatal("two groups share one Shared")
+	}
+	for _, g := range groups {
+		els := g.Elections()
+		if els[0].Identity() != g.Shared().Identity() || els[1].Identity() != els[0].Identity() {
+			t.Errorf("a group's elections have identities %q, %q; want its Shared's %q", els[0].Identity(), els[1].Identity(), g.Shared().Identity())
+		}
+	}
+	if groups[0].Shared().Identity() == groups[1].Shared().Identity() {
+		t.Error("two groups drew one identity")
+	}
+	var standalone []*LeaderElection
+	for range 2 {
+		le, err := New(client, Spec{Namespace: testNS, ElectionID: "s", Lock: LeaseLock}, WithTTL(2*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		standalone = append(standalone, le)
+	}
+	if standalone[0].Identity() == standalone[1].Identity() {
+		t.Error("two standalone elections without a Shared drew one identity")
+	}
+	runAll(t, standalone, groups, func() {
+		for i, g := range groups {
+			if got := g.Shared().Running(); got != (SharedActivity{LockWatches: 1, DefaultWatches: 1}) {
+				t.Errorf("group %d runs %+v, want one lock watch and one default-revision watch", i, got)
+			}
+		}
+		// Two groups and two standalone elections: four worlds, four
+		// watches of the webhook.
+		if got := webhookRequests(client); got["watch"] != 4 {
+			t.Errorf("four independent worlds opened %d watches of the webhook, want 4", got["watch"])
+		}
+	})
+	for i, g := range groups {
+		if got := g.Shared().Running(); got != (SharedActivity{}) {
+			t.Errorf("group %d runs %+v after Run returned", i, got)
+		}
+	}
+}
+
+// runAll runs the standalone elections and the groups (whose elections must
+// not be among standalone) until every election of both knows its leader
+// and every group has synced, calls during, then stops them all and waits
+// for them.
+func runAll(t *testing.T, standalone []*LeaderElection, groups []*Group, during func()) {
+	t.Helper()
+	all := slices.Clone(standalone)
+	for _, g := range groups {
+		all = append(all, g.Elections()...)
+	}
+	for _, le := range all {
 		le.Add(func(ctx context.Context) error { <-ctx.Done(); return nil })
 	}
-
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
-	for _, le := range elections[:10] {
+	for _, le := range standalone {
 		wg.Go(func() { _ = le.RunContext(ctx) })
 	}
-	wg.Go(func() { _ = g.Run(ctx) })
-	eventually(t, "every election to lead", func() bool {
-		for _, le := range elections {
-			if !le.IsLeader() {
+	for _, g := range groups {
+		wg.Go(func() { _ = g.Run(ctx) })
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			for _, le := range all {
+				t.Logf("%s: %+v", le.ID(), le.Status())
+			}
+			for i, g := range groups {
+				t.Logf("group %d synced %v, running %+v", i, g.Synced(), g.Shared().Running())
+			}
+		}
+	})
+	eventually(t, "every election to know its leader", func() bool {
+		for _, le := range all {
+			if le.Status().Holder == "" {
 				return false
 			}
 		}
-		return g.Synced()
+		for _, g := range groups {
+			if !g.Synced() {
+				return false
+			}
+		}
+		return true
 	})
-	if got := revisions.SharedDefaultWatchers(); got != 1 {
-		t.Errorf("%d default-revision watches run, want 1", got)
-	}
-	if got := resourcelock.SharedWatchHub().Watches(); got != 1 {
-		t.Errorf("%d lock watches run, want 1", got)
-	}
-	if got := webhookRequests(client); got["list"] != 1 || got["watch"] != 1 {
-		t.Errorf("12 elections sent %v for the webhook, want one list and one watch", got)
-	}
+	during()
 	cancel()
 	wg.Wait()
-	if got := revisions.SharedDefaultWatchers(); got != 0 {
-		t.Errorf("%d default-revision watches still run after every election returned", got)
+}
+
+func TestSharedIsRefusedWhereItDoesNotApply(t *testing.T) {
+	client := kubetest.NewClientset()
+	spec := Spec{Namespace: testNS, ElectionID: "x"}
+	if _, err := New(client, spec, WithShared(nil)); err == nil || !strings.Contains(err.Error(), "WithShared") {
+		t.Errorf("WithShared(nil): err %v, want one naming WithShared", err)
 	}
-	if got := resourcelock.SharedWatchHub().Watches(); got != 0 {
-		t.Errorf("%d lock watches still run after every election returned", got)
+	if _, err := New(client, spec, WithShared(&Shared{})); err == nil || !strings.Contains(err.Error(), "NewShared") {
+		t.Errorf("WithShared of a zero Shared: err %v, want one naming NewShared", err)
+	}
+	if _, err := NewGroup(client, WithShared(nil)); err == nil {
+		t.Error("NewGroup accepted WithShared(nil)")
+	}
+	g, err := NewGroup(client)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := g.New(spec, WithShared(NewShared())); err == nil || !strings.Contains(err.Error(), "NewGroup") {
+		t.Errorf("Group.New with WithShared: err %v, want one pointing to NewGroup", err)
+	}
+	if _, err := g.New(spec, WithShared(g.Shared())); err != nil {
+		t.Errorf("Group.New with the group's own Shared: %v", err)
 	}
 }

@@ -1,13 +1,9 @@
 package election
 
 import (
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"os"
 	"strings"
-	"sync"
 
 	"github.com/hashicorp/go-multierror"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -52,7 +48,8 @@ type Spec struct {
 	// constants (IngressController, NamespaceController, ...).
 	ElectionID string
 	// Identity is the holder identity this candidate writes. Empty means
-	// DefaultIdentity(): the host name with a suffix unique to the process.
+	// the Identity of the election's Shared: the host name with a random
+	// suffix, one for all the elections of a Group.
 	Identity string
 	// Revision is the control-plane revision of this instance; empty means
 	// DefaultRevision. It must be a DNS label.
@@ -77,10 +74,11 @@ type Spec struct {
 }
 
 // withDefaults returns s with its empty optional fields filled in;
-// defaultLock is the lock kind of a prioritized election that names none.
-func (s Spec) withDefaults(defaultLock LockKind) Spec {
+// defaultLock is the lock kind of a prioritized election that names none,
+// and identity gives the identity of one that names none.
+func (s Spec) withDefaults(defaultLock LockKind, identity func() string) Spec {
 	if s.Identity == "" {
-		s.Identity = DefaultIdentity()
+		s.Identity = identity()
 	}
 	if s.Revision == "" {
 		s.Revision = DefaultRevision
@@ -136,19 +134,3 @@ func (s Spec) validate() error {
 	}
 	return errs.ErrorOrNil()
 }
-
-// DefaultIdentity is the identity of a candidate whose Spec names none:
-// the host name and a random suffix drawn once per process, so that two
-// processes on one host (or two pods sharing a host name) never share an
-// identity by accident and each believe they hold the lock.
-func DefaultIdentity() string { return processIdentity() }
-
-var processIdentity = sync.OnceValue(func() string {
-	host, err := os.Hostname()
-	if err != nil || host == "" {
-		host = "localhost"
-	}
-	suffix := make([]byte, 4)
-	_, _ = rand.Read(suffix) // never fails (crypto/rand panics rather than return an error)
-	return host + "_" + hex.EncodeToString(suffix)
-})

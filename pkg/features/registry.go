@@ -37,6 +37,9 @@ const (
 // description and validators stay in force and the new ones are ignored.
 type Registry struct {
 	lookup func(string) (string, bool)
+	// logger receives the warnings about invalid values; unset means
+	// zap.L() at the time of the warning, so zap.ReplaceGlobals is honoured.
+	logger atomic.Pointer[zap.Logger]
 
 	mu    sync.Mutex
 	flags map[string]entry
@@ -58,18 +61,18 @@ var defaultRegistry = NewRegistry(os.LookupEnv)
 // the project's flags (see flags.go).
 func Default() *Registry { return defaultRegistry }
 
-// logger receives the warnings about invalid values. When unset, zap.L() is
-// used at the time of the warning, so zap.ReplaceGlobals is honoured.
-var logger atomic.Pointer[zap.Logger]
+// SetLogger sets the logger that receives one warning per invalid value of
+// the Default registry's flags; see Registry.SetLogger.
+func SetLogger(l *zap.Logger) { defaultRegistry.SetLogger(l) }
 
 // SetLogger sets the logger that receives one warning per invalid value. nil
 // restores the default, zap.L(). Warnings are emitted when a flag is first
 // read, so call SetLogger before reading flags to see them; Validate reports
 // the same problems regardless of logging.
-func SetLogger(l *zap.Logger) { logger.Store(l) }
+func (r *Registry) SetLogger(l *zap.Logger) { r.logger.Store(l) }
 
-func currentLogger() *zap.Logger {
-	if l := logger.Load(); l != nil {
+func (r *Registry) currentLogger() *zap.Logger {
+	if l := r.logger.Load(); l != nil {
 		return l
 	}
 	return zap.L()
@@ -240,6 +243,7 @@ func register[T comparable](r *Registry, name, typ string, def T, description st
 		description: description,
 		def:         def,
 		lookup:      r.lookup,
+		logger:      r.currentLogger,
 		parse:       parse,
 		format:      format,
 	}
@@ -303,6 +307,7 @@ type flagState[T comparable] struct {
 	description string
 	def         T
 	lookup      func(string) (string, bool)
+	logger      func() *zap.Logger
 	parse       func(string) (T, error)
 	format      func(T) string
 	validators  []func(T) error
@@ -337,7 +342,7 @@ func (s *flagState[T]) resolve() {
 		}
 		if err != nil {
 			s.err = &ValueError{Name: s.name, Type: s.typ, Value: raw, Default: s.format(s.def), Err: err}
-			currentLogger().Warn("invalid environment variable; using its default",
+			s.logger().Warn("invalid environment variable; using its default",
 				zap.String("name", s.name),
 				zap.String("value", raw),
 				zap.String("default", s.err.Default),

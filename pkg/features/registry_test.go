@@ -279,10 +279,13 @@ func TestValidateCollectsAll(t *testing.T) {
 
 func TestWarningLogged(t *testing.T) {
 	core, logs := observer.New(zapcore.WarnLevel)
-	SetLogger(zap.New(core))
+	r := NewRegistry(newEnv("ENABLE_LEADER_ELECTION", "maybe").lookup)
+	r.SetLogger(zap.New(core))
+	// Another registry's logger, and the Default one's, are not this one's.
+	NewRegistry(nil).SetLogger(zap.NewNop())
+	SetLogger(zap.NewNop())
 	t.Cleanup(func() { SetLogger(nil) })
 
-	r := NewRegistry(newEnv("ENABLE_LEADER_ELECTION", "maybe").lookup)
 	f := r.RegisterBool("ENABLE_LEADER_ELECTION", true, "")
 	f.Get()
 	f.Get()

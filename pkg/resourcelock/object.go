@@ -62,7 +62,7 @@ type objectLock[T kubeObject, L runtime.Object] struct {
 	noWatchList bool
 	// clientNoWatchList is the typed client's own answer.
 	clientNoWatchList bool
-	// hubKey is the client the process's shared watch of this kind and
+	// hubKey is the client a hub's shared watch of this kind and
 	// namespace is keyed by, and goes through: the clientset given to New,
 	// or else the typed client given to the kind's constructor.
 	hubKey any

@@ -59,20 +59,21 @@ type Subscriber struct {
 
 // WatchHub runs one informer per WatchKey for all the locks that subscribe
 // to it, and wakes each subscriber only for its own object. The informer is
-// started by the first subscriber and stopped by the last, so a process
-// following 1000 Leases in one namespace opens one watch instead of 1000.
+// started by the first subscriber and stopped by the last, so 1000 electors
+// following Leases in one namespace through one hub open one watch instead
+// of 1000.
 //
-// A WatchHub is safe for concurrent use. The zero value is not usable: call
-// NewWatchHub or use SharedWatchHub.
+// Nothing is shared beyond one hub: the program creates a hub and hands it
+// to every lock follower that should share watches (package election's
+// Group does so for its elections), and two hubs never share a watch.
+//
+// A WatchHub is safe for concurrent use. It runs goroutines only while it
+// has subscribers, so an unused hub needs no stopping. The zero value is an
+// empty hub, as NewWatchHub returns.
 type WatchHub struct {
 	mu      sync.Mutex
 	entries map[WatchKey]*hubEntry
 }
-
-var processHub = NewWatchHub()
-
-// SharedWatchHub is the process-wide hub that electors use.
-func SharedWatchHub() *WatchHub { return processHub }
 
 // NewWatchHub returns an empty hub.
 func NewWatchHub() *WatchHub { return &WatchHub{entries: map[WatchKey]*hubEntry{}} }
@@ -112,6 +113,9 @@ func (h *WatchHub) join(sw SharedWatch, name string, s Subscriber) (unsubscribe 
 	h.mu.Lock()
 	e, ok := h.entries[sw.Key]
 	if !ok {
+		if h.entries == nil {
+			h.entries = map[WatchKey]*hubEntry{}
+		}
 		e = startHubEntry(sw)
 		h.entries[sw.Key] = e
 	}

@@ -138,7 +138,7 @@ func TestHubGivesALateSubscriberTheCachedObject(t *testing.T) {
 	defer goleak.VerifyNone(t)
 	lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "lock-1", Namespace: "ns", ResourceVersion: "7"}}
 	client := fake.NewClientset(lease)
-	hub := NewWatchHub()
+	hub := new(WatchHub) // the zero value is an empty hub
 	locks := newLeaseLocks(t, client, "ns", 2)
 	first := &recorder{}
 	defer hub.Subscribe(locks[0], first.subscriber())()

@@ -11,19 +11,43 @@ import (
 	"k8s.io/client-go/kubernetes"
 )
 
-// SharedDefaultWatcher returns a DefaultWatcher that shares one watch of the
-// webhook with every other watcher of the process built by this function for
-// the same client, webhook name and revision label. The shared watch starts
-// when the first of them runs and stops (its goroutines awaited) when the
-// last one's Run returns; a later Run starts a fresh one. Options are
-// validated as by NewDefaultWatcher; the logger of the first running watcher
-// is the shared watch's.
+// SharedWatchers shares watches of the default revision among the
+// watchers it builds: every watcher of one SharedWatchers for the same
+// client, webhook name and revision label reads one watch of the webhook.
+// Watchers of two SharedWatchers never share a watch, so a program (or a
+// test building two independent worlds in one process) decides what is
+// shared by which SharedWatchers it passes around; package election's Group
+// keeps one for its elections.
+//
+// A SharedWatchers runs goroutines only while one of its watchers runs, so
+// an unused one needs no stopping. It is safe for concurrent use. The zero
+// value is not usable: call NewSharedWatchers.
+type SharedWatchers struct {
+	mu      sync.Mutex
+	entries map[sharedKey]*sharedEntry
+}
+
+// NewSharedWatchers returns a SharedWatchers that runs no watch yet.
+func NewSharedWatchers() *SharedWatchers {
+	return &SharedWatchers{entries: map[sharedKey]*sharedEntry{}}
+}
+
+// Watcher returns a DefaultWatcher that shares one watch of the webhook
+// with every other watcher built by s for the same client, webhook name
+// and revision label. The shared watch starts when the first of them runs
+// and stops (its goroutines awaited) when the last one's Run returns; a
+// later Run starts a fresh one. Options are validated as by
+// NewDefaultWatcher; the logger of the first running watcher is the shared
+// watch's.
 //
 // Each returned watcher keeps its own handlers, called only while its Run is
 // running; GetDefault and HasSynced report the shared watch while Run is
 // running, and "" and false otherwise. A client whose type cannot be a map
 // key gets a watcher of its own.
-func SharedDefaultWatcher(client kubernetes.Interface, opts Options) (DefaultWatcher, error) {
+func (s *SharedWatchers) Watcher(client kubernetes.Interface, opts Options) (DefaultWatcher, error) {
+	if s == nil || s.entries == nil {
+		return nil, errors.New("revisions: SharedWatchers not built with NewSharedWatchers")
+	}
 	if client == nil {
 		return nil, errors.New("revisions: nil Kubernetes client")
 	}
@@ -35,34 +59,23 @@ func SharedDefaultWatcher(client kubernetes.Interface, opts Options) (DefaultWat
 		return NewDefaultWatcher(client, opts)
 	}
 	key := sharedKey{client: client, webhook: opts.WebhookName, label: opts.RevisionLabel}
-	return &sharedWatcher{registry: processWatchers, key: key, opts: opts}, nil
+	return &sharedWatcher{registry: s, key: key, opts: opts}, nil
 }
 
-// SharedDefaultWatchers is the number of shared default-revision watches the
-// process runs now.
-func SharedDefaultWatchers() int { return processWatchers.count() }
+// Running is the number of shared watches s runs now.
+func (s *SharedWatchers) Running() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.entries)
+}
 
 type sharedKey struct {
 	client         kubernetes.Interface
 	webhook, label string
 }
 
-// watcherRegistry holds the running shared watches.
-type watcherRegistry struct {
-	mu      sync.Mutex
-	entries map[sharedKey]*sharedEntry
-}
-
-var processWatchers = &watcherRegistry{entries: map[sharedKey]*sharedEntry{}}
-
-func (r *watcherRegistry) count() int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return len(r.entries)
-}
-
 // join returns the running entry of key, starting one if there is none.
-func (r *watcherRegistry) join(key sharedKey, opts Options, w *sharedWatcher) (*sharedEntry, error) {
+func (r *SharedWatchers) join(key sharedKey, opts Options, w *sharedWatcher) (*sharedEntry, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	e, ok := r.entries[key]
@@ -80,7 +93,7 @@ func (r *watcherRegistry) join(key sharedKey, opts Options, w *sharedWatcher) (*
 }
 
 // leave removes w from e and stops e when w was the last one in it.
-func (r *watcherRegistry) leave(e *sharedEntry, w *sharedWatcher) {
+func (r *SharedWatchers) leave(e *sharedEntry, w *sharedWatcher) {
 	e.remove(w)
 	r.mu.Lock()
 	e.refs--
@@ -99,7 +112,7 @@ func (r *watcherRegistry) leave(e *sharedEntry, w *sharedWatcher) {
 type sharedEntry struct {
 	key   sharedKey
 	inner DefaultWatcher
-	refs  int // guarded by watcherRegistry.mu
+	refs  int // guarded by SharedWatchers.mu
 	stop  chan struct{}
 	done  chan struct{}
 
@@ -152,7 +165,7 @@ func (e *sharedEntry) changed(revision string) {
 
 // sharedWatcher is one user's view of a shared watch.
 type sharedWatcher struct {
-	registry *watcherRegistry
+	registry *SharedWatchers
 	key      sharedKey
 	opts     Options
 

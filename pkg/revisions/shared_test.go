@@ -21,23 +21,24 @@ func webhookVerbs(c *fake.Clientset) map[string]int {
 	return out
 }
 
-func TestSharedDefaultWatchersOfOneClientShareOneWatch(t *testing.T) {
+func TestSharedWatchersOfOneClientShareOneWatch(t *testing.T) {
 	defer goleak.VerifyNone(t)
 	client := fake.NewClientset(webhook("istio-revision-tag-default", rev("canary")))
 	other := fake.NewClientset()
-	t.Run("run", func(t *testing.T) { runSharedWatchers(t, client, other) })
-	if got := SharedDefaultWatchers(); got != 0 {
+	shared := NewSharedWatchers()
+	t.Run("run", func(t *testing.T) { runSharedWatchers(t, shared, client, other) })
+	if got := shared.Running(); got != 0 {
 		t.Fatalf("%d shared watches run after every user stopped", got)
 	}
 }
 
-func runSharedWatchers(t *testing.T, client, other *fake.Clientset) {
+func runSharedWatchers(t *testing.T, shared *SharedWatchers, client, other *fake.Clientset) {
 	const name = "istio-revision-tag-default"
 	const n = 30
 	recs := make([]*recorder, n)
 	for i := range recs {
 		recs[i] = &recorder{}
-		w, err := SharedDefaultWatcher(client, Options{})
+		w, err := shared.Watcher(client, Options{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -52,13 +53,13 @@ func runSharedWatchers(t *testing.T, client, other *fake.Clientset) {
 		client *fake.Clientset
 		opts   Options
 	}{{client, Options{RevisionLabel: "example.com/rev"}}, {other, Options{}}} {
-		w, err := SharedDefaultWatcher(c.client, c.opts)
+		w, err := shared.Watcher(c.client, c.opts)
 		if err != nil {
 			t.Fatal(err)
 		}
 		start(t, w)
 	}
-	if got := SharedDefaultWatchers(); got != 3 {
+	if got := shared.Running(); got != 3 {
 		t.Fatalf("%d shared watches run, want 3 (two labels on one client, one on another)", got)
 	}
 	if got := webhookVerbs(client); got["list"] != 2 || got["watch"] != 2 {
@@ -77,11 +78,12 @@ func runSharedWatchers(t *testing.T, client, other *fake.Clientset) {
 func TestSharedDefaultWatcherStopsWithItsLastUserAndRestarts(t *testing.T) {
 	defer goleak.VerifyNone(t)
 	client := fake.NewClientset()
+	shared := NewSharedWatchers()
 	for round := range 3 {
 		var wg sync.WaitGroup
 		stop := make(chan struct{})
 		for range 10 {
-			w, err := SharedDefaultWatcher(client, Options{})
+			w, err := shared.Watcher(client, Options{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -91,10 +93,10 @@ func TestSharedDefaultWatcherStopsWithItsLastUserAndRestarts(t *testing.T) {
 				w.Run(stop)
 			}()
 		}
-		waitUntil(t, "the shared watch to start", func() bool { return SharedDefaultWatchers() == 1 })
+		waitUntil(t, "the shared watch to start", func() bool { return shared.Running() == 1 })
 		close(stop)
 		wg.Wait()
-		if got := SharedDefaultWatchers(); got != 0 {
+		if got := shared.Running(); got != 0 {
 			t.Fatalf("round %d: %d shared watches run after every user stopped", round, got)
 		}
 	}
@@ -104,7 +106,7 @@ func TestSharedDefaultWatcherStopsWithItsLastUserAndRestarts(t *testing.T) {
 }
 
 func TestSharedDefaultWatcherRejectsBadOptions(t *testing.T) {
-	_, err := SharedDefaultWatcher(fake.NewClientset(), Options{WebhookName: "Not_Valid", RevisionLabel: "bad label"})
+	_, err := NewSharedWatchers().Watcher(fake.NewClientset(), Options{WebhookName: "Not_Valid", RevisionLabel: "bad label"})
 	if err == nil {
 		t.Fatal("bad options were accepted")
 	}
@@ -113,8 +115,53 @@ func TestSharedDefaultWatcherRejectsBadOptions(t *testing.T) {
 			t.Errorf("error %q does not name %s", err, field)
 		}
 	}
-	if _, err := SharedDefaultWatcher(nil, Options{}); err == nil {
+	if _, err := NewSharedWatchers().Watcher(nil, Options{}); err == nil {
 		t.Fatal("a nil client was accepted")
+	}
+	var unbuilt *SharedWatchers
+	if _, err := unbuilt.Watcher(fake.NewClientset(), Options{}); err == nil {
+		t.Fatal("a nil SharedWatchers built a watcher")
+	}
+	if _, err := new(SharedWatchers).Watcher(fake.NewClientset(), Options{}); err == nil {
+		t.Fatal("a zero SharedWatchers built a watcher")
+	}
+}
+
+// TestTwoSharedWatchersNeverShareAWatch: watchers of the same client and
+// webhook built by two SharedWatchers (two programs, or two worlds of a
+// test, in one process) each read a watch of their own and stop apart.
+func TestTwoSharedWatchersNeverShareAWatch(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	client := fake.NewClientset(webhook("istio-revision-tag-default", rev("canary")))
+	a, b := NewSharedWatchers(), NewSharedWatchers()
+	wa, err := a.Watcher(client, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wb, err := b.Watcher(client, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stopA, stopB := make(chan struct{}), make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() { wa.Run(stopA) })
+	wg.Go(func() { wb.Run(stopB) })
+	waitUntil(t, "both watchers to sync", func() bool { return wa.HasSynced() && wb.HasSynced() })
+	if a.Running() != 1 || b.Running() != 1 {
+		t.Fatalf("running watches %d and %d, want one each", a.Running(), b.Running())
+	}
+	if got := webhookVerbs(client); got["watch"] != 2 {
+		t.Fatalf("two SharedWatchers opened %d watches of the webhook, want 2", got["watch"])
+	}
+	close(stopA)
+	waitUntil(t, "the first watch to stop", func() bool { return a.Running() == 0 })
+	if b.Running() != 1 || wb.GetDefault() != "canary" {
+		t.Fatalf("stopping one world's watcher stopped the other's (running %d, default %q)", b.Running(), wb.GetDefault())
+	}
+	close(stopB)
+	wg.Wait()
+	if b.Running() != 0 {
+		t.Fatalf("%d watches still run", b.Running())
 	}
 }
 

@@ -74,7 +74,7 @@ func TestSupported(t *testing.T) {
 func TestPrioritizedStrategy(t *testing.T) {
 	ns := cluster.NewNamespace(t)
 	client := cluster.Client
-	roster, release, err := coordinated.AcquireRoster(client, ns, nil)
+	roster, release, err := coordinated.NewRosters().Acquire(client, ns, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -194,7 +194,7 @@ func checkCandidates(t *testing.T, ns string, names map[string]string) {
 func TestPingSkipsTheSilent(t *testing.T) {
 	ns := cluster.NewNamespace(t)
 	client := cluster.Client
-	roster, release, err := coordinated.AcquireRoster(client, ns, nil)
+	roster, release, err := coordinated.NewRosters().Acquire(client, ns, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

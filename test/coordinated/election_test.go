@@ -47,10 +47,12 @@ func electionOpts(t *testing.T, name string) []election.Option {
 // both stopped by the returned instance's stop.
 func startInstance(t *testing.T, b *background, ns, identity, revision string, remote bool, l *ledger.Ledger) *meshInstance {
 	t.Helper()
+	// The candidate and its coordinator are one process: one Shared.
+	shared := election.WithShared(election.NewShared())
 	le, err := election.New(cluster.Client, election.Spec{
 		Namespace: ns, ElectionID: statusLease, Identity: identity, Revision: revision, Remote: remote,
 		Lock: election.LeaseLock, Mode: election.Coordinated,
-	}, electionOpts(t, identity)...)
+	}, append(electionOpts(t, identity), shared)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,7 +60,7 @@ func startInstance(t *testing.T, b *background, ns, identity, revision string, r
 		l.Wrap(statusLease, identity, func(ctx context.Context) { <-ctx.Done() })(ctx)
 		return nil
 	})
-	coord, err := election.NewCoordinator(cluster.Client, ns, identity, nil, electionOpts(t, identity+"-coordinator")...)
+	coord, err := election.NewCoordinator(cluster.Client, ns, identity, nil, append(electionOpts(t, identity+"-coordinator"), shared)...)
 	if err != nil {
 		t.Fatal(err)
 	}

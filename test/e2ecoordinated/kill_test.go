@@ -65,7 +65,7 @@ func TestKillCoordinatorProcess(t *testing.T) {
 // victim's candidate.
 func killCoordinator(t *testing.T, m *mesh, victim *meshdproc.Process, holder, after string, all []*meshdproc.Process) {
 	t.Helper()
-	roster, release, err := coordinated.AcquireRoster(client, m.ns, nil)
+	roster, release, err := coordinated.NewRosters().Acquire(client, m.ns, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

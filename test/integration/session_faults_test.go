@@ -33,6 +33,8 @@ import (
 // chosen substring can be refused.
 type faultLink struct {
 	client kubernetes.Interface
+	// shared is what the elections of the link's process share.
+	shared *election.Shared
 	// cut fails every request, as a partition from the API server does.
 	cut   atomic.Bool
 	stall atomic.Bool
@@ -131,7 +133,7 @@ func (b *stallBody) Close() error {
 
 func newFaultLink(t *testing.T, c *testcluster.Cluster) *faultLink {
 	t.Helper()
-	link := &faultLink{counts: map[string]int{}}
+	link := &faultLink{counts: map[string]int{}, shared: election.NewShared()}
 	link.failWrites.Store("")
 	cfg := rest.CopyConfig(c.Config)
 	cfg.QPS, cfg.Burst = -1, 0
@@ -144,6 +146,12 @@ func newFaultLink(t *testing.T, c *testcluster.Cluster) *faultLink {
 	// Never leave a stalled stream behind: the watches must be able to stop.
 	t.Cleanup(func() { link.stall.Store(false); link.cut.Store(false); link.failWrites.Store("") })
 	return link
+}
+
+// opts are the options of an election of the link's process: the test's,
+// then extra, and the process's Shared.
+func (l *faultLink) opts(t *testing.T, extra ...election.Option) []election.Option {
+	return append(opts(t, extra...), election.WithShared(l.shared))
 }
 
 // sessionLeases lists the session Leases of ns.
@@ -191,7 +199,7 @@ func sessionTokenOf(t *testing.T, c *testcluster.Cluster, ns, identity string) s
 // sessionElection starts one election with sessions over link.
 func sessionElection(t *testing.T, link *faultLink, spec election.Spec, name string, l *ledger.Ledger, extra ...election.Option) *instance {
 	t.Helper()
-	le, err := election.New(link.client, spec, opts(t, append([]election.Option{election.WithSessions(true)}, extra...)...)...)
+	le, err := election.New(link.client, spec, link.opts(t, append([]election.Option{election.WithSessions(true)}, extra...)...)...)
 	if l != nil {
 		return ledgered(t, l, name, le, err)
 	}
@@ -506,7 +514,7 @@ func runStalledWatchSteal(t *testing.T, sessions, stall bool) {
 		return election.Spec{Namespace: ns, ElectionID: "steal", Identity: identity, Revision: rev, Lock: election.LeaseLock}
 	}
 	start := func(link *faultLink, identity, rev string) *instance {
-		le, err := election.New(link.client, spec(identity, rev), opts(t, election.WithSessions(sessions),
+		le, err := election.New(link.client, spec(identity, rev), link.opts(t, election.WithSessions(sessions),
 			election.WithHandover(false, 0), election.WithReleaseOnCancel(false))...)
 		return ledgered(t, l, identity, le, err)
 	}
@@ -557,7 +565,7 @@ func runStalledFollower(t *testing.T, sessions bool) {
 	ns := c.NewNamespace(t)
 	l := &ledger.Ledger{}
 	start := func(link *faultLink, identity string) *instance {
-		le, err := election.New(link.client, leaseSpec(ns, "sf", identity), opts(t, election.WithSessions(sessions))...)
+		le, err := election.New(link.client, leaseSpec(ns, "sf", identity), link.opts(t, election.WithSessions(sessions))...)
 		return ledgered(t, l, identity, le, err)
 	}
 	aLink, bLink := newFaultLink(t, c), newFaultLink(t, c)

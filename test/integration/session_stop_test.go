@@ -65,7 +65,7 @@ func TestTwoTTLsUseTwoSessionLeases(t *testing.T) {
 	ns := c.NewNamespace(t)
 	link := newFaultLink(t, c)
 	x := sessionElection(t, link, leaseSpec(ns, "ttl-a", "p"), "x", nil)
-	le, err := election.New(link.client, leaseSpec(ns, "ttl-b", "p"), append(opts(t, election.WithSessions(true)), election.WithTTL(1500*time.Millisecond))...)
+	le, err := election.New(link.client, leaseSpec(ns, "ttl-b", "p"), append(link.opts(t, election.WithSessions(true)), election.WithTTL(1500*time.Millisecond))...)
 	y := newInstance(t, "y", le, err)
 	testutil.Eventually(t, 10*time.Second, testutil.Check("both to lead", func() bool { return x.leads() && y.leads() }))
 	time.Sleep(2 * ttl)

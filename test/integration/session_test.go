@@ -31,7 +31,7 @@ func startSessionProcess(t *testing.T, c *testcluster.Cluster, ns, identity stri
 	p := &sessionProcess{link: link}
 	for i := range n {
 		le, err := election.New(link.client, election.Spec{Namespace: ns, ElectionID: fmt.Sprintf("sess-%d", i),
-			Identity: identity, Lock: election.LeaseLock}, opts(t, append([]election.Option{election.WithSessions(true)}, extra...)...)...)
+			Identity: identity, Lock: election.LeaseLock}, link.opts(t, append([]election.Option{election.WithSessions(true)}, extra...)...)...)
 		p.instances = append(p.instances, newInstance(t, fmt.Sprintf("%s/%d", identity, i), le, err))
 	}
 	return p
@@ -148,7 +148,7 @@ func TestSessionCandidateRenewsItsRecordInAMixedElection(t *testing.T) {
 	plain := newInstance(t, "plain", le, err)
 	testutil.Eventually(t, 10*time.Second, testutil.Check("plain to lead", plain.leads))
 	link := newFaultLink(t, c)
-	le, err = election.New(link.client, spec("s"), opts(t, election.WithSessions(true))...)
+	le, err = election.New(link.client, spec("s"), link.opts(t, election.WithSessions(true))...)
 	s := newInstance(t, "s", le, err)
 	time.Sleep(ttl / 2)
 	plain.stop() // releases: s takes over at once

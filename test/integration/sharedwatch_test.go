@@ -17,8 +17,6 @@ import (
 	"github.com/meshd-io/meshd/internal/testing/testcluster"
 	"github.com/meshd-io/meshd/internal/testing/testutil"
 	"github.com/meshd-io/meshd/pkg/election"
-	"github.com/meshd-io/meshd/pkg/resourcelock"
-	"github.com/meshd-io/meshd/pkg/revisions"
 )
 
 // requestLog counts the requests a client sends, keyed by
@@ -137,13 +135,14 @@ func TestTwoHundredElectionsOfOneProcessShareOneWatch(t *testing.T) {
 	setDefaultRevision(t, c.Client, ns, "stable")
 	client, log := countedClient(t, c)
 
+	shared := election.NewShared()
 	t.Run("run", func(t *testing.T) {
 		const n = 200
 		les := make([]*election.LeaderElection, n)
 		for i := range les {
 			var err error
 			les[i], err = election.NewLeaseLeaderElection(ns, "p1", fmt.Sprintf("e%03d", i), "stable", client,
-				opts(t, election.WithTTL(10*time.Second))...)
+				opts(t, election.WithTTL(10*time.Second), election.WithShared(shared))...)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -179,11 +178,8 @@ func TestTwoHundredElectionsOfOneProcessShareOneWatch(t *testing.T) {
 			t.Errorf("%d responses 5xx", log.serverErrors)
 		}
 	})
-	if got := resourcelock.SharedWatchHub().Watches(); got != 0 {
-		t.Errorf("%d lock watches still run after every election stopped", got)
-	}
-	if got := revisions.SharedDefaultWatchers(); got != 0 {
-		t.Errorf("%d default-revision watches still run after every election stopped", got)
+	if got := shared.Running(); got != (election.SharedActivity{}) {
+		t.Errorf("%+v still run after every election stopped, want nothing", got)
 	}
 }
 
@@ -199,11 +195,14 @@ func TestConfigMapLocksFollowMetadataAndKeepDataAcrossATakeover(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// build makes the elections of one process, which share one Shared.
 	build := func(t *testing.T, identity string, client kubernetes.Interface) []*election.LeaderElection {
 		les := make([]*election.LeaderElection, n)
+		shared := election.NewShared()
 		for i := range les {
 			var err error
-			les[i], err = election.NewLeaderElection(ns, identity, fmt.Sprintf("cm%02d", i), "stable", client, opts(t)...)
+			les[i], err = election.NewLeaderElection(ns, identity, fmt.Sprintf("cm%02d", i), "stable", client,
+				opts(t, election.WithShared(shared))...)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -167,7 +167,7 @@ func (c *candidate) electorConfig(lock resourcelock.Interface) elector.Config {
 // term, until stopped. In session mode the process's session is the real
 // one of package session, writing its Lease through the process's own
 // client and following Leases through the process's own watch (the lock's
-// shared watch), so every fault of the process hits it too.
+// hub's watch), so every fault of the process hits it too.
 func (c *candidate) start() error {
 	c.starts++
 	client := newActorClient(c.w.api, c.state)
@@ -177,6 +177,10 @@ func (c *candidate) start() error {
 		return fmt.Errorf("lock of %s: %w", c.id, err)
 	}
 	cfg := c.electorConfig(lock)
+	// What a process shares among its elections is its own, made anew at
+	// every start: nothing of one process (or of one World) reaches
+	// another. The session follows Leases through the elector's hub.
+	cfg.Hub, cfg.Pacer = resourcelock.NewWatchHub(), elector.NewPacer()
 	var member *session.Member
 	if c.spec.Session {
 		t := c.w.sched.Timing
@@ -184,6 +188,7 @@ func (c *candidate) start() error {
 			Client: client, Namespace: c.w.sched.Namespace, Identity: c.id,
 			LeaseDuration: t.LeaseDuration, RenewDeadline: t.RenewDeadline, RetryPeriod: t.RetryPeriod,
 			Clock: c.w.clock, Logger: c.w.electorLogger(c.id + "/session"),
+			Sessions: session.NewSessions(cfg.Hub),
 		})
 		if err != nil {
 			return fmt.Errorf("session of %s: %w", c.id, err)

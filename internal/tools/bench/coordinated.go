@@ -199,8 +199,11 @@ func (s *coordSet) start(id, rev string, remote bool) (*coordInstance, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The candidate and the coordinator are one process: they share one
+	// roster of candidates and one watch of the default revision.
 	opts := []election.Option{election.WithTTL(s.cfg.TTL),
-		election.WithStopTimeout(features.LeaderElectionStopTimeout.Default())}
+		election.WithStopTimeout(features.LeaderElectionStopTimeout.Default()),
+		election.WithShared(election.NewShared())}
 	le, err := election.New(client, election.Spec{Namespace: s.ns, ElectionID: coordLock, Identity: id,
 		Revision: rev, Remote: remote, Lock: election.LeaseLock, Mode: election.Coordinated}, opts...)
 	if err != nil {

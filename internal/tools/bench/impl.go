@@ -8,6 +8,7 @@ import (
 	"go.uber.org/zap"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/meshd-io/meshd/pkg/election"
 	"github.com/meshd-io/meshd/pkg/revisions"
 )
 
@@ -66,6 +67,10 @@ type Spec struct {
 	// Revision means a plain election. client-go has no priorities.
 	Revision string
 	Watcher  revisions.DefaultWatcher
+	// Shared is what a meshd candidate shares with the other elections of
+	// its process (watches, sessions, pacing); nil gives it its own, as a
+	// process running this one election has.
+	Shared *election.Shared
 
 	// Work runs while the candidate leads, until its context ends.
 	Work func(ctx context.Context)

@@ -43,6 +43,9 @@ func newMeshd(s Spec) (*meshdCandidate, error) {
 	if s.Watcher != nil {
 		opts = append(opts, election.WithDefaultWatcher(s.Watcher))
 	}
+	if s.Shared != nil {
+		opts = append(opts, election.WithShared(s.Shared))
+	}
 	rev := s.Revision
 	if rev == "" {
 		rev = election.DefaultRevision

@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/meshd-io/meshd/pkg/election"
 	"go.uber.org/zap"
 	"k8s.io/client-go/tools/clientcmd"
 )
@@ -179,13 +180,16 @@ func runReplica(ctx context.Context, o ReplicaOptions, in io.Reader, enc *json.E
 		revision = "default"
 	}
 	baseGoroutines := runtime.NumGoroutine()
+	// What the process's elections share (one watch per kind, one pacer),
+	// as a Group would give them.
+	shared := election.NewShared()
 	cands := make([]Candidate, o.Elections)
 	locks := make([]string, o.Elections)
 	for i := range cands {
 		locks[i] = fmt.Sprintf("e%04d", i)
 		cands[i], err = NewCandidate(Spec{
 			Impl: o.Impl, Client: client, Namespace: o.Namespace, Lock: locks[i],
-			Identity: o.Identity, TTL: o.TTL, Logger: logger, Work: work, Revision: revision,
+			Identity: o.Identity, TTL: o.TTL, Logger: logger, Work: work, Revision: revision, Shared: shared,
 		})
 		if err != nil {
 			return err

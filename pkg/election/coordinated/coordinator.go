@@ -58,6 +58,10 @@ type CoordinatorConfig struct {
 	// the kind of decision (one write may carry two: strategy and prefer).
 	// It must be safe for concurrent use and return quickly.
 	Metrics func(lease string, d Decision)
+	// Rosters is where the coordinator gets its roster of the namespace's
+	// candidates, shared with the candidates that use the same Rosters,
+	// client and clock. Nil means a Rosters of its own.
+	Rosters *Rosters
 }
 
 // Coordinator decides who holds the Leases of a namespace whose candidates
@@ -135,6 +139,9 @@ func NewCoordinator(client kubernetes.Interface, cfg CoordinatorConfig) (*Coordi
 	if cfg.Logger == nil {
 		cfg.Logger = zap.NewNop()
 	}
+	if cfg.Rosters == nil {
+		cfg.Rosters = NewRosters()
+	}
 	if cfg.Metrics == nil {
 		cfg.Metrics = func(string, Decision) {}
 	}
@@ -181,7 +188,7 @@ func (c *Coordinator) Run(ctx context.Context) error {
 	if !first {
 		return errors.New("coordinated: Coordinator.Run called twice")
 	}
-	roster, release, err := AcquireRoster(c.client, c.cfg.Namespace, c.cfg.Clock)
+	roster, release, err := c.cfg.Rosters.Acquire(c.client, c.cfg.Namespace, c.cfg.Clock)
 	if err != nil {
 		return err
 	}

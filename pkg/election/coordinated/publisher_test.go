@@ -68,7 +68,7 @@ func testSpec() CandidateSpec {
 
 func TestNewPublisherValidates(t *testing.T) {
 	client := fake.NewClientset()
-	roster, release, err := AcquireRoster(client, testNS, clocktesting.NewFakeClock(t0))
+	roster, release, err := NewRosters().Acquire(client, testNS, clocktesting.NewFakeClock(t0))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,7 +116,7 @@ func TestNewPublisherValidates(t *testing.T) {
 func runPublisher(t *testing.T, client *fake.Clientset, clk *clocktesting.FakeClock, spec CandidateSpec) (*Publisher, func() error) {
 	t.Helper()
 	withResourceVersions(client)
-	roster, release, err := AcquireRoster(client, testNS, clk)
+	roster, release, err := NewRosters().Acquire(client, testNS, clk)
 	if err != nil {
 		t.Fatal(err)
 	}

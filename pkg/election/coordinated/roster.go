@@ -17,8 +17,8 @@ import (
 const leaseNameIndex = "leaseName"
 
 // Roster is a cache of the LeaseCandidates of one namespace, shared by every
-// user in a process that passes the same client, namespace and clock to
-// AcquireRoster. It starts with its first acquisition and stops, with every
+// user that passes the same client, namespace and clock to Acquire of the
+// same Rosters. It starts with its first acquisition and stops, with every
 // goroutine it started, when the last one is released.
 //
 // Its answers are as fresh as its watch (normally well under a second
@@ -31,7 +31,8 @@ type Roster struct {
 	informer cache.SharedIndexInformer
 	synced   cache.InformerSynced
 	stop     chan struct{}
-	refs     int // guarded by registry.mu
+	owner    *Rosters
+	refs     int // guarded by owner.mu
 
 	mu     sync.Mutex
 	nextID int
@@ -45,20 +46,42 @@ type rosterKey struct {
 	clock     clock.PassiveClock
 }
 
-var registry = struct {
+// Rosters holds the running Rosters that its users share: one per client,
+// namespace and clock. Users of two Rosters never share a Roster, so the
+// program (or a test building independent worlds in one process) decides
+// what is shared by which Rosters it passes in; package election's Group
+// keeps one for its elections.
+//
+// A Rosters runs goroutines only while one of its Rosters is acquired. It
+// is safe for concurrent use. The zero value is not usable: call
+// NewRosters.
+type Rosters struct {
 	mu      sync.Mutex
 	rosters map[rosterKey]*Roster
-}{rosters: map[rosterKey]*Roster{}}
+}
 
-// AcquireRoster returns the Roster of namespace for client, starting it if
-// no one in the process uses it yet. clk (nil means the real clock) judges
-// liveness. Call release once when done; the last release stops the Roster
-// and waits for its goroutines. client and clk must be comparable values
-// (pointers, as clientsets and fake clocks are) because they identify the
-// shared Roster.
-func AcquireRoster(client kubernetes.Interface, namespace string, clk clock.PassiveClock) (*Roster, func(), error) {
+// NewRosters returns a Rosters that runs no Roster yet.
+func NewRosters() *Rosters { return &Rosters{rosters: map[rosterKey]*Roster{}} }
+
+// Running is the number of Rosters running now.
+func (rs *Rosters) Running() int {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	return len(rs.rosters)
+}
+
+// Acquire returns the Roster of namespace for client, starting it if no
+// user of rs uses it yet. clk (nil means the real clock) judges liveness.
+// Call release once when done; the last release stops the Roster and waits
+// for its goroutines. client and clk must be comparable values (pointers,
+// as clientsets and fake clocks are) because they identify the shared
+// Roster.
+func (rs *Rosters) Acquire(client kubernetes.Interface, namespace string, clk clock.PassiveClock) (*Roster, func(), error) {
+	if rs == nil || rs.rosters == nil {
+		return nil, nil, errors.New("coordinated: Rosters not built with NewRosters")
+	}
 	if client == nil || namespace == "" {
-		return nil, nil, errors.New("coordinated: AcquireRoster needs a client and a namespace")
+		return nil, nil, errors.New("coordinated: Acquire needs a client and a namespace")
 	}
 	if clk == nil {
 		clk = clock.RealClock{}
@@ -67,23 +90,23 @@ func AcquireRoster(client kubernetes.Interface, namespace string, clk clock.Pass
 		return nil, nil, fmt.Errorf("coordinated: client %T or clock %T cannot identify a shared roster (not comparable)", client, clk)
 	}
 	key := rosterKey{client: client, namespace: namespace, clock: clk}
-	registry.mu.Lock()
-	r := registry.rosters[key]
+	rs.mu.Lock()
+	r := rs.rosters[key]
 	if r == nil {
 		var err error
-		if r, err = startRoster(key); err != nil {
-			registry.mu.Unlock()
+		if r, err = startRoster(key, rs); err != nil {
+			rs.mu.Unlock()
 			return nil, nil, err
 		}
-		registry.rosters[key] = r
+		rs.rosters[key] = r
 	}
 	r.refs++
-	registry.mu.Unlock()
+	rs.mu.Unlock()
 	var once sync.Once
 	return r, func() { once.Do(r.release) }, nil
 }
 
-func startRoster(key rosterKey) (*Roster, error) {
+func startRoster(key rosterKey, owner *Rosters) (*Roster, error) {
 	factory := informers.NewSharedInformerFactoryWithOptions(key.client, 0, informers.WithNamespace(key.namespace))
 	inf := factory.Coordination().V1beta1().LeaseCandidates().Informer()
 	if err := inf.AddIndexers(cache.Indexers{leaseNameIndex: indexByLeaseName}); err != nil {
@@ -91,7 +114,7 @@ func startRoster(key rosterKey) (*Roster, error) {
 	}
 	r := &Roster{
 		key: key, clock: key.clock, factory: factory, informer: inf,
-		stop:   make(chan struct{}),
+		stop: make(chan struct{}), owner: owner,
 		byName: map[string]map[int]func(*coordinationv1beta1.LeaseCandidate){},
 		all:    map[int]func(string){},
 	}
@@ -116,13 +139,13 @@ func indexByLeaseName(obj any) ([]string, error) {
 }
 
 func (r *Roster) release() {
-	registry.mu.Lock()
+	r.owner.mu.Lock()
 	r.refs--
 	last := r.refs == 0
 	if last {
-		delete(registry.rosters, r.key)
+		delete(r.owner.rosters, r.key)
 	}
-	registry.mu.Unlock()
+	r.owner.mu.Unlock()
 	if last {
 		close(r.stop)
 		r.factory.Shutdown()
@@ -175,7 +198,7 @@ func (r *Roster) Ranked(leaseName, defaultRevision string) []Member {
 // object as that change left it (nil after a delete), from the Roster's
 // event goroutine. Events arrive in order but may trail the cache: judge a
 // change by the object passed, not by Get. fn must not modify the object,
-// must return quickly and must not call AcquireRoster or a release. Call
+// must return quickly and must not call Rosters.Acquire or a release. Call
 // the returned function to stop.
 func (r *Roster) Subscribe(name string, fn func(*coordinationv1beta1.LeaseCandidate)) (unsubscribe func()) {
 	r.mu.Lock()

@@ -15,15 +15,16 @@ import (
 func TestRosterSharedAndReleased(t *testing.T) {
 	client := fake.NewClientset()
 	clk := clocktesting.NewFakeClock(t0)
-	a, releaseA, err := AcquireRoster(client, testNS, clk)
+	rosters := NewRosters()
+	a, releaseA, err := rosters.Acquire(client, testNS, clk)
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, releaseB, err := AcquireRoster(client, testNS, clk)
+	b, releaseB, err := rosters.Acquire(client, testNS, clk)
 	if err != nil {
 		t.Fatal(err)
 	}
-	other, releaseOther, err := AcquireRoster(client, "elsewhere", clk)
+	other, releaseOther, err := rosters.Acquire(client, "elsewhere", clk)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -35,7 +36,10 @@ func TestRosterSharedAndReleased(t *testing.T) {
 	eventually(t, "the roster syncs", b.HasSynced)
 	releaseB()
 	releaseOther()
-	c, releaseC, err := AcquireRoster(client, testNS, clk)
+	if got := rosters.Running(); got != 0 {
+		t.Fatalf("%d rosters run after every release", got)
+	}
+	c, releaseC, err := rosters.Acquire(client, testNS, clk)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,12 +50,42 @@ func TestRosterSharedAndReleased(t *testing.T) {
 	// goleak (TestMain) checks that the released rosters stopped.
 }
 
-func TestAcquireRosterRejects(t *testing.T) {
-	if _, _, err := AcquireRoster(nil, testNS, nil); err == nil {
+// TestTwoRostersNeverShare: the same client, namespace and clock acquired
+// through two Rosters (two independent worlds in one process) give two
+// Rosters, and releasing one leaves the other running.
+func TestTwoRostersNeverShare(t *testing.T) {
+	client := fake.NewClientset()
+	clk := clocktesting.NewFakeClock(t0)
+	one, two := NewRosters(), NewRosters()
+	a, releaseA, err := one.Acquire(client, testNS, clk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, releaseB, err := two.Acquire(client, testNS, clk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer releaseB()
+	if a == b {
+		t.Fatal("two Rosters handed out one Roster")
+	}
+	releaseA()
+	if one.Running() != 0 || two.Running() != 1 {
+		t.Fatalf("running %d and %d after releasing the first, want 0 and 1", one.Running(), two.Running())
+	}
+	eventually(t, "the second roster syncs", b.HasSynced)
+}
+
+func TestRostersAcquireRejectsBadInput(t *testing.T) {
+	if _, _, err := NewRosters().Acquire(nil, testNS, nil); err == nil {
 		t.Fatal("nil client accepted")
 	}
-	if _, _, err := AcquireRoster(fake.NewClientset(), "", nil); err == nil {
+	if _, _, err := NewRosters().Acquire(fake.NewClientset(), "", nil); err == nil {
 		t.Fatal("empty namespace accepted")
+	}
+	var unbuilt *Rosters
+	if _, _, err := unbuilt.Acquire(fake.NewClientset(), testNS, nil); err == nil {
+		t.Fatal("a nil Rosters acquired a roster")
 	}
 }
 
@@ -63,7 +97,7 @@ func TestRosterCandidatesAndSubscribe(t *testing.T) {
 	ol := otherLease.object()
 	ol.Spec.LeaseName = "another"
 	client := fake.NewClientset(sl.object(), cn.object(), dead.object(), ol)
-	r, release, err := AcquireRoster(client, testNS, clocktesting.NewFakeClock(t0))
+	r, release, err := NewRosters().Acquire(client, testNS, clocktesting.NewFakeClock(t0))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -103,10 +103,19 @@ type Config struct {
 	// deleted), and when Trigger is called. A
 	// leader ends its term as soon as an event shows another holder. While
 	// the watch is broken the elector polls every RetryPeriod. The watch is
-	// the process's shared one of the lock's client, namespace and kind
-	// (resourcelock.SharedWatchHub), which needs list and watch on that kind
-	// in the namespace. The lock must implement resourcelock.Watchable.
+	// Hub's shared one of the lock's client, namespace and kind, which needs
+	// list and watch on that kind in the namespace. The lock must implement
+	// resourcelock.Watchable.
 	Watch bool
+	// Hub is the watch hub through which a watching elector follows its
+	// lock, shared with the other electors (and sessions) given the same
+	// hub. Nil means a hub of this elector's own, which opens one watch
+	// for it alone.
+	Hub *resourcelock.WatchHub
+	// Pacer paces this elector's first attempt together with those of the
+	// other electors given the same pacer. Nil means a pacer of its own,
+	// which never makes the first attempt wait.
+	Pacer *Pacer
 
 	// HandoverGrace, when positive, turns on cooperative preemption (see
 	// handover.go and docs/handover.md). A candidate entitled by
@@ -137,14 +146,15 @@ type Config struct {
 	// HandoverGrace must be unset.
 	Coordination *Coordination
 
-	// Session, when set, lets the process's session renew this candidate's
+	// Session, when set, lets the program's session renew this candidate's
 	// record while it leads (see "Sessions" in the package doc): the holder
 	// names its session in a mark next to the record and stops rewriting
 	// the record every RetryPeriod; followers that use sessions too judge
 	// it alive while its session is. Use it only when every candidate of
 	// the election uses sessions: a candidate that sees a holder without
 	// them renews its record itself from then on. The lock must be
-	// a *resourcelock.LeaseLock; Watch must be set and Coordination unset.
+	// a *resourcelock.LeaseLock; Watch must be set and Coordination unset,
+	// and the session must follow Leases through Hub.
 	Session Session
 
 	// YieldOnRelease, if set, is asked how long this candidate lets others
@@ -221,6 +231,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Callbacks.OnStartedLeading == nil {
 		add("Callbacks.OnStartedLeading must be set")
+	}
+	if c.Pacer != nil && c.Pacer.tokens == nil {
+		add("Pacer was not built by NewPacer")
 	}
 	if c.Session != nil {
 		if _, ok := c.Lock.(*resourcelock.LeaseLock); !ok && c.Lock != nil {

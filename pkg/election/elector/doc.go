@@ -28,9 +28,11 @@
 // of polling it: followers make no requests while the holder renews, try at
 // once when the lock is released, and wake exactly when the lease expires; a
 // leader ends its term as soon as an event names another holder. The watch
-// is shared by all the electors of the process on the same client,
-// namespace and lock kind (resourcelock.SharedWatchHub), and the first
-// attempts of all electors of the process are paced by one token bucket.
+// is shared by all the electors given the same hub (Config.Hub) on the same
+// client, namespace and lock kind, and the first attempts of all electors
+// given the same pacer (Config.Pacer) pass through one token bucket. Both
+// are objects the program creates and passes in; an elector given none has
+// its own, and shares nothing with any other.
 //
 // Only a change of the record itself (holder, key, lease, times,
 // transitions) restarts the lease: a label, a foreign annotation or a

@@ -134,6 +134,12 @@ func New(cfg Config) (*LeaderElector, error) {
 	if le.metrics == nil {
 		le.metrics = noopMetrics{}
 	}
+	if le.cfg.Pacer == nil {
+		le.cfg.Pacer = NewPacer()
+	}
+	if cfg.Watch && le.cfg.Hub == nil {
+		le.cfg.Hub = resourcelock.NewWatchHub()
+	}
 	// A sink that can create an election's series at 0 does so now, so that
 	// rates and alerts see a zero rather than no data.
 	if m, ok := le.metrics.(interface{ Init(name string) }); ok {

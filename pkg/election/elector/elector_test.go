@@ -501,6 +501,9 @@ func TestConfigValidationReportsEveryProblem(t *testing.T) {
 		{"sub-second lease", Config{Lock: lock, LeaseDuration: 500 * time.Millisecond, RenewDeadline: 200 * time.Millisecond, RetryPeriod: 100 * time.Millisecond,
 			Callbacks: Callbacks{OnStartedLeading: waitDone}},
 			[]string{"at least 1s"}},
+		{"zero pacer", Config{Lock: lock, LeaseDuration: 4 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: 500 * time.Millisecond,
+			Callbacks: Callbacks{OnStartedLeading: waitDone}, Pacer: &Pacer{}},
+			[]string{"Pacer was not built by NewPacer"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := New(tc.cfg)

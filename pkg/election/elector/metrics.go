@@ -21,7 +21,7 @@ type Metrics interface {
 	HandedOver(name string)
 	// Request counts API requests this elector made, by verb (get, create,
 	// update). The list and watch that follow the lock are shared by every
-	// elector of the process (resourcelock.WatchHub) and not counted here.
+	// elector of its hub (Config.Hub) and not counted here.
 	Request(name, verb string)
 	// StealCycle counts steal cycles detected by this candidate: it
 	// outranked the holder and the holder's key outranked it.

@@ -7,12 +7,12 @@ import (
 	"golang.org/x/time/rate"
 )
 
-// The first attempts of all the electors of a process pass through one token
-// bucket and a bounded number of slots, so that a process starting thousands
-// of elections at once sends their first requests to the API server at a
-// bounded rate instead of in one burst, and slows down by itself when the
-// API server answers slowly (at most firstAttemptsInFlight wait for an
-// answer at any time). Only attempts that may send a request wait: a
+// The first attempts of all the electors that share a Pacer pass through one
+// token bucket and a bounded number of slots, so that a program starting
+// thousands of elections at once sends their first requests to the API
+// server at a bounded rate instead of in one burst, and slows down by itself
+// when the API server answers slowly (at most firstAttemptsInFlight wait for
+// an answer at any time). Only attempts that may send a request wait: a
 // follower whose watch shows a live holder decides from the watch's cache,
 // and one that learns of such a holder while it waits gives its turn back.
 // Attempts waiting for a slot are served in an order that differs from one
@@ -28,10 +28,25 @@ const (
 	firstSyncWait = time.Second
 )
 
-var (
-	firstAttempts     = rate.NewLimiter(firstAttemptQPS, firstAttemptBurst)
-	firstAttemptSlots = newSlotQueue(firstAttemptsInFlight)
-)
+// Pacer paces the first attempts of the electors it is given to (see
+// Config.Pacer): one token bucket and one queue of slots for all of them.
+// The program creates one and passes it to every elector that should be
+// paced together; package election's Group keeps one for its elections.
+// It holds no goroutine and needs no stopping. It is safe for concurrent
+// use. The zero value is not usable: call NewPacer.
+type Pacer struct {
+	tokens *rate.Limiter
+	slots  *slotQueue
+}
+
+// NewPacer returns a pacer of 1000 first attempts a second, in bursts of at
+// most 100, with at most 32 waiting for the API server at once.
+func NewPacer() *Pacer {
+	return &Pacer{
+		tokens: rate.NewLimiter(firstAttemptQPS, firstAttemptBurst),
+		slots:  newSlotQueue(firstAttemptsInFlight),
+	}
+}
 
 // tryFirst makes the first attempt of a Run: the elector's very first one
 // is paced (see paceFirstAttempt). It reports whether the lock was taken.
@@ -58,19 +73,20 @@ func (le *LeaderElector) paceFirstAttempt(ctx context.Context) (release func()) 
 	if le.watch != nil {
 		le.awaitListed(ctx)
 	}
-	turn := firstAttempts.Reserve()
+	pacer := le.cfg.Pacer
+	turn := pacer.tokens.Reserve()
 	wait := time.NewTimer(turn.Delay())
 	defer wait.Stop()
 	if !le.awaitTurn(ctx, wait.C, nil) {
 		turn.Cancel()
 		return release
 	}
-	slot := firstAttemptSlots.wait(le.slotPriority())
+	slot := pacer.slots.wait(le.slotPriority())
 	if !le.awaitTurn(ctx, nil, slot.granted) {
-		firstAttemptSlots.leave(slot)
+		pacer.slots.leave(slot)
 		return release
 	}
-	return firstAttemptSlots.release
+	return pacer.slots.release
 }
 
 // awaitListed waits until the watch has listed, ctx ends or firstSyncWait

@@ -39,8 +39,19 @@ func heldLease(name, holder string) *coordinationv1.Lease {
 	return l
 }
 
-// runWatching runs a watching elector on the Lease name until the test ends.
-func runWatching(t *testing.T, client *fake.Clientset, clk *clocktesting.FakeClock, name, identity string) *LeaderElector {
+// shared is what the electors of one test program share: nil fields give
+// each elector its own.
+type shared struct {
+	hub   *resourcelock.WatchHub
+	pacer *Pacer
+}
+
+// newShared returns a hub and a pacer for the electors of one program.
+func newShared() shared { return shared{hub: resourcelock.NewWatchHub(), pacer: NewPacer()} }
+
+// runWatching runs a watching elector on the Lease name until the test ends,
+// sharing what sh holds with the other electors given it.
+func runWatching(t *testing.T, client *fake.Clientset, clk *clocktesting.FakeClock, sh shared, name, identity string) *LeaderElector {
 	t.Helper()
 	lock, err := resourcelock.New(resourcelock.LeasesResourceLock, ns, name, client, resourcelock.Config{Identity: identity})
 	if err != nil {
@@ -50,7 +61,7 @@ func runWatching(t *testing.T, client *fake.Clientset, clk *clocktesting.FakeClo
 		Name: name, Lock: lock,
 		LeaseDuration: 4 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: time.Second,
 		Callbacks:       Callbacks{OnStartedLeading: func(ctx context.Context) error { <-ctx.Done(); return nil }},
-		ReleaseOnCancel: true, Watch: true, Clock: clk,
+		ReleaseOnCancel: true, Watch: true, Clock: clk, Hub: sh.hub, Pacer: sh.pacer,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -67,7 +78,7 @@ func runWatching(t *testing.T, client *fake.Clientset, clk *clocktesting.FakeClo
 	return le
 }
 
-func TestElectorsOfOneProcessShareOneWatch(t *testing.T) {
+func TestElectorsOfOneHubShareOneWatch(t *testing.T) {
 	const n = 40
 	tests := []struct {
 		name      string
@@ -79,6 +90,7 @@ func TestElectorsOfOneProcessShareOneWatch(t *testing.T) {
 		// Candidates of free locks create them, once each.
 		{"free locks", false, map[string]int{"list": 1, "watch": 1, "create": n}},
 	}
+	sh := newShared()
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			var objs []runtime.Object
@@ -91,7 +103,7 @@ func TestElectorsOfOneProcessShareOneWatch(t *testing.T) {
 			clk := clocktesting.NewFakeClock(t0)
 			electors := make([]*LeaderElector, n)
 			for i := range electors {
-				electors[i] = runWatching(t, client, clk, fmt.Sprintf("lock-%d", i), "me")
+				electors[i] = runWatching(t, client, clk, sh, fmt.Sprintf("lock-%d", i), "me")
 			}
 			want := "me"
 			if tc.held {
@@ -103,13 +115,37 @@ func TestElectorsOfOneProcessShareOneWatch(t *testing.T) {
 			if got := leaseVerbs(client); fmt.Sprint(got) != fmt.Sprint(tc.wantVerbs) {
 				t.Fatalf("%d electors sent %v, want %v", n, got, tc.wantVerbs)
 			}
-			if got := resourcelock.SharedWatchHub().Watches(); got != 1 {
-				t.Fatalf("the process hub runs %d watches, want 1", got)
+			if got := sh.hub.Watches(); got != 1 {
+				t.Fatalf("the hub runs %d watches, want 1", got)
 			}
 		})
 	}
-	if got := resourcelock.SharedWatchHub().Watches(); got != 0 {
-		t.Fatalf("the process hub still runs %d watches after every elector stopped", got)
+	if got := sh.hub.Watches(); got != 0 {
+		t.Fatalf("the hub still runs %d watches after every elector stopped", got)
+	}
+}
+
+// TestElectorsOfTwoHubsNeverShareAWatch: two programs in one process (two
+// hubs) on one client each open a watch of their own, and electors given no
+// hub open one each: nothing is shared that the program did not pass in.
+func TestElectorsOfTwoHubsNeverShareAWatch(t *testing.T) {
+	client := kubetest.NewClientset(heldLease("lock-0", "other"), heldLease("lock-1", "other"))
+	clk := clocktesting.NewFakeClock(t0)
+	one, two := newShared(), newShared()
+	electors := []*LeaderElector{
+		runWatching(t, client, clk, one, "lock-0", "me"),
+		runWatching(t, client, clk, two, "lock-0", "me"),
+		runWatching(t, client, clk, shared{}, "lock-1", "me"),
+		runWatching(t, client, clk, shared{}, "lock-1", "me"),
+	}
+	for i, le := range electors {
+		waitFor(t, fmt.Sprintf("elector %d to know its leader", i), func() bool { return le.GetLeader() == "other" })
+	}
+	if one.hub.Watches() != 1 || two.hub.Watches() != 1 {
+		t.Fatalf("hubs run %d and %d watches, want one each", one.hub.Watches(), two.hub.Watches())
+	}
+	if got := leaseVerbs(client); got["watch"] != 4 {
+		t.Fatalf("four electors of four programs opened %d watches, want 4 (%v)", got["watch"], got)
 	}
 }
 
@@ -122,7 +158,7 @@ func TestLastErrorIsClearedOnceTheLeaderIsKnown(t *testing.T) {
 		}
 		return true, nil, apierrors.NewTimeoutError("the create was not answered in time", 1)
 	})
-	le := runWatching(t, client, clocktesting.NewFakeClock(t0), "lock", "me")
+	le := runWatching(t, client, clocktesting.NewFakeClock(t0), newShared(), "lock", "me")
 	waitFor(t, "the winner to be known", func() bool { return le.GetLeader() == "winner" })
 	waitFor(t, "LastError to be cleared", func() bool { return le.LastError() == nil })
 	if le.IsLeader() {
@@ -136,6 +172,7 @@ func TestLastErrorIsClearedOnceTheLeaderIsKnown(t *testing.T) {
 func TestElectorsJoinAndLeaveTheSharedWatchAtAnyTime(t *testing.T) {
 	client := kubetest.NewClientset()
 	clk := clocktesting.NewFakeClock(t0)
+	sh := newShared()
 	var wg sync.WaitGroup
 	for i := range 12 {
 		wg.Add(1)
@@ -153,7 +190,7 @@ func TestElectorsJoinAndLeaveTheSharedWatchAtAnyTime(t *testing.T) {
 					Name: "lock", Lock: lock,
 					LeaseDuration: 4 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: time.Second,
 					Callbacks:       Callbacks{OnStartedLeading: func(ctx context.Context) error { <-ctx.Done(); return nil }},
-					ReleaseOnCancel: true, Watch: true, Clock: clk,
+					ReleaseOnCancel: true, Watch: true, Clock: clk, Hub: sh.hub, Pacer: sh.pacer,
 				})
 				if err != nil {
 					t.Error(err)
@@ -166,13 +203,13 @@ func TestElectorsJoinAndLeaveTheSharedWatchAtAnyTime(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	if got := resourcelock.SharedWatchHub().Watches(); got != 0 {
-		t.Fatalf("the process hub still runs %d watches after every elector returned", got)
+	if got := sh.hub.Watches(); got != 0 {
+		t.Fatalf("the hub still runs %d watches after every elector returned", got)
 	}
 	// goleak (TestMain) checks that no goroutine of the hub outlives the test.
 }
 
-func TestFirstAttemptsOfAProcessArePaced(t *testing.T) {
+func TestFirstAttemptsOfOnePacerArePaced(t *testing.T) {
 	const n = 2 * firstAttemptBurst
 	client := kubetest.NewClientset()
 	var mu sync.Mutex
@@ -184,9 +221,10 @@ func TestFirstAttemptsOfAProcessArePaced(t *testing.T) {
 		return false, nil, nil
 	})
 	clk := clocktesting.NewFakeClock(t0)
+	sh := newShared()
 	electors := make([]*LeaderElector, n)
 	for i := range electors {
-		electors[i] = runWatching(t, client, clk, fmt.Sprintf("lock-%d", i), "me")
+		electors[i] = runWatching(t, client, clk, sh, fmt.Sprintf("lock-%d", i), "me")
 	}
 	for i, le := range electors {
 		waitFor(t, fmt.Sprintf("elector %d to lead", i), le.IsLeader)
@@ -221,9 +259,10 @@ func TestFirstAttemptsInFlightAreBounded(t *testing.T) {
 		return false, nil, nil
 	})
 	clk := clocktesting.NewFakeClock(t0)
+	sh := newShared()
 	electors := make([]*LeaderElector, n)
 	for i := range electors {
-		electors[i] = runWatching(t, client, clk, fmt.Sprintf("lock-%d", i), "me")
+		electors[i] = runWatching(t, client, clk, sh, fmt.Sprintf("lock-%d", i), "me")
 	}
 	for i, le := range electors {
 		waitFor(t, fmt.Sprintf("elector %d to lead", i), le.IsLeader)

@@ -10,8 +10,8 @@ import (
 	"github.com/meshd-io/meshd/pkg/resourcelock"
 )
 
-// lockWatch follows the lock object through the process's shared watch of
-// its kind and namespace (resourcelock.WatchHub). The hub only hands over the
+// lockWatch follows the lock object through its hub's shared watch of
+// its kind and namespace (Config.Hub). The hub only hands over the
 // newest object; the election loop takes it (ingest) when it is ready, so the
 // lock is only ever touched by the loop.
 type lockWatch struct {
@@ -78,12 +78,12 @@ func (le *LeaderElector) watchEvents() <-chan struct{} {
 // healthy reports whether the watch can be trusted to report every change.
 func (w *lockWatch) healthy() bool { return w.ok.Load() }
 
-// start follows the lock through the process's shared watch hub until the
+// start follows the lock through the elector's watch hub until the
 // returned function is called; that function returns once the hub will not
 // call this watch again (and, if this was the last elector on that watch,
 // once the watch has stopped).
 func (w *lockWatch) start() (stop func()) {
-	unsubscribe := resourcelock.SharedWatchHub().Subscribe(w.lock, resourcelock.Subscriber{
+	unsubscribe := w.le.cfg.Hub.Subscribe(w.lock, resourcelock.Subscriber{
 		OnObject: w.deliver,
 		OnHealth: w.setHealth,
 	})

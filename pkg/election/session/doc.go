@@ -10,8 +10,9 @@
 // holder that renews through its session names it in a mark next to its
 // election record (resourcelock.SessionMark) and stops rewriting the
 // record; followers judge it alive while its session is, by their own
-// observation of the session Lease through the process's shared watch of
-// Leases (resourcelock.WatchHub): a session token counts as alive until
+// observation of the session Lease through the shared watch of Leases of
+// the hub their Sessions was built with (resourcelock.WatchHub, the one
+// their Lease locks use too): a session token counts as alive until
 // LeaseDuration after this process last saw it renewed, exactly as a record
 // does. Both sides lean on that watch delivering in order: a holder credits
 // a heartbeat only once it came back through the watch (so it has seen
@@ -44,6 +45,7 @@
 //     session-aware mark stops naming its session in that election for
 //     the life of its process, and renews its record itself when it
 //     leads; a follower that never held cannot be detected that way.
-//   - All elections that share a session must share its client; two
-//     processes must not share an identity.
+//   - All elections that share a session must share its client and its
+//     Sessions (one per program, or per Group: nothing is process-wide);
+//     two processes must not share an identity.
 package session

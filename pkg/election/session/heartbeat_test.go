@@ -15,13 +15,15 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/meshd-io/meshd/internal/testing/kubetest"
+	"github.com/meshd-io/meshd/pkg/resourcelock"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 func testConfig(client *fake.Clientset, clk *clocktesting.FakeClock) Config {
 	return Config{Client: client, Namespace: "ns", Identity: "a",
-		LeaseDuration: 4 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: time.Second, Clock: clk}
+		LeaseDuration: 4 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: time.Second, Clock: clk,
+		Sessions: NewSessions(resourcelock.NewWatchHub())}
 }
 
 func leaseVerbs(c *fake.Clientset) []string {
@@ -167,7 +169,7 @@ func TestConfigValidation(t *testing.T) {
 	if err == nil {
 		t.Fatal("an invalid config was accepted")
 	}
-	for _, want := range []string{"Client", "namespace", "Identity", "timing"} {
+	for _, want := range []string{"Client", "namespace", "Identity", "timing", "Sessions"} {
 		if !contains(err.Error(), want) {
 			t.Errorf("error %q does not mention %s", err, want)
 		}

@@ -20,9 +20,10 @@ import (
 func TestReviewRegistryConcurrentStartStop(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 	client := fake.NewClientset()
+	sessions := NewSessions(nil)
 	cfg := func(lease time.Duration) Config {
 		return Config{Client: client, Namespace: "ns", Identity: "p",
-			LeaseDuration: lease, RenewDeadline: lease / 2, RetryPeriod: lease / 4}
+			LeaseDuration: lease, RenewDeadline: lease / 2, RetryPeriod: lease / 4, Sessions: sessions}
 	}
 	var members []*Member
 	for i := range 16 {
@@ -57,10 +58,7 @@ func TestReviewRegistryConcurrentStartStop(t *testing.T) {
 	for err := range errs {
 		t.Error(err)
 	}
-	registry.mu.Lock()
-	left := len(registry.live)
-	registry.mu.Unlock()
-	if left != 0 {
+	if left := sessions.Running(); left != 0 {
 		t.Fatalf("%d sessions still registered after every member left", left)
 	}
 	// A session that lived long enough to write its Lease deleted it when

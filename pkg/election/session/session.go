@@ -39,6 +39,11 @@ type Config struct {
 	Clock clock.WithTicker
 	// Logger defaults to a no-op logger.
 	Logger *zap.Logger
+	// Sessions holds the running sessions that members of the same
+	// client, namespace, identity and lease duration join. Required: the
+	// program creates one (NewSessions) and passes it to every election
+	// that should share a session.
+	Sessions *Sessions
 }
 
 // ErrInvalidConfig is wrapped by every error of Validate.
@@ -59,6 +64,9 @@ func (c Config) Validate() error {
 	if c.Identity == "" {
 		add("Identity must not be empty")
 	}
+	if c.Sessions == nil || c.Sessions.live == nil {
+		add("Sessions must be set (see NewSessions)")
+	}
 	if c.LeaseDuration < time.Second {
 		add("LeaseDuration %v must be at least 1s", c.LeaseDuration)
 	}
@@ -71,7 +79,7 @@ func (c Config) Validate() error {
 	return fmt.Errorf("%w: %w", ErrInvalidConfig, errs.ErrorOrNil())
 }
 
-// key identifies one live session of the process: one Lease. Members of
+// key identifies one live session of a Sessions: one Lease. Members of
 // one key share the timing of the first (package election derives it all
 // from the lease duration, which the Lease name holds).
 type key struct {
@@ -89,7 +97,7 @@ func (c Config) key() key {
 type live struct {
 	hb      *heartbeat
 	view    *view
-	members int // guarded by registry.mu
+	members int // guarded by Sessions.mu
 	stop    func()
 
 	mu    sync.Mutex
@@ -115,10 +123,44 @@ func (l *live) setWake(m *Member, f func()) {
 	l.wakes[m] = f
 }
 
-var registry = struct {
+// Sessions is the set of running sessions of a program: the members of
+// one Sessions that name the same client, namespace, identity and lease
+// duration share one heartbeat Lease, started by the first to start and
+// ended by the last to stop. Members of two Sessions never share one, so
+// the program (or a test building independent worlds in one process)
+// decides what is shared by which Sessions it passes in; package
+// election's Group keeps one for its elections.
+//
+// Each session follows the namespace's Leases through hub, which must be
+// the hub of the elections' lock watches: a holder credits a heartbeat
+// only once it came back through the watch that also delivers its lock.
+//
+// A Sessions runs goroutines only while one of its members runs. It is
+// safe for concurrent use. The zero value is not usable: call NewSessions.
+type Sessions struct {
+	hub *resourcelock.WatchHub
+
 	mu   sync.Mutex
 	live map[key]*live
-}{live: map[key]*live{}}
+}
+
+// NewSessions returns an empty set of sessions whose views of the
+// namespace's Leases ride on hub; nil hub means a hub of its own (then the
+// elections its members serve must watch through that same hub: prefer
+// passing the elections' hub).
+func NewSessions(hub *resourcelock.WatchHub) *Sessions {
+	if hub == nil {
+		hub = resourcelock.NewWatchHub()
+	}
+	return &Sessions{hub: hub, live: map[key]*live{}}
+}
+
+// Running is the number of sessions running now.
+func (s *Sessions) Running() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.live)
+}
 
 // Member is one election's share of its process's session. Build it with
 // NewMember; it does nothing until Start. Its methods are safe for
@@ -157,21 +199,22 @@ func NewMember(cfg Config) (*Member, error) {
 // LeaseName is the name of the member's session Lease.
 func (m *Member) LeaseName() string { return LeaseName(m.cfg.Identity, m.cfg.LeaseDuration) }
 
-// Start joins the process's session, starting it when this is its first
-// member, until the returned function is called. That function returns once
+// Start joins the session of its Config's Sessions, starting it when this
+// is its first member, until the returned function is called. That function returns once
 // the member has left; the last member to leave ends the session (see
 // heartbeat.end) and waits for its goroutines. Call it only after the work
 // the member's election gates has stopped.
 func (m *Member) Start() (stop func()) {
 	k := m.cfg.key()
-	registry.mu.Lock()
-	l := registry.live[k]
+	reg := m.cfg.Sessions
+	reg.mu.Lock()
+	l := reg.live[k]
 	if l == nil {
-		l = startLive(m.cfg)
-		registry.live[k] = l
+		l = startLive(m.cfg, reg.hub)
+		reg.live[k] = l
 	}
 	l.members++
-	registry.mu.Unlock()
+	reg.mu.Unlock()
 	m.mu.Lock()
 	m.cur = l
 	wake := m.wake
@@ -186,13 +229,13 @@ func (m *Member) Start() (stop func()) {
 			m.cur = nil
 			m.mu.Unlock()
 			l.setWake(m, nil)
-			registry.mu.Lock()
+			reg.mu.Lock()
 			l.members--
 			last := l.members == 0
 			if last {
-				delete(registry.live, k)
+				delete(reg.live, k)
 			}
-			registry.mu.Unlock()
+			reg.mu.Unlock()
 			if last {
 				l.stop()
 			}
@@ -200,19 +243,20 @@ func (m *Member) Start() (stop func()) {
 	}
 }
 
-// startLive starts a session's heartbeat and view.
-func startLive(cfg Config) *live {
+// startLive starts a session's heartbeat and its view, which follows the
+// namespace's Leases through hub.
+func startLive(cfg Config, hub *resourcelock.WatchHub) *live {
 	log := cfg.Logger.With(zap.String("namespace", cfg.Namespace))
 	hb := newHeartbeat(cfg, log)
 	l := &live{hb: hb, view: newView(cfg.Clock, hb.name, hb.token), wakes: map[*Member]func(){}}
 	l.view.sentAt = hb.sentAt
 	l.view.onEnd = l.wakeAll
 	unsubscribe := func() {}
-	// The view rides on the process's shared watch of Leases in the
-	// namespace, the one Lease locks there use too.
+	// The view rides on the hub's shared watch of Leases in the
+	// namespace, the one the Lease locks there use too.
 	if probe, err := resourcelock.New(resourcelock.LeasesResourceLock, cfg.Namespace, l.hb.name, cfg.Client,
 		resourcelock.Config{Identity: cfg.Identity}); err == nil {
-		unsubscribe = resourcelock.SharedWatchHub().SubscribeAll(probe.(resourcelock.Watchable), resourcelock.Subscriber{
+		unsubscribe = hub.SubscribeAll(probe.(resourcelock.Watchable), resourcelock.Subscriber{
 			OnObject: l.view.observe,
 			OnHealth: l.view.setHealth,
 		})
@@ -247,7 +291,7 @@ func (m *Member) Ref() string {
 }
 
 // Renewed is when the session's latest heartbeat that came back through
-// the process's watch of Leases was sent, and whether the session is
+// the session's watch of Leases was sent, and whether the session is
 // current: that heartbeat is younger than RenewDeadline − RetryPeriod/4, so
 // that a heartbeat late to come back (a busy API server or process) does
 // not make the holders write their records, while a holder whose session
@@ -267,7 +311,7 @@ func (m *Member) Renewed() (sent time.Time, current bool) {
 }
 
 // EchoedSince reports whether a heartbeat of this session sent after t has
-// come back through the process's watch of Leases. If not, it asks for a
+// come back through the session's watch of Leases. If not, it asks for a
 // heartbeat now (one for any number of callers) and calls notify once the
 // next heartbeat comes back. notify must not block. A follower uses it
 // before taking a lock whose holder's session it judged over at t: every
@@ -296,7 +340,7 @@ func (m *Member) EchoedSince(t time.Time, notify func()) bool {
 }
 
 // AwaitStart waits until the session's first heartbeat has come back
-// through the process's watch, ctx ends or timeout passes, and reports
+// through the session's watch, ctx ends or timeout passes, and reports
 // whether it came back. An election that waits for it before contending
 // names its session in its very first record, instead of writing that
 // record a second time once the session works.

@@ -20,7 +20,7 @@ const maxWaiters = 1 << 16
 const maxTokens = 8
 
 // view is what this process has seen of the sessions of one namespace,
-// fed by the process's shared watch of Leases there.
+// fed by the hub's shared watch of Leases there (Sessions' hub).
 type view struct {
 	clock clock.Clock
 

@@ -1,0 +1,118 @@
+package election
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"os"
+	"sync"
+
+	"github.com/meshd-io/meshd/pkg/election/coordinated"
+	"github.com/meshd-io/meshd/pkg/election/elector"
+	"github.com/meshd-io/meshd/pkg/election/session"
+	"github.com/meshd-io/meshd/pkg/resourcelock"
+	"github.com/meshd-io/meshd/pkg/revisions"
+)
+
+// Shared is what elections built with it share, in the manner of etcd's
+// concurrency.Session: one watch of the lock objects per client, namespace
+// and lock kind, one watch of the default revision per client and webhook,
+// one session heartbeat per namespace and ttl (WithSessions), one roster of
+// candidates per namespace (coordinated modes), one pacer of first attempts,
+// and one default identity. Nothing of it is process-wide: elections share
+// only what they were given the same Shared for, so a program decides what
+// is shared, and a test can build independent worlds in one process.
+//
+// A Group makes one for all its elections (or uses the one given to NewGroup
+// with WithShared). A standalone election (New, the istiod-style
+// constructors, NewCoordinator) makes one of its own unless WithShared
+// passes one in; give the same Shared to standalone elections that should
+// share their watches.
+//
+// A Shared runs goroutines only while an election that uses it runs: every
+// watch, session and roster starts with its first user and stops, its
+// goroutines awaited, with its last. It therefore needs no Close. It is safe
+// for concurrent use. The zero value is not usable: call NewShared.
+type Shared struct {
+	hub      *resourcelock.WatchHub
+	watchers *revisions.SharedWatchers
+	sessions *session.Sessions
+	rosters  *coordinated.Rosters
+	pacer    *elector.Pacer
+
+	identityOnce sync.Once
+	identity     string
+}
+
+// NewShared returns a Shared that runs nothing yet.
+func NewShared() *Shared {
+	hub := resourcelock.NewWatchHub()
+	return &Shared{
+		hub:      hub,
+		watchers: revisions.NewSharedWatchers(),
+		// Sessions follow their Leases through the locks' hub: a holder
+		// credits a heartbeat only once it came back through the watch that
+		// also delivers its lock.
+		sessions: session.NewSessions(hub),
+		rosters:  coordinated.NewRosters(),
+		pacer:    elector.NewPacer(),
+	}
+}
+
+// usable reports whether s was built by NewShared.
+func (s *Shared) usable() bool { return s != nil && s.hub != nil }
+
+// Identity is the holder identity of the elections of s whose Spec names
+// none: a DefaultIdentity drawn on first use and kept for the life of s.
+func (s *Shared) Identity() string {
+	s.identityOnce.Do(func() { s.identity = DefaultIdentity() })
+	return s.identity
+}
+
+// SharedActivity counts what a Shared runs at one moment.
+type SharedActivity struct {
+	// LockWatches is the number of watches of lock objects (one per
+	// client, namespace and lock kind).
+	LockWatches int
+	// DefaultWatches is the number of watches of the default revision (one
+	// per client, webhook and label).
+	DefaultWatches int
+	// Sessions is the number of session heartbeats (WithSessions).
+	Sessions int
+	// Rosters is the number of rosters of LeaseCandidates (coordinated
+	// modes).
+	Rosters int
+}
+
+// Running reports what s runs now; all zero once every election that used
+// it has returned.
+func (s *Shared) Running() SharedActivity {
+	return SharedActivity{
+		LockWatches:    s.hub.Watches(),
+		DefaultWatches: s.watchers.Running(),
+		Sessions:       s.sessions.Running(),
+		Rosters:        s.rosters.Running(),
+	}
+}
+
+// DefaultIdentity draws a holder identity: the host name and a random
+// suffix, so that two processes on one host (or two pods sharing a host
+// name) never share an identity by accident and each believe they hold the
+// lock. Every call draws a new suffix; the elections of one Shared (of one
+// Group) use the one its Identity drew.
+func DefaultIdentity() string {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "localhost"
+	}
+	suffix := make([]byte, 4)
+	_, _ = rand.Read(suffix) // never fails (crypto/rand panics rather than return an error)
+	return host + "_" + hex.EncodeToString(suffix)
+}
+
+// WithShared makes the election (or every election of a Group, when given to
+// NewGroup) use s for what elections share; see Shared. Without it a
+// standalone election uses a Shared of its own and a Group one for all its
+// elections. A nil or zero s is refused.
+func WithShared(s *Shared) Option {
+	return func(o *options) { o.shared, o.sharedSet = s, true }
+}
