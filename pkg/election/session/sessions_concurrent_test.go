@@ -17,7 +17,7 @@ import (
 // (two ttls, so two sessions) keep the registry's count right: every
 // member sees a session while it is in, the last to leave ends it (its
 // Lease is gone), and nothing keeps running afterwards.
-func TestReviewRegistryConcurrentStartStop(t *testing.T) {
+func TestSessionsStartAndStopConcurrently(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 	client := fake.NewClientset()
 	sessions := NewSessions(nil)
