@@ -49,6 +49,7 @@ type options struct {
 	impls          string
 	replicaLogs    string
 	replicaHeap    string
+	traceHandover  bool
 
 	replica bench.ReplicaOptions
 	isChild bool
@@ -73,6 +74,7 @@ func main() {
 	flag.StringVar(&o.scaleSkip, "scale-skip", bench.DefaultScaleSkip, "implementations left out of scale cells, comma-separated <implementation>@<elections>x<replicas>")
 	flag.StringVar(&o.impls, "impls", strings.Join(implNames(bench.Impls), ","),
 		"implementations to compare; "+strings.Join(implNames(bench.ScaleOnly), ",")+" runs in the scale section only")
+	flag.BoolVar(&o.traceHandover, "trace-handover", false, "print to stderr a timeline of every meshd handover trial (requests, watch deliveries, elector log, run functions)")
 	flag.DurationVar(&o.timeout, "timeout", 60*time.Minute, "give up after this long")
 	// Replica mode, used by the benchmark itself.
 	flag.BoolVar(&o.isChild, "replica", false, "internal: run as one replica process of the scale benchmark")
@@ -176,6 +178,9 @@ func run(ctx context.Context, o options) error {
 		}
 	}
 	cfg := bench.Config{TTL: o.ttl, Trials: o.trials, Logf: logf}
+	if o.traceHandover {
+		cfg.Trace = os.Stderr
+	}
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
@@ -213,6 +218,9 @@ func run(ctx context.Context, o options) error {
 	logf("kube-apiserver %s ready after %v", res.Machine.APIServer, time.Since(began).Round(time.Millisecond))
 
 	if sections["handover"] {
+		logf("the API server's floor: an update, its watch event, a second client's update (%d samples)", 3*cfg.Trials)
+		floor := bench.RunFloor(ctx, env, cfg)
+		res.Floor = &floor
 		logf("handover after a graceful release (%d trials)", cfg.Trials)
 		for _, impl := range impls {
 			res.Handover = append(res.Handover, bench.RunTakeover(ctx, env, cfg, impl, true))
