@@ -32,109 +32,112 @@ type FloorResult struct {
 	Errors []string
 }
 
-// floorSamples is how many floor samples are taken per latency trial: they
-// are cheap, and the ratio's denominator should be steadier than its
+// floorSamples is how many floor samples are taken per handover trial:
+// they are cheap, and the ratio's denominator should be steadier than its
 // numerator.
 const floorSamples = 3
 
-// floorPause bounds the random pause between floor samples, so that each
-// finds the API server as idle as a handover trial does, and the samples do
-// not fall into a rhythm with the other clients' writes.
-const floorPause = 200 * time.Millisecond
-
-// RunFloor measures the floor: floorSamples x cfg.Trials times, one client
-// updates a Lease that a second client watches, and the second updates it
-// as soon as the event arrives, as a follower taking a released lock does.
-// Both clients are fresh clientsets without client-side rate limits, like
-// every candidate's.
-func RunFloor(ctx context.Context, env *Env, cfg Config) FloorResult {
-	var res FloorResult
-	if err := runFloor(ctx, env, cfg, &res); err != nil {
-		res.Errors = append(res.Errors, err.Error())
-		cfg.logf("  floor: %v", err)
-	}
-	return res
+// floorProbe takes floor samples: one client updates a Lease that a second
+// client watches, and the second updates it as soon as the event arrives,
+// as a follower taking a released lock does. Both are fresh clientsets
+// without client-side rate limits, like every candidate's. The handover
+// trials take their samples during their steady pause, so that floor and
+// handover are measured under the same load of the machine.
+type floorProbe struct {
+	writer, follower kubernetes.Interface
+	w                watch.Interface
+	lease            *coordinationv1.Lease
+	n                int
+	res              FloorResult
 }
 
-func runFloor(ctx context.Context, env *Env, cfg Config, res *FloorResult) error {
+// newFloorProbe creates the probe's namespace, Lease, clients and watch.
+func newFloorProbe(ctx context.Context, env *Env) (*floorProbe, error) {
 	ns, err := env.NewNamespace(ctx, "floor")
 	if err != nil {
-		return err
+		return nil, err
 	}
-	writer, err := newClient(env.Config, NewCounter())
-	if err != nil {
-		return err
+	p := &floorProbe{}
+	if p.writer, err = newClient(env.Config, NewCounter()); err != nil {
+		return nil, err
 	}
-	follower, err := newClient(env.Config, NewCounter())
-	if err != nil {
-		return err
+	if p.follower, err = newClient(env.Config, NewCounter()); err != nil {
+		return nil, err
 	}
 	const name = "floor"
-	leases := writer.CoordinationV1().Leases(ns)
-	lease, err := leases.Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
+	p.lease, err = p.writer.CoordinationV1().Leases(ns).Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
 	if err != nil {
-		return fmt.Errorf("create the Lease: %w", err)
+		return nil, fmt.Errorf("create the floor's Lease: %w", err)
 	}
-	w, err := follower.CoordinationV1().Leases(ns).Watch(ctx, metav1.ListOptions{
+	p.w, err = p.follower.CoordinationV1().Leases(ns).Watch(ctx, metav1.ListOptions{
 		FieldSelector:   fields.OneTermEqualSelector("metadata.name", name).String(),
-		ResourceVersion: lease.ResourceVersion,
+		ResourceVersion: p.lease.ResourceVersion,
 	})
 	if err != nil {
-		return fmt.Errorf("watch the Lease: %w", err)
+		return nil, fmt.Errorf("watch the floor's Lease: %w", err)
 	}
-	defer w.Stop()
-	n := floorSamples * cfg.Trials
-	for i := 0; i < n && ctx.Err() == nil; i++ {
-		if err := sleep(ctx, rand.N(floorPause)); err != nil {
-			return err
-		}
-		lease, err = floorSample(ctx, writer, follower, w, lease, i, res)
-		if err != nil {
-			return fmt.Errorf("sample %d: %w", i, err)
-		}
-	}
-	cfg.logf("  floor: update %s, watched update %s, update relayed through a watch %s (medians of %d)",
-		fmtMS(medianOf(res.Update)), fmtMS(medianOf(res.Watched)), fmtMS(medianOf(res.Relay)), len(res.Relay))
-	return nil
+	return p, nil
 }
 
-// floorSample makes one release-then-acquire exchange on lease: the
-// writer's UPDATE, its event at the follower's watch, the follower's
-// UPDATE. It returns the Lease as the follower's write left it.
-func floorSample(ctx context.Context, writer, follower kubernetes.Interface, w watch.Interface, lease *coordinationv1.Lease, i int, res *FloorResult) (*coordinationv1.Lease, error) {
+// stop ends the probe's watch.
+func (p *floorProbe) stop() { p.w.Stop() }
+
+// sampleDuring takes floorSamples samples spread over d (each after a
+// random part of what is left) and returns when d has passed.
+func (p *floorProbe) sampleDuring(ctx context.Context, d time.Duration) error {
+	end := time.Now().Add(d)
+	for i := 0; i < floorSamples; i++ {
+		if left := time.Until(end); left > 0 {
+			if err := sleep(ctx, rand.N(left/time.Duration(floorSamples-i))); err != nil {
+				return err
+			}
+		}
+		if err := p.sample(ctx); err != nil {
+			p.res.Errors = append(p.res.Errors, err.Error())
+			return fmt.Errorf("floor sample: %w", err)
+		}
+	}
+	return sleep(ctx, time.Until(end))
+}
+
+// sample makes one release-then-acquire exchange: the writer's UPDATE, its
+// event at the follower's watch, the follower's UPDATE.
+func (p *floorProbe) sample(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	holder := fmt.Sprintf("writer-%d", i)
-	lease = lease.DeepCopy()
+	holder := fmt.Sprintf("writer-%d", p.n)
+	successor := fmt.Sprintf("follower-%d", p.n)
+	p.n++
+	lease := p.lease.DeepCopy()
 	lease.Spec.HolderIdentity = &holder
 	sent := time.Now()
-	written, err := writer.CoordinationV1().Leases(lease.Namespace).Update(ctx, lease, metav1.UpdateOptions{})
+	written, err := p.writer.CoordinationV1().Leases(lease.Namespace).Update(ctx, lease, metav1.UpdateOptions{})
 	answered := time.Now()
 	if err != nil {
-		return nil, fmt.Errorf("update: %w", err)
+		return fmt.Errorf("update: %w", err)
 	}
-	seen, err := awaitVersion(ctx, w, written.ResourceVersion)
+	seen, err := awaitVersion(ctx, p.w, written.ResourceVersion)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	seenAt := time.Now()
 	next := seen.DeepCopy()
-	successor := fmt.Sprintf("follower-%d", i)
 	next.Spec.HolderIdentity = &successor
-	relayed, err := follower.CoordinationV1().Leases(lease.Namespace).Update(ctx, next, metav1.UpdateOptions{})
+	relayed, err := p.follower.CoordinationV1().Leases(lease.Namespace).Update(ctx, next, metav1.UpdateOptions{})
 	done := time.Now()
 	if err != nil {
-		return nil, fmt.Errorf("follower's update: %w", err)
+		return fmt.Errorf("the follower's update: %w", err)
 	}
 	// The follower's own write comes back through its watch too; take it
 	// now, so that the next sample waits for its own event only.
-	if _, err := awaitVersion(ctx, w, relayed.ResourceVersion); err != nil {
-		return nil, err
+	if _, err := awaitVersion(ctx, p.w, relayed.ResourceVersion); err != nil {
+		return err
 	}
-	res.Update = append(res.Update, answered.Sub(sent))
-	res.Watched = append(res.Watched, seenAt.Sub(sent))
-	res.Relay = append(res.Relay, done.Sub(sent))
-	return relayed, nil
+	p.res.Update = append(p.res.Update, answered.Sub(sent))
+	p.res.Watched = append(p.res.Watched, seenAt.Sub(sent))
+	p.res.Relay = append(p.res.Relay, done.Sub(sent))
+	p.lease = relayed
+	return nil
 }
 
 // awaitVersion waits for w to deliver the Lease at resourceVersion rv.

@@ -32,11 +32,11 @@ func (r *Results) writeFloor(w io.Writer) {
 		return
 	}
 	fmt.Fprintf(w, "### The API server's floor\n\n")
-	fmt.Fprintf(w, "What the API server itself allows a handover, measured in the same run just before the handover\n")
-	fmt.Fprintf(w, "trials, on a Lease of its own with no elector: one client updates it, a second client watches it and\n")
-	fmt.Fprintf(w, "updates it as soon as the event arrives, as a follower taking a released lock does. Both are fresh\n")
-	fmt.Fprintf(w, "clientsets without client-side rate limits, like every candidate's; the samples are spaced by random\n")
-	fmt.Fprintf(w, "pauses under %v.\n\n", floorPause)
+	fmt.Fprintf(w, "What the API server itself allows a handover, measured in the same run, on a Lease of its own with\n")
+	fmt.Fprintf(w, "no elector: one client updates it, a second client watches it and updates it as soon as the event\n")
+	fmt.Fprintf(w, "arrives, as a follower taking a released lock does. Both are fresh clientsets without client-side\n")
+	fmt.Fprintf(w, "rate limits, like every candidate's. %d samples are taken at random times in the pause before each of\n", floorSamples)
+	fmt.Fprintf(w, "meshd's handover trials (while its three candidates run), so that both see the same load.\n\n")
 	t := newTable("floor", "median / p99", "samples")
 	t.add("one UPDATE (round trip)", medP99(f.Update), trials(len(f.Update), f.Errors))
 	t.add("one UPDATE seen through a watch (sent → event at the other client): the one-write floor", medP99(f.Watched), trials(len(f.Watched), f.Errors))

@@ -30,6 +30,26 @@ type TakeoverResult struct {
 // new leader after its leader is cancelled: with release (graceful
 // handover, release true) or without (a crash, release false).
 func RunTakeover(ctx context.Context, env *Env, cfg Config, impl Impl, release bool) TakeoverResult {
+	return runTakeover(ctx, env, cfg, impl, release, nil)
+}
+
+// RunHandoverWithFloor is RunTakeover of graceful handovers that also
+// measures the API server's floor: floorSamples samples during the steady
+// pause of every trial, so that both see the same load.
+func RunHandoverWithFloor(ctx context.Context, env *Env, cfg Config, impl Impl) (TakeoverResult, FloorResult) {
+	probe, err := newFloorProbe(ctx, env)
+	if err != nil {
+		return TakeoverResult{Impl: impl, Errors: []string{err.Error()}}, FloorResult{Errors: []string{err.Error()}}
+	}
+	defer probe.stop()
+	res := runTakeover(ctx, env, cfg, impl, true, probe)
+	f := probe.res
+	cfg.logf("  floor: update %s, watched update %s, update relayed through a watch %s (medians of %d)",
+		fmtMS(medianOf(f.Update)), fmtMS(medianOf(f.Watched)), fmtMS(medianOf(f.Relay)), len(f.Relay))
+	return res, f
+}
+
+func runTakeover(ctx context.Context, env *Env, cfg Config, impl Impl, release bool, probe *floorProbe) TakeoverResult {
 	kind := "failover"
 	if release {
 		kind = "handover"
@@ -43,7 +63,7 @@ func RunTakeover(ctx context.Context, env *Env, cfg Config, impl Impl, release b
 	tr := NewTracker()
 	for i := 0; i < cfg.Trials && ctx.Err() == nil; i++ {
 		lock := fmt.Sprintf("%s-%d", impl, i)
-		lat, sinceRenew, named, err := takeoverTrial(ctx, env, cfg, tr, Spec{
+		lat, sinceRenew, named, err := takeoverTrial(ctx, env, cfg, tr, probe, Spec{
 			Impl: impl, Namespace: ns, Lock: lock, TTL: cfg.TTL, ReleaseOnCancel: release,
 		})
 		if err != nil {
@@ -68,7 +88,7 @@ func RunTakeover(ctx context.Context, env *Env, cfg Config, impl Impl, release b
 
 // takeoverTrial runs one trial; named reports whether the successor
 // started without a write of its own after the old leader was cancelled.
-func takeoverTrial(ctx context.Context, env *Env, cfg Config, tr *Tracker, base Spec) (lat, sinceRenew time.Duration, named bool, err error) {
+func takeoverTrial(ctx context.Context, env *Env, cfg Config, tr *Tracker, probe *floorProbe, base Spec) (lat, sinceRenew time.Duration, named bool, err error) {
 	var g group
 	defer func() {
 		if e := g.stopAll(cfg.stopTimeout()); e != nil && err == nil {
@@ -100,8 +120,13 @@ func takeoverTrial(ctx context.Context, env *Env, cfg Config, tr *Tracker, base 
 	if err := waitUntil(ctx, cfg.settleTimeout(), "a leader seen by all", g.settled); err != nil {
 		return 0, 0, false, err
 	}
-	// Let followers reach their steady state, and act at a random phase.
-	if err := sleep(ctx, cfg.steadyPause()); err != nil {
+	// Let followers reach their steady state, and act at a random phase;
+	// the floor is sampled meanwhile.
+	pause := sleep
+	if probe != nil {
+		pause = probe.sampleDuring
+	}
+	if err := pause(ctx, cfg.steadyPause()); err != nil {
 		return 0, 0, false, err
 	}
 	old := g.leader()

@@ -218,11 +218,13 @@ func run(ctx context.Context, o options) error {
 	logf("kube-apiserver %s ready after %v", res.Machine.APIServer, time.Since(began).Round(time.Millisecond))
 
 	if sections["handover"] {
-		logf("the API server's floor: an update, its watch event, a second client's update (%d samples)", 3*cfg.Trials)
-		floor := bench.RunFloor(ctx, env, cfg)
-		res.Floor = &floor
-		logf("handover after a graceful release (%d trials)", cfg.Trials)
+		logf("handover after a graceful release (%d trials), and the API server's floor during meshd's", cfg.Trials)
 		for _, impl := range impls {
+			if impl == bench.Meshd {
+				h, floor := bench.RunHandoverWithFloor(ctx, env, cfg, impl)
+				res.Handover, res.Floor = append(res.Handover, h), &floor
+				continue
+			}
 			res.Handover = append(res.Handover, bench.RunTakeover(ctx, env, cfg, impl, true))
 		}
 	}
