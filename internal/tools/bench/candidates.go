@@ -48,6 +48,9 @@ func startTracedMember(cfg *rest.Config, spec Spec, tl *Timeline, who string) (*
 	go func() {
 		defer close(m.done)
 		m.cand.Run(ctx)
+		if tl != nil {
+			tl.Add(who, "Run returned")
+		}
 	}()
 	return m, nil
 }

@@ -112,6 +112,9 @@ func (b *timelineBody) Read(p []byte) (int, error) {
 	if n > 0 {
 		b.tl.Add(b.who, fmt.Sprintf("watch received %d bytes", n))
 	}
+	if err != nil {
+		b.tl.Add(b.who, fmt.Sprintf("watch ended: %v", err))
+	}
 	return n, err
 }
 
