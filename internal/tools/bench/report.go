@@ -189,7 +189,7 @@ func (r *Results) writeSummary(w io.Writer) {
 	t := newTable("target", "measured", "verdict")
 	t.right[1], t.right[2] = false, false
 	handoverRow(t, r.Config.TTL, r.Handover)
-	floorRow(t, r.Config.TTL, r.Handover, r.Floor)
+	floorRow(t, r.Config.TTL, r.Handover, r.Steal, r.Floor)
 	stealRow(t, r.Config.TTL, r.Steal)
 	if d := r.LongTTL; d != nil {
 		handoverRow(t, d.Config.TTL, d.Handover)

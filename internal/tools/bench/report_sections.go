@@ -51,10 +51,13 @@ func (r *Results) writeFloor(w io.Writer) {
 	fmt.Fprintf(w, "release-then-acquire floor when it released the lock and the successor wrote (a trial counts as\n")
 	fmt.Fprintf(w, "named when the successor's first successful UPDATE after the cancel returned after its run function\n")
 	fmt.Fprintf(w, "started). In this plain election no candidate announces itself, so the releasing holder knows no\n")
-	fmt.Fprintf(w, "successor and releases; two followers then race for the lock, and the loser's write is refused.\n\n")
+	fmt.Fprintf(w, "successor and releases; two followers then race for the lock, and the loser's write is refused.\n")
+	fmt.Fprintf(w, "When the steal section ran, its priority handovers are compared too, from the old leader's stop to\n")
+	fmt.Fprintf(w, "the new leader's start: the holder, its work stopped, writes the record naming the candidate that\n")
+	fmt.Fprintf(w, "asked, and the candidate starts on that record (the one-write floor).\n\n")
 	t = newTable("handovers", "trials", "median / p99", "floor", "floor median", "median ÷ floor")
 	t.right[3] = false
-	for _, g := range floorGroups(m, f) {
+	for _, g := range floorGroups(m, r.Steal, f) {
 		t.add(g.what, fmt.Sprint(len(g.lat)), medP99(g.lat), g.floor, fmtMS(medianOf(g.floorLat)), ratio(medianOf(g.lat), medianOf(g.floorLat)))
 	}
 	t.write(w)
@@ -64,30 +67,41 @@ func (r *Results) writeFloor(w io.Writer) {
 type floorGroup struct {
 	what, floor   string
 	lat, floorLat Durations
+	// graceful: the trials are graceful handovers, which the Summary's
+	// target is about.
+	graceful bool
 }
 
 // floorGroups splits m's trials by the floor that applies; groups without
-// trials are left out.
-func floorGroups(m TakeoverResult, f *FloorResult) []floorGroup {
+// trials are left out. steal, if it ran, adds meshd's priority handovers
+// from the old leader's stop to the new leader's start: the holder names
+// the candidate that asked, which starts on that record.
+func floorGroups(m TakeoverResult, steal []StealResult, f *FloorResult) []floorGroup {
 	var out []floorGroup
 	if len(m.Named) > 0 {
-		out = append(out, floorGroup{"successor named by the releasing holder", "one-write", m.Named, f.Watched})
+		out = append(out, floorGroup{"graceful release, successor named by the releasing holder", "one-write", m.Named, f.Watched, true})
 	}
 	if len(m.Relayed) > 0 {
-		out = append(out, floorGroup{"released, the successor wrote", "release-then-acquire", m.Relayed, f.Relay})
+		out = append(out, floorGroup{"graceful release, the successor wrote", "release-then-acquire", m.Relayed, f.Relay, true})
+	}
+	if s, ok := stealFor(steal, Meshd); ok && len(s.Relay) > 0 {
+		out = append(out, floorGroup{"priority handover on request, old leader's stop → new leader's start", "one-write", s.Relay, f.Watched, false})
 	}
 	return out
 }
 
 // floorRow is the Summary's target for the handover against the floor.
-func floorRow(t *table, ttl time.Duration, rs []TakeoverResult, f *FloorResult) {
+func floorRow(t *table, ttl time.Duration, rs []TakeoverResult, steal []StealResult, f *FloorResult) {
 	m, ok := takeoverFor(rs, Meshd)
 	if !ok || f == nil {
 		return
 	}
 	var parts []string
 	met := len(m.Latency) > 0
-	for _, g := range floorGroups(m, f) {
+	for _, g := range floorGroups(m, steal, f) {
+		if !g.graceful {
+			continue
+		}
 		r := medianOf(g.lat) / medianOf(g.floorLat)
 		parts = append(parts, fmt.Sprintf("%s: meshd %s, %s floor %s (%s, %d trials)", g.what, fmtMS(medianOf(g.lat)), g.floor,
 			fmtMS(medianOf(g.floorLat)), ratio(medianOf(g.lat), medianOf(g.floorLat)), len(g.lat)))
