@@ -7,6 +7,7 @@
 //	go run ./internal/tools/cmd/bench -out docs/benchmarks.md
 //	go run ./internal/tools/cmd/bench -quick             # a short development run
 //	go run ./internal/tools/cmd/bench -sections scale -scale-cells 100x3,1000x3 -impls meshd,client-go
+//	go run ./internal/tools/cmd/bench -quick -sections handover -impls meshd -trace-handover  # where a handover's time goes
 //
 // The etcd and kube-apiserver binaries come from "make kube-bins"; set
 // KUBE_BIN_DIR=$PWD/.cache/kube/bin when not running through make. With
