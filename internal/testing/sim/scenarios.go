@@ -163,10 +163,17 @@ func smallTTLDefaultStopTimeout() Scenario {
 // holder's answer; it must try again after a retry period, not wait out a
 // whole lease. The failure is injected into the candidate's first write
 // after the holder answered (named it in the record or in the handover
-// annotation), whatever that write is in the protocol.
+// annotation), whatever that write is in the protocol. The holder's work
+// takes 1.5s to stop, so that the record naming the candidate comes more
+// than half a renew deadline after its request: the candidate then writes
+// its own record before its work starts (one that comes sooner is led on
+// as it is, with no write to fail).
 func handedOverCandidateRetries() Scenario {
 	s := base("handed-over-candidate-retries-failed-write", resourcelock.ConfigMapsResourceLock, 12*time.Second)
-	s.Candidates = []CandidateSpec{meshd("holder", "stable", "stable", 0), meshd("cand", "canary", "stable", 200*time.Millisecond)}
+	s.Timing.StopTimeout = 2 * time.Second
+	holder := meshd("holder", "stable", "stable", 0)
+	holder.Work.Drain = 1500 * time.Millisecond
+	s.Candidates = []CandidateSpec{holder, meshd("cand", "canary", "stable", 200*time.Millisecond)}
 	s.Actions = []Action{sees(2*time.Second, "holder", "canary"), sees(2*time.Second, "cand", "canary")}
 	answered := false
 	s.OnRecord = func(w *World, r Record) {

@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"time"
 
 	"k8s.io/client-go/rest"
@@ -21,7 +22,18 @@ type member struct {
 // startMember builds spec's candidate on a fresh counted clientset from cfg
 // and runs it until stopped.
 func startMember(cfg *rest.Config, spec Spec) (*member, error) {
+	return startTracedMember(cfg, spec, nil, "")
+}
+
+// startTracedMember is startMember whose requests, watch deliveries and
+// elector log become steps of who in tl (unless tl is nil).
+func startTracedMember(cfg *rest.Config, spec Spec, tl *Timeline, who string) (*member, error) {
 	m := &member{id: spec.Identity, counter: NewCounter(), done: make(chan struct{})}
+	if tl != nil {
+		cfg = rest.CopyConfig(cfg)
+		cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return tl.transport(who, rt) })
+		spec.Logger = tl.logger(who)
+	}
 	client, err := newClient(cfg, m.counter)
 	if err != nil {
 		return nil, err
@@ -36,6 +48,9 @@ func startMember(cfg *rest.Config, spec Spec) (*member, error) {
 	go func() {
 		defer close(m.done)
 		m.cand.Run(ctx)
+		if tl != nil {
+			tl.Add(who, "Run returned")
+		}
 	}()
 	return m, nil
 }

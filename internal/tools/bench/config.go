@@ -2,6 +2,7 @@ package bench
 
 import (
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"time"
 
@@ -16,6 +17,10 @@ type Config struct {
 	Trials int
 	// Logf prints progress.
 	Logf func(format string, args ...any)
+	// Trace, if set, receives a timeline of every meshd handover trial:
+	// each candidate's requests, watch deliveries and elector log, and its
+	// run function's start and stop (for diagnosis).
+	Trace io.Writer
 }
 
 func (c Config) logf(format string, args ...any) {

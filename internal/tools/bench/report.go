@@ -18,7 +18,10 @@ type Results struct {
 	Elapsed time.Duration
 
 	Handover []TakeoverResult
-	Steal    []StealResult
+	// Floor is what the API server allows a handover, measured in the
+	// handover section before its trials; nil when it did not run.
+	Floor *FloorResult
+	Steal []StealResult
 	// Forced is the forced steal from client-go's elector, beside Steal.
 	Forced   []ForcedResult
 	Failover []TakeoverResult
@@ -46,7 +49,10 @@ type Results struct {
 type Rerun struct {
 	Config   Config
 	Handover []TakeoverResult
-	Steal    []StealResult
+	// Floor is what the API server allows a handover, measured in the
+	// handover section before its trials; nil when it did not run.
+	Floor *FloorResult
+	Steal []StealResult
 }
 
 // targetSpeedup is how many times faster than the pollers meshd must hand
@@ -183,6 +189,7 @@ func (r *Results) writeSummary(w io.Writer) {
 	t := newTable("target", "measured", "verdict")
 	t.right[1], t.right[2] = false, false
 	handoverRow(t, r.Config.TTL, r.Handover)
+	floorRow(t, r.Config.TTL, r.Handover, r.Steal, r.Floor)
 	stealRow(t, r.Config.TTL, r.Steal)
 	if d := r.LongTTL; d != nil {
 		handoverRow(t, d.Config.TTL, d.Handover)

@@ -17,6 +17,100 @@ func (r *Results) writeHandover(w io.Writer) {
 	fmt.Fprintf(w, "Three candidates of one plain election, every one with ReleaseOnCancel. Measured from cancelling\n")
 	fmt.Fprintf(w, "the leader to the start of the next leader's run function; a fresh Lease per trial.\n\n")
 	writeHandoverTable(w, r.Handover)
+	r.writeFloor(w)
+}
+
+// floorTarget is how many times the API server's floor a graceful handover
+// may take, by the handover issue.
+const floorTarget = 1.5
+
+// writeFloor reports the API server's floor and meshd's handover against
+// it.
+func (r *Results) writeFloor(w io.Writer) {
+	f := r.Floor
+	if f == nil {
+		return
+	}
+	fmt.Fprintf(w, "### The API server's floor\n\n")
+	fmt.Fprintf(w, "What the API server itself allows a handover, measured in the same run, on a Lease of its own with\n")
+	fmt.Fprintf(w, "no elector: one client updates it, a second client watches it and updates it as soon as the event\n")
+	fmt.Fprintf(w, "arrives, as a follower taking a released lock does. Both are fresh clientsets without client-side\n")
+	fmt.Fprintf(w, "rate limits, like every candidate's. %d samples are taken at random times in the pause before each of\n", floorSamples)
+	fmt.Fprintf(w, "meshd's handover trials (while its three candidates run), so that both see the same load. The first\n")
+	fmt.Fprintf(w, "UPDATE of a sample comes after a pause, as a graceful release does; a write that follows other\n")
+	fmt.Fprintf(w, "requests at once is often faster (the second UPDATE of a sample; the last step of a priority handover).\n\n")
+	t := newTable("floor", "median / p99", "samples")
+	t.add("one UPDATE (round trip)", medP99(f.Update), trials(len(f.Update), f.Errors))
+	t.add("one UPDATE seen through a watch (sent → event at the other client): the one-write floor", medP99(f.Watched), trials(len(f.Watched), f.Errors))
+	t.add("an UPDATE, its watch event, the other client's UPDATE (sent → second answered): the release-then-acquire floor", medP99(f.Relay), trials(len(f.Relay), f.Errors))
+	t.write(w)
+	m, ok := takeoverFor(r.Handover, Meshd)
+	if !ok {
+		return
+	}
+	fmt.Fprintf(w, "meshd's graceful handovers above, against the floor that applies: the one-write floor when the\n")
+	fmt.Fprintf(w, "releasing holder named its successor (the successor starts on the watch event alone), the\n")
+	fmt.Fprintf(w, "release-then-acquire floor when it released the lock and the successor wrote (a trial counts as\n")
+	fmt.Fprintf(w, "named when the successor's first successful UPDATE after the cancel returned after its run function\n")
+	fmt.Fprintf(w, "started). In this plain election no candidate announces itself, so the releasing holder knows no\n")
+	fmt.Fprintf(w, "successor and releases; two followers then race for the lock, and the loser's write is refused.\n")
+	fmt.Fprintf(w, "When the steal section ran, its priority handovers are compared too, from the old leader's stop to\n")
+	fmt.Fprintf(w, "the new leader's start: the holder, its work stopped, writes the record naming the candidate that\n")
+	fmt.Fprintf(w, "asked, and the candidate starts on that record (the one-write floor).\n\n")
+	t = newTable("handovers", "trials", "median / p99", "floor", "floor median", "median ÷ floor")
+	t.right[3] = false
+	for _, g := range floorGroups(m, r.Steal, f) {
+		t.add(g.what, fmt.Sprint(len(g.lat)), medP99(g.lat), g.floor, fmtMS(medianOf(g.floorLat)), ratio(medianOf(g.lat), medianOf(g.floorLat)))
+	}
+	t.write(w)
+}
+
+// floorGroup is a set of handover trials and the floor that applies.
+type floorGroup struct {
+	what, floor   string
+	lat, floorLat Durations
+	// graceful: the trials are graceful handovers, which the Summary's
+	// target is about.
+	graceful bool
+}
+
+// floorGroups splits m's trials by the floor that applies; groups without
+// trials are left out. steal, if it ran, adds meshd's priority handovers
+// from the old leader's stop to the new leader's start: the holder names
+// the candidate that asked, which starts on that record.
+func floorGroups(m TakeoverResult, steal []StealResult, f *FloorResult) []floorGroup {
+	var out []floorGroup
+	if len(m.Named) > 0 {
+		out = append(out, floorGroup{"graceful release, successor named by the releasing holder", "one-write", m.Named, f.Watched, true})
+	}
+	if len(m.Relayed) > 0 {
+		out = append(out, floorGroup{"graceful release, the successor wrote", "release-then-acquire", m.Relayed, f.Relay, true})
+	}
+	if s, ok := stealFor(steal, Meshd); ok && len(s.Relay) > 0 {
+		out = append(out, floorGroup{"priority handover on request, old leader's stop → new leader's start", "one-write", s.Relay, f.Watched, false})
+	}
+	return out
+}
+
+// floorRow is the Summary's target for the handover against the floor.
+func floorRow(t *table, ttl time.Duration, rs []TakeoverResult, steal []StealResult, f *FloorResult) {
+	m, ok := takeoverFor(rs, Meshd)
+	if !ok || f == nil {
+		return
+	}
+	var parts []string
+	met := len(m.Latency) > 0
+	for _, g := range floorGroups(m, steal, f) {
+		if !g.graceful {
+			continue
+		}
+		r := medianOf(g.lat) / medianOf(g.floorLat)
+		parts = append(parts, fmt.Sprintf("%s: meshd %s, %s floor %s (%s, %d trials)", g.what, fmtMS(medianOf(g.lat)), g.floor,
+			fmtMS(medianOf(g.floorLat)), ratio(medianOf(g.lat), medianOf(g.floorLat)), len(g.lat)))
+		met = met && r <= floorTarget
+	}
+	t.add(fmt.Sprintf("ttl %v: graceful handover median within %.1fx of the API server's floor measured in this run", ttl, floorTarget),
+		strings.Join(parts, "; "), verdict(met))
 }
 
 func writeHandoverTable(w io.Writer, rs []TakeoverResult) {

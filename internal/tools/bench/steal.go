@@ -18,7 +18,11 @@ type StealResult struct {
 	// Stop is from the change to the old leader's run function stop.
 	Stop Durations
 	// Done is the later of the two: the handover is complete.
-	Done    Durations
+	Done Durations
+	// Relay is from the old leader's stop to the new leader's start: the
+	// old holder's write naming its successor, seen through the
+	// successor's watch.
+	Relay   Durations
 	Overlap Overlap
 	Errors  []string
 }
@@ -115,6 +119,7 @@ func runSteal(ctx context.Context, env *Env, cfg Config, impl Impl, res *StealRe
 		res.Start = append(res.Start, s)
 		res.Stop = append(res.Stop, p)
 		res.Done = append(res.Done, max(s, p))
+		res.Relay = append(res.Relay, s-p)
 		cfg.logf("  steal %s trial %d: new leader after %s, old stopped after %s", impl, i, fmtDur(s), fmtDur(p))
 	}
 	return nil

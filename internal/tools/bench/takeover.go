@@ -17,14 +17,39 @@ type TakeoverResult struct {
 	// SinceRenew is from the old leader's last successful write (acquire or
 	// renew) to the next start: what a lease-based failover waits for.
 	SinceRenew Durations
-	Overlap    Overlap
-	Errors     []string
+	// Named are the latencies of the trials in which the successor started
+	// without a write of its own: the old holder's last write named it.
+	// Relayed are the others: a release, then the successor's write.
+	Named   Durations
+	Relayed Durations
+	Overlap Overlap
+	Errors  []string
 }
 
 // RunTakeover measures how fast a plain election of three candidates gets a
 // new leader after its leader is cancelled: with release (graceful
 // handover, release true) or without (a crash, release false).
 func RunTakeover(ctx context.Context, env *Env, cfg Config, impl Impl, release bool) TakeoverResult {
+	return runTakeover(ctx, env, cfg, impl, release, nil)
+}
+
+// RunHandoverWithFloor is RunTakeover of graceful handovers that also
+// measures the API server's floor: floorSamples samples during the steady
+// pause of every trial, so that both see the same load.
+func RunHandoverWithFloor(ctx context.Context, env *Env, cfg Config, impl Impl) (TakeoverResult, FloorResult) {
+	probe, err := newFloorProbe(ctx, env)
+	if err != nil {
+		return TakeoverResult{Impl: impl, Errors: []string{err.Error()}}, FloorResult{Errors: []string{err.Error()}}
+	}
+	defer probe.stop()
+	res := runTakeover(ctx, env, cfg, impl, true, probe)
+	f := probe.res
+	cfg.logf("  floor: update %s, watched update %s, update relayed through a watch %s (medians of %d)",
+		fmtMS(medianOf(f.Update)), fmtMS(medianOf(f.Watched)), fmtMS(medianOf(f.Relay)), len(f.Relay))
+	return res, f
+}
+
+func runTakeover(ctx context.Context, env *Env, cfg Config, impl Impl, release bool, probe *floorProbe) TakeoverResult {
 	kind := "failover"
 	if release {
 		kind = "handover"
@@ -38,7 +63,7 @@ func RunTakeover(ctx context.Context, env *Env, cfg Config, impl Impl, release b
 	tr := NewTracker()
 	for i := 0; i < cfg.Trials && ctx.Err() == nil; i++ {
 		lock := fmt.Sprintf("%s-%d", impl, i)
-		lat, sinceRenew, err := takeoverTrial(ctx, env, cfg, tr, Spec{
+		lat, sinceRenew, named, err := takeoverTrial(ctx, env, cfg, tr, probe, Spec{
 			Impl: impl, Namespace: ns, Lock: lock, TTL: cfg.TTL, ReleaseOnCancel: release,
 		})
 		if err != nil {
@@ -48,50 +73,90 @@ func RunTakeover(ctx context.Context, env *Env, cfg Config, impl Impl, release b
 		}
 		res.Latency = append(res.Latency, lat)
 		res.SinceRenew = append(res.SinceRenew, sinceRenew)
-		cfg.logf("  %s %s trial %d: %s", kind, impl, i, fmtDur(lat))
+		how := ""
+		if named {
+			res.Named = append(res.Named, lat)
+			how = " (successor named by the old holder)"
+		} else {
+			res.Relayed = append(res.Relayed, lat)
+		}
+		cfg.logf("  %s %s trial %d: %s%s", kind, impl, i, fmtDur(lat), how)
 	}
 	res.Overlap = tr.Overlap()
 	return res
 }
 
-func takeoverTrial(ctx context.Context, env *Env, cfg Config, tr *Tracker, base Spec) (lat, sinceRenew time.Duration, err error) {
+// takeoverTrial runs one trial; named reports whether the successor
+// started without a write of its own after the old leader was cancelled.
+func takeoverTrial(ctx context.Context, env *Env, cfg Config, tr *Tracker, probe *floorProbe, base Spec) (lat, sinceRenew time.Duration, named bool, err error) {
 	var g group
 	defer func() {
 		if e := g.stopAll(cfg.stopTimeout()); e != nil && err == nil {
 			err = e
 		}
 	}()
+	var tl *Timeline
+	if cfg.Trace != nil && base.Impl == Meshd && base.ReleaseOnCancel {
+		tl = &Timeline{}
+	}
 	for c := 0; c < 3; c++ {
 		spec := base
 		spec.Identity = fmt.Sprintf("%s-c%d", base.Lock, c)
 		spec.Work = tr.Work(base.Lock, spec.Identity)
-		m, err := startMember(env.Config, spec)
+		if tl != nil {
+			work, who := spec.Work, fmt.Sprintf("c%d", c)
+			spec.Work = func(ctx context.Context) {
+				tl.Add(who, "run function started")
+				defer tl.Add(who, "run function returned")
+				work(ctx)
+			}
+		}
+		m, err := startTracedMember(env.Config, spec, tl, fmt.Sprintf("c%d", c))
 		if err != nil {
-			return 0, 0, err
+			return 0, 0, false, err
 		}
 		g = append(g, m)
 	}
 	if err := waitUntil(ctx, cfg.settleTimeout(), "a leader seen by all", g.settled); err != nil {
-		return 0, 0, err
+		return 0, 0, false, err
 	}
-	// Let followers reach their steady state, and act at a random phase.
-	if err := sleep(ctx, cfg.steadyPause()); err != nil {
-		return 0, 0, err
+	// Let followers reach their steady state, and act at a random phase;
+	// the floor is sampled meanwhile.
+	pause := sleep
+	if probe != nil {
+		pause = probe.sampleDuring
+	}
+	if err := pause(ctx, cfg.steadyPause()); err != nil {
+		return 0, 0, false, err
 	}
 	old := g.leader()
 	if old == nil {
-		return 0, 0, fmt.Errorf("leadership changed while settling")
+		return 0, 0, false, fmt.Errorf("leadership changed while settling")
 	}
 	t0 := time.Now()
+	if tl != nil {
+		tl.AddAt(t0, old.id[len(base.Lock)+1:], "cancelled (the handover begins)")
+		defer func() {
+			fmt.Fprintf(cfg.Trace, "%s: handover in %s\n", base.Lock, fmtDur(lat))
+			tl.Write(cfg.Trace, t0)
+		}()
+	}
 	old.cancel()
 	next, err := tr.WaitFor(cfg.takeoverTimeout(), "a new leader", func(iv ledger.Interval) bool {
 		return iv.Election == base.Lock && iv.Holder != old.id && iv.Start.After(t0)
 	})
 	if err != nil {
-		return 0, 0, err
+		return 0, 0, false, err
 	}
 	if err := old.stop(cfg.stopTimeout()); err != nil {
-		return 0, 0, err
+		return 0, 0, false, err
 	}
-	return next.Start.Sub(t0), next.Start.Sub(old.counter.LastWrite()), nil
+	named = true
+	for _, m := range g {
+		if m.id == next.Holder {
+			wrote, ok := m.counter.FirstUpdateAfter(t0)
+			named = !ok || wrote.After(next.Start)
+		}
+	}
+	return next.Start.Sub(t0), next.Start.Sub(old.counter.LastWrite()), named, nil
 }

@@ -194,6 +194,15 @@ func (le *LeaderElector) decideAndWrite(ctx context.Context, renewing bool, rec 
 				}
 				return heldByOther, nil
 			}
+			if le.handover != nil {
+				if since, ok := le.handover.namedSince(rec, now); ok {
+					// Handed the lock on request: the record is a valid
+					// term already, and the work starts on it alone.
+					le.namedFrom = since
+					le.log.Info("the holder handed the lock over on request; leading on its record")
+					return acquired, nil
+				}
+			}
 			// Handed the lock: answer requests once leading.
 		} else if out, err := le.answerRequest(ctx); out != readNeeded {
 			return out, err

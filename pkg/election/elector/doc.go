@@ -64,7 +64,10 @@
 // hand over (handover.go, docs/handover.md). The holder answers: it accepts
 // with the time within which its work will have stopped, or refuses. An
 // accepted request is followed by the record naming the candidate once the
-// holder's work stopped; a refused one is never followed by force. Only a
+// holder's work stopped, and the candidate starts on that record without a
+// write of its own, counting its renew deadline from when it sent its
+// request (every other candidate saw the record, and timed its lease, after
+// that); a refused one is never followed by force. Only a
 // holder that does not cooperate (istiod, client-go) or does not answer
 // within HandoverGrace is preempted by force.
 //

@@ -83,6 +83,7 @@ type LeaderElector struct {
 	paced       bool                   // the first attempt has been paced; see pace.go
 	vacantSince time.Time              // coordinated: when the lock was first seen vacant; see coordinate.go
 	yieldAt     time.Time              // the try after a release, when yielding to better candidates
+	namedFrom   time.Time              // set by an attempt that leads on a record naming this candidate without a write
 
 	mu              sync.Mutex
 	leading         bool
@@ -343,6 +344,11 @@ func (le *LeaderElector) tryAcquire(ctx context.Context) bool {
 	switch out {
 	case acquired:
 		le.acquiredAt = started
+		if !le.namedFrom.IsZero() {
+			// Led on a record written by the previous holder: the term
+			// counts from the request it answered (see namedSince).
+			le.acquiredAt, le.namedFrom = le.namedFrom, time.Time{}
+		}
 		le.acquiredVacancy()
 		le.log.Info("acquired leadership")
 		return true

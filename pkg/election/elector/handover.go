@@ -245,6 +245,36 @@ func (p *handoverProtocol) answer(ctx context.Context, now time.Time) (*resource
 	return &h, nil
 }
 
+// namedSince is for a candidate that finds the record naming it: when the
+// holder handed the lock over on its request, it may lead on that record
+// alone, without writing its own first, and count its term from the
+// returned time. ok is false when it must write first.
+//
+// The record naming this candidate was written over a version of the lock
+// object that carried its request, so it was sent after the request was:
+// every other candidate times its lease from a moment after askedAt, and a
+// term whose renew deadline counts from askedAt ends inside that lease, as
+// one counted from a renew this candidate sent itself would. The old holder
+// wrote it only after its work had stopped, as it writes every handover.
+// The record must also promise at least this candidate's own lease and
+// carry its key (otherwise others would time a shorter lease, or see
+// another key, than this candidate's renewals assume); and the request
+// must be recent, so that the term has time to renew before its deadline.
+// In session mode the record must name this candidate's session, which a
+// record written by the old holder does not: there it writes first.
+func (p *handoverProtocol) namedSince(rec *resourcelock.Record, now time.Time) (since time.Time, ok bool) {
+	le := p.le
+	switch {
+	case p.askedAt.IsZero() || now.Sub(p.askedAt) >= le.cfg.RenewDeadline/2:
+		return time.Time{}, false
+	case rec.HolderKey != le.cfg.Lock.Key() || honouredLease(*rec) < le.cfg.LeaseDuration:
+		return time.Time{}, false
+	case le.startAt.After(now) || le.sessionMode():
+		return time.Time{}, false
+	}
+	return p.askedAt, true
+}
+
 // promisedSuccessor returns the request this holder accepted and has not
 // yet honoured, when the lock still names this holder and the request is
 // fresh and still entitled; nil otherwise.

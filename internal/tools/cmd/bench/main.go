@@ -7,6 +7,7 @@
 //	go run ./internal/tools/cmd/bench -out docs/benchmarks.md
 //	go run ./internal/tools/cmd/bench -quick             # a short development run
 //	go run ./internal/tools/cmd/bench -sections scale -scale-cells 100x3,1000x3 -impls meshd,client-go
+//	go run ./internal/tools/cmd/bench -quick -sections handover -impls meshd -trace-handover  # where a handover's time goes
 //
 // The etcd and kube-apiserver binaries come from "make kube-bins"; set
 // KUBE_BIN_DIR=$PWD/.cache/kube/bin when not running through make. With
@@ -49,6 +50,7 @@ type options struct {
 	impls          string
 	replicaLogs    string
 	replicaHeap    string
+	traceHandover  bool
 
 	replica bench.ReplicaOptions
 	isChild bool
@@ -73,6 +75,7 @@ func main() {
 	flag.StringVar(&o.scaleSkip, "scale-skip", bench.DefaultScaleSkip, "implementations left out of scale cells, comma-separated <implementation>@<elections>x<replicas>")
 	flag.StringVar(&o.impls, "impls", strings.Join(implNames(bench.Impls), ","),
 		"implementations to compare; "+strings.Join(implNames(bench.ScaleOnly), ",")+" runs in the scale section only")
+	flag.BoolVar(&o.traceHandover, "trace-handover", false, "print to stderr a timeline of every meshd handover trial (requests, watch deliveries, elector log, run functions)")
 	flag.DurationVar(&o.timeout, "timeout", 60*time.Minute, "give up after this long")
 	// Replica mode, used by the benchmark itself.
 	flag.BoolVar(&o.isChild, "replica", false, "internal: run as one replica process of the scale benchmark")
@@ -176,6 +179,9 @@ func run(ctx context.Context, o options) error {
 		}
 	}
 	cfg := bench.Config{TTL: o.ttl, Trials: o.trials, Logf: logf}
+	if o.traceHandover {
+		cfg.Trace = os.Stderr
+	}
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
@@ -213,8 +219,13 @@ func run(ctx context.Context, o options) error {
 	logf("kube-apiserver %s ready after %v", res.Machine.APIServer, time.Since(began).Round(time.Millisecond))
 
 	if sections["handover"] {
-		logf("handover after a graceful release (%d trials)", cfg.Trials)
+		logf("handover after a graceful release (%d trials), and the API server's floor during meshd's", cfg.Trials)
 		for _, impl := range impls {
+			if impl == bench.Meshd {
+				h, floor := bench.RunHandoverWithFloor(ctx, env, cfg, impl)
+				res.Handover, res.Floor = append(res.Handover, h), &floor
+				continue
+			}
 			res.Handover = append(res.Handover, bench.RunTakeover(ctx, env, cfg, impl, true))
 		}
 	}
