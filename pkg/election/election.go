@@ -35,6 +35,8 @@ type LeaderElection struct {
 	log            *zap.Logger
 	clock          clock.WithTicker
 	backoff        backoff
+	metrics        elector.Metrics        // counts failed run functions; nil when disabled
+	lock           resourcelock.Interface // records the Event of a failed run function; nil when disabled
 
 	watcher      revisions.DefaultWatcher
 	ownedWatcher bool       // started by this election, not by a Group or the caller
@@ -197,6 +199,13 @@ func build(client kubernetes.Interface, spec Spec, o *options, newWatcher watche
 		}
 		l.sessionWait = retryPeriod
 	}
+	// The election alone supervises the run functions: after a term that a
+	// failure ended it waits at least a RetryPeriod, so that failing work
+	// moves the lock at most once per RetryPeriod.
+	_, _, retryPeriod := o.durations()
+	l.backoff.initial = max(l.backoff.initial, retryPeriod)
+	l.backoff.max = max(l.backoff.max, l.backoff.initial)
+	l.metrics, l.lock = o.metrics, lock
 	if l.elector, err = elector.New(l.electorConfig(lock, o, cooperative)); err != nil {
 		leaseDuration, renewDeadline, retryPeriod := o.durations()
 		return nil, fmt.Errorf("election %q (lease %v, renew deadline %v, retry period %v): %w", spec.ElectionID, leaseDuration, renewDeadline, retryPeriod, err)

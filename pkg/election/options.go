@@ -285,7 +285,10 @@ func WithHandover(enabled bool, grace time.Duration) Option {
 // WithRunBackoff sets the wait before contending again after a term ended
 // by a failed run function: initial after the first such term, doubling for
 // each one in a row, at most max. Defaults DefaultRunBackoff and
-// DefaultMaxRunBackoff.
+// DefaultMaxRunBackoff. With elections enabled, the wait is never shorter
+// than the RetryPeriod, so that failing work moves the lock at most once
+// per RetryPeriod. The election is the one place that backs off: the
+// elector beneath it contends as soon as it is asked to.
 func WithRunBackoff(initial, max time.Duration) Option {
 	return func(o *options) { o.backoff, o.maxBackoff = initial, max }
 }

@@ -8,8 +8,11 @@ import (
 	"sync"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+
 	"go.uber.org/zap"
 
+	"github.com/meshd-io/meshd/pkg/election/elector"
 	"github.com/meshd-io/meshd/pkg/revisions"
 )
 
@@ -327,6 +330,8 @@ func (l *LeaderElection) lateError(err error) {
 	}
 }
 
+// recordFailure reports a failed run function once: in the log, in
+// Status, as a metric and as a Kubernetes Event on the lock object.
 func (l *LeaderElection) recordFailure(err error) {
 	l.mu.Lock()
 	l.lastErr = err
@@ -338,6 +343,12 @@ func (l *LeaderElection) recordFailure(err error) {
 		fields = append(fields, zap.ByteString("stack", p.Stack))
 	}
 	l.log.Error("run function failed; ending the term", fields...)
+	if l.metrics != nil {
+		l.metrics.RunFailed(l.lockName)
+	}
+	if l.lock != nil {
+		l.lock.RecordEvent(corev1.EventTypeWarning, elector.ReasonRunFailed, "run function failed: "+err.Error())
+	}
 }
 
 func (l *LeaderElection) setLeading(v bool) {

@@ -117,6 +117,37 @@ func TestBackoffAfterFailedTerms(t *testing.T) {
 	}
 }
 
+// TestFailingWorkMovesTheLockAtMostOncePerRetryPeriod: the election alone
+// backs off after a failure, and never for less than a RetryPeriod, however
+// short WithRunBackoff asks for, so that failing work moves the lock at
+// most once per RetryPeriod.
+func TestFailingWorkMovesTheLockAtMostOncePerRetryPeriod(t *testing.T) {
+	client := kubetest.NewClientset()
+	clk := clocktesting.NewFakeClock(time.Now())
+	le := mustElection(t)(NewLeaderElection(testNS, "a", IngressController, "stable", client, WithTTL(4*time.Second),
+		WithClock(clk), WithDefaultWatcher(revisions.NewStaticDefaultWatcher("")), WithRunBackoff(time.Millisecond, time.Millisecond)))
+	var starts atomic.Int32
+	le.Add(func(context.Context) error {
+		starts.Add(1)
+		return errors.New("always fails")
+	})
+	runInBackground(t, le)
+	eventually(t, "the first failure to release the lock", func() bool {
+		return starts.Load() == 1 && le.Status().RunFailures == 1 && lockHolder(t, client, IngressController).HolderIdentity == ""
+	})
+	for i := 0; i < 9; i++ { // 900ms: under the RetryPeriod of a 4s ttl
+		clk.Step(100 * time.Millisecond)
+		time.Sleep(5 * time.Millisecond)
+	}
+	if n := starts.Load(); n != 1 {
+		t.Fatalf("the work started again %d time(s) within a RetryPeriod of its failure", n-1)
+	}
+	eventually(t, "the work to start again after a RetryPeriod", func() bool {
+		clk.Step(50 * time.Millisecond)
+		return starts.Load() == 2
+	})
+}
+
 func TestBackoffIsBounded(t *testing.T) {
 	b := backoff{initial: time.Second, max: time.Minute}
 	for n, want := range map[int]time.Duration{1: time.Second, 2: 2 * time.Second, 6: 32 * time.Second, 7: time.Minute, 1 << 30: time.Minute} {

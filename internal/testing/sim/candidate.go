@@ -82,10 +82,30 @@ var errWorkFailed = errors.New("sim: run function failed")
 type runFunc func(ctx context.Context) error
 
 // onStartedLeading adapts a run function to elector.Callbacks, whose
-// callback ends the term when it returns.
-func onStartedLeading(run runFunc) func(ctx context.Context) error {
-	return run
+// callback ends the term when it returns. As package election does, it
+// recovers a panic and turns it into an error, and reports a failure
+// (failed) so that the process backs off before it contends again.
+func onStartedLeading(run runFunc, failed func()) func(ctx context.Context) error {
+	return func(ctx context.Context) (err error) {
+		defer func() {
+			if r := recover(); r != nil {
+				err = fmt.Errorf("sim: run function panicked: %v", r)
+			}
+			if err != nil {
+				failed()
+			}
+		}()
+		return run(ctx)
+	}
 }
+
+// Back-off after a term that a failed run function ended, as package
+// election does with its defaults: from a RetryPeriod (at least a second),
+// doubling, at most a minute; afresh once the work ran for a minute.
+const (
+	simRunBackoff    = time.Second
+	simMaxRunBackoff = time.Minute
+)
 
 // candidate is one meshd process taking part in the election.
 type candidate struct {
@@ -100,13 +120,17 @@ type candidate struct {
 	// used by the world's goroutine only.
 	starts int
 
-	mu     sync.Mutex
-	view   string
-	work   WorkSpec
-	hung   chan struct{} // closed by ReleaseHung
-	killed chan struct{}
-	cancel context.CancelFunc
-	done   chan struct{}
+	mu   sync.Mutex
+	view string
+	work WorkSpec
+	// failed is set when a run function failed in the term under way, and
+	// workedFrom is when that term's work started.
+	failed     bool
+	workedFrom time.Time
+	hung       chan struct{} // closed by ReleaseHung
+	killed     chan struct{}
+	cancel     context.CancelFunc
+	done       chan struct{}
 }
 
 func (c *candidate) name() string { return c.id }
@@ -147,7 +171,7 @@ func (c *candidate) electorConfig(lock resourcelock.Interface) elector.Config {
 		LeaseDuration:   t.LeaseDuration,
 		RenewDeadline:   t.RenewDeadline,
 		RetryPeriod:     t.RetryPeriod,
-		Callbacks:       elector.Callbacks{OnStartedLeading: onStartedLeading(c.run)},
+		Callbacks:       elector.Callbacks{OnStartedLeading: onStartedLeading(c.run, c.noteFailure)},
 		KeyComparison:   c.shouldSteal,
 		ReleaseOnCancel: true,
 		StopTimeout:     t.StopTimeout,
@@ -223,9 +247,29 @@ func (c *candidate) start() error {
 func (c *candidate) loop(ctx context.Context, stopSession func()) {
 	defer close(c.done)
 	defer stopSession()
+	inARow := 0 // terms in a row that a failure ended
 	for ctx.Err() == nil {
 		began := c.w.clock.Now()
 		c.le.Run(ctx)
+		c.mu.Lock()
+		failed, workedFrom := c.failed, c.workedFrom
+		c.failed = false
+		c.mu.Unlock()
+		if failed && ctx.Err() == nil {
+			if c.w.clock.Since(workedFrom) >= simMaxRunBackoff {
+				inARow = 0
+			}
+			inARow++
+			wait := max(simRunBackoff, c.w.sched.Timing.RetryPeriod)
+			for i := 1; i < inARow && wait < simMaxRunBackoff; i++ {
+				wait *= 2
+			}
+			select {
+			case <-c.w.clock.After(min(wait, simMaxRunBackoff)):
+			case <-ctx.Done():
+			}
+			continue
+		}
 		if ctx.Err() == nil && !c.w.clock.Now().After(began) {
 			// Run came back without simulated time passing: wait, so that a
 			// Run that returns at once cannot spin the step forever.
@@ -245,6 +289,9 @@ func (c *candidate) run(ctx context.Context) error {
 	c.mu.Unlock()
 	ticket := c.w.ledger.start(c.id)
 	defer c.w.ledger.end(ticket)
+	c.mu.Lock()
+	c.workedFrom = c.w.clock.Now()
+	c.mu.Unlock()
 	var fail <-chan time.Time
 	if spec.FailAfter > 0 {
 		fail = c.w.clock.After(spec.FailAfter)
@@ -362,4 +409,11 @@ func (c *candidate) stopped() <-chan struct{} {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.done
+}
+
+// noteFailure records that a run function failed in the term under way.
+func (c *candidate) noteFailure() {
+	c.mu.Lock()
+	c.failed = true
+	c.mu.Unlock()
 }

@@ -31,11 +31,12 @@ type Callbacks struct {
 	// OnStartedLeading runs in its own goroutine when leadership is gained
 	// (after a forced steal, once the previous holder's work must have
 	// stopped; see Config.StartAtOnceAfterSteal). Its context is cancelled
-	// when leadership ends; it should return soon after. If it returns or
-	// panics while the term is still on, the term ends: the error (a panic
-	// becomes an error wrapping ErrRunPanicked) is logged, counted with
-	// Metrics.RunFailed and kept in LastError, and the lock is handed over
-	// or released. Required.
+	// when leadership ends; it should return soon after. If it returns
+	// while the term is still on, the term ends and the lock is handed over
+	// or released; what it returned is the caller's to report and act on
+	// (package election logs a failure, counts it with Metrics.RunFailed
+	// and backs off before it contends again). A panic is not recovered.
+	// Required.
 	OnStartedLeading func(ctx context.Context) error
 	// OnStoppedLeading is called after a term has ended and OnStartedLeading
 	// has returned. Optional.

@@ -115,16 +115,19 @@
 // # Ending a term
 //
 // A term ends when the Run context is cancelled, the lock is lost, a
-// handover is accepted, or OnStartedLeading returns or panics (the panic is
-// recovered and becomes an error in LastError). The elector cancels the
+// handover is accepted, or OnStartedLeading returns. The elector cancels the
 // callback and keeps renewing until it has returned; only then does it hand
 // the lock over or release it. A callback that outlives StopTimeout keeps
 // the lock held, so that no successor starts beside it, is logged every
 // lease, and makes Check fail, so that a liveness probe restarts the
-// process; Run returns only when the callback has returned. After a term
-// that the callback ended, the next Run contends only after a back-off:
-// RetryPeriod, doubling with each such term in a row shorter than a lease,
-// up to LeaseDuration.
+// process; Run returns only when the callback has returned.
+//
+// The elector reports that a term began and ended; it does not supervise
+// the work. What the callback returned, a panic in it, and whether and how
+// long to wait before the next Run belong to the caller: package election
+// recovers every run function, logs and counts a failure once, and backs
+// off from RetryPeriod up, so that failing work moves the lock at most once
+// per RetryPeriod.
 //
 // # Timing relations
 //

@@ -75,9 +75,7 @@ type LeaderElector struct {
 	lastRenew   time.Time              // when the last successful renew of this term was sent
 	startAt     time.Time              // the fence: the callback starts no earlier
 	inherited   time.Time              // fence of a record naming this identity that this process found at first sight
-	contendAt   time.Time              // the back-off: Run contends no earlier
 	emptySince  time.Time              // when the lock object was first seen missing or without a record
-	quickEnds   int                    // terms in a row that the callback ended early
 	stopping    bool                   // the callback is stopping: renew, answer nothing
 	handTo      *resourcelock.Handover // the request accepted by the last renew
 	paced       bool                   // the first attempt has been paced; see pace.go
@@ -171,14 +169,11 @@ func New(cfg Config) (*LeaderElector, error) {
 // check restarts the process.
 //
 // Run may be called again after it returns, to contend for another term; it
-// must not be called concurrently with itself. After a term that the
-// callback ended (it returned, failed or panicked), the next Run waits
-// before it contends: RetryPeriod, doubling with each such term in a row
-// that lasted less than a lease, up to LeaseDuration.
+// must not be called concurrently with itself. It contends at once: a
+// caller whose callback failed decides whether and how long to wait first
+// (package election backs off, and keeps the failures to at most one
+// transition per RetryPeriod).
 func (le *LeaderElector) Run(ctx context.Context) {
-	if !le.backOff(ctx) {
-		return
-	}
 	if le.watch != nil {
 		stop := le.watch.start()
 		defer stop()
@@ -190,42 +185,6 @@ func (le *LeaderElector) Run(ctx context.Context) {
 		return
 	}
 	le.lead(ctx)
-}
-
-// backOff waits until the back-off after a term that the callback ended
-// has passed; false when ctx ended first.
-func (le *LeaderElector) backOff(ctx context.Context) bool {
-	wait := le.contendAt.Sub(le.clock.Now())
-	if wait <= 0 {
-		return true
-	}
-	le.log.Info("the run callback ended the last term; contending again after a back-off", zap.Duration("wait", wait))
-	timer := le.clock.NewTimer(wait)
-	defer timer.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-timer.C():
-		return true
-	}
-}
-
-// setBackOff sets the back-off before the next Run after a term ended by
-// end: none unless the callback ended it; RetryPeriod after one such
-// term, doubling with each further one in a row that lasted less than a
-// lease, up to LeaseDuration. The transitions this candidate causes by
-// failing stay below one per RetryPeriod.
-func (le *LeaderElector) setBackOff(end termEnd) {
-	if !end.byCallback {
-		le.quickEnds = 0
-		return
-	}
-	if le.clock.Since(le.acquiredAt) >= le.cfg.LeaseDuration {
-		le.quickEnds = 0
-	}
-	wait := min(le.cfg.RetryPeriod<<min(le.quickEnds, 16), le.cfg.LeaseDuration)
-	le.quickEnds++
-	le.contendAt = le.clock.Now().Add(wait)
 }
 
 // IsLeader reports whether this candidate is in a term of leadership.

@@ -29,8 +29,9 @@ type Metrics interface {
 	// SetPreemptionSuspended reports whether this candidate has suspended
 	// preemption after a steal cycle (see Preemption).
 	SetPreemptionSuspended(name string, suspended bool)
-	// RunFailed counts terms ended by the run callback returning or
-	// panicking while the term was on.
+	// RunFailed counts terms ended by a failed run function. The elector
+	// never calls it: package election, which supervises run functions,
+	// does.
 	RunFailed(name string)
 	// SlowPath counts renewals whose write from the cached object failed,
 	// so that the leader read the lock before trying again.

@@ -2,7 +2,6 @@ package elector
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -13,9 +12,6 @@ import (
 
 	"github.com/meshd-io/meshd/pkg/resourcelock"
 )
-
-// ErrRunPanicked wraps the value of a panic recovered from the run callback.
-var ErrRunPanicked = errors.New("run callback panicked")
 
 // term is one term of leadership: the run callback and how it ended.
 type term struct {
@@ -68,25 +64,19 @@ func (le *LeaderElector) lead(ctx context.Context) {
 	le.stopWork(t, &end)
 	le.holdUntilFence(ctx, t, &end)
 	le.finish(end)
-	le.setBackOff(end)
 	le.cfg.Lock.RecordEvent(corev1.EventTypeNormal, ReasonLeaderElection, le.cfg.Lock.Identity()+" stopped leading")
 	if le.cfg.Callbacks.OnStoppedLeading != nil {
 		le.cfg.Callbacks.OnStoppedLeading()
 	}
 }
 
-// startCallback runs the callback in its own goroutine; a panic is
-// recovered and becomes the callback's error.
+// startCallback runs the callback in its own goroutine. A panic is not
+// recovered: supervising the work is the caller's (package election
+// recovers every run function and turns a panic into an error).
 func (le *LeaderElector) startCallback(t *term) {
 	t.started = true
 	go func() {
 		defer close(t.done)
-		defer func() {
-			if r := recover(); r != nil {
-				le.log.Error("run callback panicked", zap.Any("panic", r), zap.Stack("stack"))
-				t.err = fmt.Errorf("%w: %v", ErrRunPanicked, r)
-			}
-		}()
 		t.err = le.cfg.Callbacks.OnStartedLeading(t.ctx)
 	}()
 }
@@ -292,17 +282,11 @@ func (le *LeaderElector) lostTo() {
 	}
 }
 
-// callbackEnded ends the term because the callback returned or panicked.
+// callbackEnded ends the term because the callback returned. What it
+// returned is the caller's to report (package election logs it, counts it
+// and backs off).
 func (le *LeaderElector) callbackEnded(t *term) termEnd {
-	if t.err != nil {
-		err := fmt.Errorf("run callback: %w", t.err)
-		le.setLastError(err)
-		le.metrics.RunFailed(le.cfg.Name)
-		le.log.Error("the run callback failed; ending the term", zap.Error(t.err))
-		le.cfg.Lock.RecordEvent(corev1.EventTypeWarning, ReasonRunFailed, err.Error())
-	} else {
-		le.log.Info("the run callback returned; ending the term")
-	}
+	le.log.Debug("the run callback returned; ending the term", zap.Bool("failed", t.err != nil))
 	return termEnd{stillHeld: true, byCallback: true}
 }
 
