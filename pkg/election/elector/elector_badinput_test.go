@@ -206,7 +206,7 @@ func TestFractionalLeaseDurationIsRoundedUp(t *testing.T) {
 		t.Fatalf("leaseDurationSeconds = %d, want 2 (1.9s rounded up)", got)
 	}
 	t.Run("partitioned leader", func(t *testing.T) {
-		res := runPartitionedLeader(t, 1, 0, 1900*time.Millisecond, 1500*time.Millisecond, time.Second)
+		res := partitionOnce(t, 1, 0, 1900*time.Millisecond, 1500*time.Millisecond, time.Second)
 		if res.overlap != 0 {
 			t.Fatalf("leaders overlapped for %v", res.overlap)
 		}

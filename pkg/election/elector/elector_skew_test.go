@@ -187,6 +187,23 @@ func startSkewCandidate(t *testing.T, client *fake.Clientset, l *ledger.Ledger, 
 type partitionResult struct {
 	overlap  time.Duration
 	takeover time.Duration // from the cut to the follower's first term
+	// inconclusive: the leader's term ended before the partition.
+	inconclusive bool
+}
+
+// partitionOnce runs runPartitionedLeader until a run is conclusive, at
+// most three times.
+func partitionOnce(t *testing.T, followerRate float64, responseDelay time.Duration,
+	leaseDuration, renewDeadline, retryPeriod time.Duration) partitionResult {
+	t.Helper()
+	for i := 0; i < 3; i++ {
+		if res := runPartitionedLeader(t, followerRate, responseDelay, leaseDuration, renewDeadline, retryPeriod); !res.inconclusive {
+			return res
+		}
+		t.Logf("run %d: the leader's term ended before the partition (a loaded machine); running again", i+1)
+	}
+	t.Fatal("the leader's term ended before the partition in three runs")
+	return partitionResult{}
 }
 
 // runPartitionedLeader lets a leader on the real clock renew a few times,
@@ -206,7 +223,15 @@ func runPartitionedLeader(t *testing.T, followerRate float64, responseDelay time
 	})
 	time.Sleep(2 * retryPeriod) // a few renewals, answered late when responseDelay is set
 	leader.lock.cutAfterWrite.Store(true)
-	waitFor(t, "the partition", leader.lock.cut.Load)
+	for !leader.lock.cut.Load() {
+		// On a loaded machine late answers can use up the renew deadline
+		// before the partition: the leader then ends its term by itself,
+		// and the run shows nothing about skew.
+		if !leader.le.IsLeader() {
+			return partitionResult{inconclusive: true}
+		}
+		time.Sleep(time.Millisecond)
+	}
 	cutAt := time.Now()
 	deadline := time.Now().Add(3 * leaseDuration)
 	for !follower.le.IsLeader() {
@@ -247,7 +272,7 @@ func TestClockSkewWithinToleranceNeverOverlaps(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			res := runPartitionedLeader(t, tc.rate, tc.responseDelay, leaseDuration, renewDeadline, retryPeriod)
+			res := partitionOnce(t, tc.rate, tc.responseDelay, leaseDuration, renewDeadline, retryPeriod)
 			if res.overlap != 0 {
 				t.Fatalf("leaders overlapped for %v (follower clock rate %.2f, tolerance LeaseDuration-RenewDeadline = %v)",
 					res.overlap, tc.rate, leaseDuration-renewDeadline)
@@ -267,7 +292,7 @@ func TestClockSkewWithinToleranceNeverOverlaps(t *testing.T) {
 // 2s renew deadline.
 func TestClockSkewBeyondToleranceCanOverlap(t *testing.T) {
 	t.Parallel()
-	res := runPartitionedLeader(t, 3, 0, 4*time.Second, 2*time.Second, time.Second)
+	res := partitionOnce(t, 3, 0, 4*time.Second, 2*time.Second, time.Second)
 	if res.overlap < 200*time.Millisecond {
 		t.Fatalf("overlap = %v, want about 670ms with a follower clock 3x fast", res.overlap)
 	}
