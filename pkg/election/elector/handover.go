@@ -196,12 +196,19 @@ func (p *handoverProtocol) wakeAt() time.Time {
 		return p.answeredAt.Add(p.le.cfg.LeaseDuration)
 	case p.heard == resourcelock.AnswerAccepted:
 		// Look when the holder promised to name this candidate, and again
-		// when the promise counts as broken.
+		// when the promise counts as broken; nothing once the annotation
+		// no longer carries this candidate's accepted request (it was
+		// handed the lock, or the holder's term moved on).
 		h := p.lock.Handover()
-		if due := p.answeredAt.Add(time.Duration(h.StopWithinMillis) * time.Millisecond); due.After(p.le.clock.Now()) {
-			return due
+		if h.Candidate != p.le.cfg.Lock.Identity() || h.Answer != resourcelock.AnswerAccepted {
+			return time.Time{}
 		}
-		return p.promiseBroken(h)
+		now := p.le.clock.Now()
+		for _, at := range []time.Time{p.answeredAt.Add(time.Duration(h.StopWithinMillis) * time.Millisecond), p.promiseBroken(h)} {
+			if at.After(now) {
+				return at
+			}
+		}
 	}
 	return time.Time{}
 }
