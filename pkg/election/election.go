@@ -70,8 +70,9 @@ func New(client kubernetes.Interface, spec Spec, opts ...Option) (*LeaderElectio
 	if !o.sharedSet {
 		o.shared = NewShared() // of this election alone
 	}
+	raw := spec
 	spec = spec.withDefaults(o.defaultLock, o.identity)
-	if err := validate(client, spec, &o); err != nil {
+	if err := validate(client, raw, spec, &o); err != nil {
 		return nil, err
 	}
 	var events *eventSink
@@ -98,17 +99,19 @@ func New(client kubernetes.Interface, spec Spec, opts ...Option) (*LeaderElectio
 	return l, nil
 }
 
-// validate reports every problem of a defaulted spec and of o at once.
-func validate(client kubernetes.Interface, spec Spec, o *options) error {
-	errs := multierror.Append(nil, spec.validate(), o.validate())
+// validate reports every problem of a spec (raw as given, spec with its
+// defaults) and of o at once, including every option given for this
+// election that does not apply to it.
+func validate(client kubernetes.Interface, raw, spec Spec, o *options) error {
+	errs := multierror.Append(nil, spec.validate(), o.validate(), o.inapplicable(raw, spec))
 	if client == nil && o.enabled {
 		errs = multierror.Append(errs, errors.New("a Kubernetes client is required when leader election is enabled"))
 	}
 	if o.sessions && spec.Mode.coordinatedMode() {
-		errs = multierror.Append(errs, fmt.Errorf("sessions apply to racing elections only, not %s ones", spec.Mode))
+		errs = multierror.Append(errs, fmt.Errorf("WithSessions does not apply: sessions apply to racing elections only, not %s ones", spec.Mode))
 	}
 	if o.sessions && spec.Lock == ConfigMapLock {
-		errs = multierror.Append(errs, errors.New("sessions need a Lease lock: a holder's session heartbeat must come back through the same watch as its lock"))
+		errs = multierror.Append(errs, errors.New("WithSessions needs a Lease lock: a holder's session heartbeat must come back through the same watch as its lock"))
 	}
 	if errs.ErrorOrNil() == nil {
 		return nil
@@ -166,12 +169,13 @@ func build(client kubernetes.Interface, spec Spec, o *options, newWatcher watche
 	}
 	cooperative := l.prioritized && o.handover && !spec.Mode.coordinatedMode()
 	l.prepareCandidacy(client, o)
-	lock, err := resourcelock.New(kind, spec.Namespace, l.lockName, client, resourcelock.Config{
+	lockConfig := resourcelock.Config{
 		Identity:      l.holderIdentity,
 		Key:           l.candidate.Key(),
 		EventRecorder: o.eventRecorder,
 		Cooperative:   cooperative,
-	})
+	}
+	lock, err := resourcelock.New(kind, spec.Namespace, l.lockName, client, lockConfig)
 	if err != nil {
 		return fail(err)
 	}
@@ -188,16 +192,20 @@ func build(client kubernetes.Interface, spec Spec, o *options, newWatcher watche
 	}
 	if o.sessions {
 		leaseDuration, renewDeadline, retryPeriod := o.durations()
-		if l.session, err = session.NewMember(session.Config{
+		cfg := session.Config{
 			Client: client, Namespace: spec.Namespace, Identity: l.holderIdentity,
 			LeaseDuration: leaseDuration, RenewDeadline: renewDeadline, RetryPeriod: retryPeriod,
 			Owner: o.candidateOwner, Clock: o.clock, Logger: o.logger, Sessions: o.shared.sessions,
-		}); err != nil {
+		}
+		o.probe.session(cfg)
+		if l.session, err = session.NewMember(cfg); err != nil {
 			return fail(err)
 		}
 		l.sessionWait = retryPeriod
 	}
-	if l.elector, err = elector.New(l.electorConfig(lock, o, cooperative)); err != nil {
+	electorConfig := l.electorConfig(lock, o, cooperative)
+	o.probe.elector(electorConfig, lockConfig)
+	if l.elector, err = elector.New(electorConfig); err != nil {
 		leaseDuration, renewDeadline, retryPeriod := o.durations()
 		return nil, fmt.Errorf("election %q (lease %v, renew deadline %v, retry period %v): %w", spec.ElectionID, leaseDuration, renewDeadline, retryPeriod, err)
 	}

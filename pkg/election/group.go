@@ -74,6 +74,9 @@ func NewGroup(client kubernetes.Interface, opts ...Option) (*Group, error) {
 	if g.events = newEventSink(o.eventClient); g.events != nil {
 		o.eventRecorder, o.eventClient = g.events, nil
 	}
+	// The group's options configure all its elections: each applies to
+	// those it fits and is not refused by the others.
+	o.given = nil
 	g.base = o
 	return g, nil
 }
@@ -102,8 +105,9 @@ func (g *Group) New(spec Spec, opts ...Option) (*LeaderElection, error) {
 	if o.registerer != nil || o.eventClient != nil || o.shared != g.shared {
 		return nil, fmt.Errorf("election %q: WithPrometheus, WithEvents and WithShared apply to the whole group: pass them to NewGroup", spec.ElectionID)
 	}
+	raw := spec
 	spec = spec.withDefaults(o.defaultLock, o.identity)
-	if err := validate(g.client, spec, &o); err != nil {
+	if err := validate(g.client, raw, spec, &o); err != nil {
 		return nil, err
 	}
 	l, err := build(g.client, spec, &o, g.watcher)
