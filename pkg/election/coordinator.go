@@ -46,8 +46,9 @@ func NewCoordinator(client kubernetes.Interface, namespace, identity string, dec
 		if watcher, err = o.shared.watchers.Watcher(client, o.watcherOptions(namespace)); err != nil {
 			return nil, fmt.Errorf("election %q: %w", CoordinatorElectionID, err)
 		}
-		l.coordinatorWatcher = watcher // started with the election
+		l.ownedWatcher = true // started with the election
 	}
+	l.coordinatorWatcher = watcher
 	return coordinate(l, client, watcher, &o, decisions)
 }
 
@@ -75,6 +76,7 @@ func (g *Group) NewCoordinator(namespace, identity string, decisions func(lease 
 	if err != nil {
 		return nil, fmt.Errorf("election %q: %w", CoordinatorElectionID, err)
 	}
+	l.coordinatorWatcher = watcher // run by the group or the caller
 	return coordinate(l, g.client, watcher, &o, decisions)
 }
 
@@ -90,7 +92,7 @@ func coordinatorSpec(namespace, identity string) Spec {
 func coordinate(l *LeaderElection, client kubernetes.Interface, watcher revisions.DefaultWatcher, o *options,
 	decisions func(string, coordinated.Decision)) (*LeaderElection, error) {
 	if !l.enabled {
-		return nil, fmt.Errorf("election %q: a coordinator needs leader election enabled", CoordinatorElectionID)
+		return nil, fmt.Errorf("election %q: a coordinator needs leader election enabled: WithEnabled(false) does not apply", CoordinatorElectionID)
 	}
 	var current atomic.Pointer[coordinated.Coordinator]
 	watcher.AddHandler(func(string) {

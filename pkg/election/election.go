@@ -37,15 +37,15 @@ type LeaderElection struct {
 	backoff        backoff
 
 	watcher      revisions.DefaultWatcher
-	ownedWatcher bool       // started by this election, not by a Group or the caller
+	ownedWatcher bool       // watcher or coordinatorWatcher is run by this election, not by a Group or the caller
 	events       *eventSink // started by this election; nil in a Group
 	elector      *elector.LeaderElector
 	session      *session.Member // WithSessions only
 	sessionWait  time.Duration   // how long Run waits for the session's first heartbeat
 	candidacy    *candidacy      // coordinated elections only
 	coordLock    *preferredLock  // coordinated elections only
-	// coordinatorWatcher is the default watcher of a standalone
-	// coordinator election, started with it.
+	// coordinatorWatcher is the default watcher a coordinator election's
+	// coordinator follows.
 	coordinatorWatcher revisions.DefaultWatcher
 
 	mu       sync.Mutex
