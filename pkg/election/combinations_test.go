@@ -30,9 +30,9 @@ import (
 // differently, and the steal rule and the release yield show which one the
 // election reads.
 const (
-	comboRevision     = "canary"
-	customWebhook     = "custom-tag"
-	customLabel       = "custom.io/rev"
+	comboRevision = "canary"
+	customWebhook = "custom-tag"
+	customLabel   = "custom.io/rev"
 )
 
 // comboKind is one protocol an election can be built with: a Spec (or the
@@ -308,5 +308,55 @@ func startComboWatchers(t *testing.T, l *LeaderElection) (stop func()) {
 		for _, s := range stops {
 			s()
 		}
+	}
+}
+
+// Options that configure a whole program (NewGroup's, and those wrapped in
+// Defaults) apply where they fit and are not refused elsewhere; options
+// given for one election are refused where they do not apply, every one
+// of them by name in one error.
+func TestProgramOptionsApplyWhereTheyFitAndElectionOptionsAreStrict(t *testing.T) {
+	client := fake.NewClientset()
+	perRevision := Spec{Namespace: testNS, ElectionID: "per-rev", Identity: "a", PerRevision: true}
+	prioritized := Spec{Namespace: testNS, ElectionID: "prio", Identity: "a", Lock: LeaseLock}
+	programWide := []Option{WithHandover(false, 0), WithBinaryVersion("1.2.3"), WithDefaultLock(LeaseLock)}
+
+	g, err := NewGroup(client, programWide...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := g.New(perRevision); err != nil {
+		t.Errorf("a per-revision election refuses the group's options: %v", err)
+	}
+	probe := &buildProbe{}
+	if _, err := g.New(prioritized, withProbe(probe)); err != nil {
+		t.Fatal(err)
+	}
+	if probe.electorConfig.HandoverGrace != 0 || probe.lockConfig.Cooperative {
+		t.Errorf("the group's WithHandover(false, 0) did not reach a prioritized election: grace %v, cooperative %v",
+			probe.electorConfig.HandoverGrace, probe.lockConfig.Cooperative)
+	}
+	if _, err := g.New(perRevision, WithHandover(false, 0)); err == nil || !strings.Contains(err.Error(), "WithHandover does not apply") {
+		t.Errorf("Group.New with an option that does not apply: err %v, want it refused by name", err)
+	}
+
+	if _, err := New(client, perRevision, Defaults(programWide...)); err != nil {
+		t.Errorf("a per-revision election refuses options given as Defaults: %v", err)
+	}
+	_, err = New(client, perRevision, append(programWide, WithStartAtOnceAfterSteal(true), WithTTL(10*time.Second))...)
+	if err == nil {
+		t.Fatal("a per-revision election accepts WithHandover, WithBinaryVersion, WithDefaultLock and WithStartAtOnceAfterSteal")
+	}
+	for _, name := range []string{"WithHandover", "WithBinaryVersion", "WithDefaultLock", "WithStartAtOnceAfterSteal"} {
+		if !strings.Contains(err.Error(), name+" does not apply") {
+			t.Errorf("the error does not name %s: %v", name, err)
+		}
+	}
+	if strings.Contains(err.Error(), "WithTTL") {
+		t.Errorf("the error names WithTTL, which applies: %v", err)
+	}
+	// An option given for the election overrides a default and is checked.
+	if _, err := New(client, perRevision, Defaults(WithPrioritized(true)), WithPrioritized(false)); err == nil {
+		t.Error("WithPrioritized given for a per-revision election after Defaults is accepted")
 	}
 }

@@ -254,7 +254,7 @@ func (o *options) durations() (leaseDuration, renewDeadline, retryPeriod time.Du
 // holder without sessions renews its record itself from then on. Racing
 // elections on a Lease lock only (a prioritized election that names no
 // lock kind must name LeaseLock, or use WithDefaultLock(LeaseLock)); it
-// needs WithWatch(true).
+// needs WithWatch(true), and does not apply to coordinated elections.
 func WithSessions(enabled bool) Option {
 	return func(o *options) { o.sessions = enabled; o.mark("WithSessions") }
 }
@@ -266,6 +266,8 @@ func WithLogger(l *zap.Logger) Option {
 
 // WithEnabled(false) turns leader election off: run functions start at once
 // and no lock is read or written, so nothing guarantees a single leader.
+// Beside it only WithLogger (WithLogr), WithRunBackoff and WithShared apply
+// (the latter when the Spec names no identity).
 // Default true. A program that lets ENABLE_LEADER_ELECTION decide uses
 // features.ElectionOptions().
 func WithEnabled(enabled bool) Option {
@@ -274,14 +276,17 @@ func WithEnabled(enabled bool) Option {
 
 // WithPrioritized(false) turns stealing off in prioritized elections: an
 // instance of the default revision (or a local one) then waits for the lock
-// like any other. Default true. Per-revision elections never steal.
+// like any other. Default true. It applies to elections that are not per
+// revision (those never steal) and not the coordinator's.
 func WithPrioritized(p bool) Option {
 	return func(o *options) { o.prioritized = p; o.mark("WithPrioritized") }
 }
 
 // WithDefaultLock sets the lock kind of a prioritized election whose Spec
 // names none, as NewLeaderElection and NewLeaderElectionMulticluster do.
-// Default ConfigMapLock, which istiod uses.
+// Default ConfigMapLock, which istiod uses. It applies only where it can
+// decide: to a prioritized racing election whose Spec names no lock kind
+// (per-revision and coordinated elections always use a Lease).
 func WithDefaultLock(kind LockKind) Option {
 	return func(o *options) { o.defaultLock = kind; o.mark("WithDefaultLock") }
 }
@@ -314,6 +319,7 @@ func WithWatch(w bool) Option {
 // client-go, a hung process), as istiod does. By default they start only
 // when the old holder's lease has run out by this instance's clock, so that
 // the two never work at once; this option trades that guarantee for speed.
+// It applies to racing, prioritized elections, the only ones that steal.
 func WithStartAtOnceAfterSteal(atOnce bool) Option {
 	return func(o *options) { o.startAtOnce = atOnce; o.mark("WithStartAtOnceAfterSteal") }
 }
@@ -321,7 +327,9 @@ func WithStartAtOnceAfterSteal(atOnce bool) Option {
 // WithHandover sets cooperative preemption: with enabled (the default), a
 // candidate entitled to the lock asks a meshd holder to hand it over and
 // waits up to grace (default DefaultHandoverGrace) before taking it by force.
-// grace should exceed the stop timeout.
+// grace should exceed the stop timeout. It applies to racing, prioritized
+// elections, the only ones in which a candidate takes the lock from its
+// holder.
 func WithHandover(enabled bool, grace time.Duration) Option {
 	return func(o *options) { o.handover, o.handoverGrace = enabled, grace; o.mark("WithHandover") }
 }
@@ -339,14 +347,17 @@ func WithRunBackoff(initial, max time.Duration) Option {
 // one Shared (of one Group, see WithShared) that read the same webhook and
 // label through the same client share one watch of it, started with the
 // first such election and stopped with the last; the caller need not build
-// or run a watcher to share one.
+// or run a watcher to share one. It applies to the elections that follow the
+// default revision: prioritized ones (racing or coordinated) and the
+// coordinator's.
 func WithDefaultWatcher(w revisions.DefaultWatcher) Option {
 	return func(o *options) { o.watcher = w; o.mark("WithDefaultWatcher") }
 }
 
 // WithRevisionWebhook names the MutatingWebhookConfiguration and its label
 // that hold the default revision. Empty values keep istiod's conventions
-// (see revisions.Options).
+// (see revisions.Options). It applies where WithDefaultWatcher does, and
+// not beside it: the watcher given then decides.
 func WithRevisionWebhook(name, label string) Option {
 	return func(o *options) { o.webhookName, o.revisionLabel = name, label; o.mark("WithRevisionWebhook") }
 }
