@@ -2,6 +2,7 @@ package election
 
 import (
 	"fmt"
+	"os"
 	"sort"
 	"strings"
 	"testing"
@@ -358,5 +359,20 @@ func TestProgramOptionsApplyWhereTheyFitAndElectionOptionsAreStrict(t *testing.T
 	// An option given for the election overrides a default and is checked.
 	if _, err := New(client, perRevision, Defaults(WithPrioritized(true)), WithPrioritized(false)); err == nil {
 		t.Error("WithPrioritized given for a per-revision election after Defaults is accepted")
+	}
+}
+
+// The README's table of where options apply names every public option.
+func TestReadmeSaysWhereEveryOptionApplies(t *testing.T) {
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, table, _ := strings.Cut(string(readme), "| option | applies to |")
+	table, _, _ = strings.Cut(table, "\n\n")
+	for _, opt := range comboOptions() {
+		if opt.name != "withClock" && !strings.Contains(table, "`"+opt.name+"`") {
+			t.Errorf("the README's table of options does not say where %s applies", opt.name)
+		}
 	}
 }
