@@ -2,6 +2,7 @@ package election
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/hashicorp/go-multierror"
 	"github.com/meshd-io/meshd/pkg/election/elector"
@@ -21,6 +22,7 @@ type election struct {
 	sessions     bool
 	watcherGiven bool // WithDefaultWatcher, here or in the Group's options
 	identity     bool // the Spec names its identity
+	lock         LockKind
 }
 
 // followsDefault reports whether the election reads the default revision.
@@ -53,7 +55,7 @@ func ruleOf(name string) (func(e election) string, bool) {
 	case "WithRevisionWebhook":
 		return revisionWebhookApplies, true
 	case "WithSessions":
-		return enabledOnly, true // the Spec's protocol and lock: see validate
+		return sessionsApply, true
 	case "WithBinaryVersion":
 		return coordinatedOnly, true
 	case "WithCandidateOwner":
@@ -141,6 +143,18 @@ func revisionWebhookApplies(e election) string {
 	return ""
 }
 
+func sessionsApply(e election) string {
+	switch {
+	case !e.enabled:
+		return enabledOnly(e)
+	case e.mode.coordinatedMode():
+		return fmt.Sprintf("sessions apply to racing elections only, not %s ones", e.mode)
+	case e.lock != LeaseLock:
+		return "sessions need a Lease lock: a holder's session heartbeat must come back through the same watch as its lock"
+	}
+	return ""
+}
+
 func coordinatedOnly(e election) string {
 	switch {
 	case !e.enabled:
@@ -161,17 +175,7 @@ func candidateOwnerApplies(e election) string {
 // inapplicable reports every option passed for one election that does not
 // apply to it, by name; raw is the Spec as given, spec with its defaults.
 func (o *options) inapplicable(raw, spec Spec) error {
-	e := election{
-		enabled:      o.enabled,
-		prioritized:  o.prioritized && !o.coordinator,
-		perRevision:  spec.PerRevision,
-		mode:         spec.Mode,
-		coordinator:  o.coordinator,
-		lockNamed:    raw.Lock != "",
-		sessions:     o.sessions,
-		watcherGiven: o.watcher != nil,
-		identity:     raw.Identity != "",
-	}
+	e := o.election(raw, spec)
 	var errs *multierror.Error
 	seen := map[string]bool{}
 	for _, name := range o.given {
@@ -185,6 +189,32 @@ func (o *options) inapplicable(raw, spec Spec) error {
 		}
 	}
 	return errs.ErrorOrNil()
+}
+
+// fit drops what a program-wide option (see Defaults) set that does not
+// fit the election. Of them only a session would make the election fail:
+// the others are read only by the protocols they apply to.
+func (o *options) fit(raw, spec Spec) {
+	if o.sessions && !slices.Contains(o.given, "WithSessions") && sessionsApply(o.election(raw, spec)) != "" {
+		o.sessions = false
+	}
+}
+
+// election describes the election of raw (as given) and spec (with its
+// defaults) with o, for the rules.
+func (o *options) election(raw, spec Spec) election {
+	return election{
+		enabled:      o.enabled,
+		prioritized:  o.prioritized && !o.coordinator,
+		perRevision:  spec.PerRevision,
+		mode:         spec.Mode,
+		coordinator:  o.coordinator,
+		lockNamed:    raw.Lock != "",
+		sessions:     o.sessions,
+		watcherGiven: o.watcher != nil,
+		identity:     raw.Identity != "",
+		lock:         spec.Lock,
+	}
 }
 
 // buildProbe receives the configurations build makes of an election, for

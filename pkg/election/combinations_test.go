@@ -356,6 +356,29 @@ func TestProgramOptionsApplyWhereTheyFitAndElectionOptionsAreStrict(t *testing.T
 	if strings.Contains(err.Error(), "WithTTL") {
 		t.Errorf("the error names WithTTL, which applies: %v", err)
 	}
+	// A program-wide session is kept by the elections it fits and left out
+	// of the others (a coordinated one, one on a ConfigMap).
+	sessions, err := NewGroup(client, WithSessions(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		spec        Spec
+		wantSession bool
+	}{
+		{prioritized, true},
+		{Spec{Namespace: testNS, ElectionID: "cm", Identity: "a", Lock: ConfigMapLock}, false},
+		{Spec{Namespace: testNS, ElectionID: "coord", Identity: "a", Mode: Coordinated}, false},
+	} {
+		l, err := sessions.New(c.spec)
+		if err != nil {
+			t.Errorf("%s in a group with sessions: %v", c.spec.ElectionID, err)
+			continue
+		}
+		if got := l.session != nil; got != c.wantSession {
+			t.Errorf("%s in a group with sessions: session %v, want %v", c.spec.ElectionID, got, c.wantSession)
+		}
+	}
 	// An option given for the election overrides a default and is checked.
 	if _, err := New(client, perRevision, Defaults(WithPrioritized(true)), WithPrioritized(false)); err == nil {
 		t.Error("WithPrioritized given for a per-revision election after Defaults is accepted")

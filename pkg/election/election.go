@@ -72,6 +72,7 @@ func New(client kubernetes.Interface, spec Spec, opts ...Option) (*LeaderElectio
 	}
 	raw := spec
 	spec = spec.withDefaults(o.defaultLock, o.identity)
+	o.fit(raw, spec)
 	if err := validate(client, raw, spec, &o); err != nil {
 		return nil, err
 	}
@@ -106,12 +107,6 @@ func validate(client kubernetes.Interface, raw, spec Spec, o *options) error {
 	errs := multierror.Append(nil, spec.validate(), o.validate(), o.inapplicable(raw, spec))
 	if client == nil && o.enabled {
 		errs = multierror.Append(errs, errors.New("a Kubernetes client is required when leader election is enabled"))
-	}
-	if o.sessions && spec.Mode.coordinatedMode() {
-		errs = multierror.Append(errs, fmt.Errorf("WithSessions does not apply: sessions apply to racing elections only, not %s ones", spec.Mode))
-	}
-	if o.sessions && spec.Lock == ConfigMapLock {
-		errs = multierror.Append(errs, errors.New("WithSessions needs a Lease lock: a holder's session heartbeat must come back through the same watch as its lock"))
 	}
 	if errs.ErrorOrNil() == nil {
 		return nil

@@ -111,6 +111,7 @@ func (g *Group) New(spec Spec, opts ...Option) (*LeaderElection, error) {
 	}
 	raw := spec
 	spec = spec.withDefaults(o.defaultLock, o.identity)
+	o.fit(raw, spec)
 	if err := validate(g.client, raw, spec, &o); err != nil {
 		return nil, err
 	}

@@ -255,6 +255,8 @@ func (o *options) durations() (leaseDuration, renewDeadline, retryPeriod time.Du
 // elections on a Lease lock only (a prioritized election that names no
 // lock kind must name LeaseLock, or use WithDefaultLock(LeaseLock)); it
 // needs WithWatch(true), and does not apply to coordinated elections.
+// Given to NewGroup (or through Defaults), it applies to the elections of
+// the group that fit, and the others renew their records themselves.
 func WithSessions(enabled bool) Option {
 	return func(o *options) { o.sessions = enabled; o.mark("WithSessions") }
 }
