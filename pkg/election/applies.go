@@ -5,6 +5,7 @@ import (
 	"slices"
 
 	"github.com/hashicorp/go-multierror"
+
 	"github.com/meshd-io/meshd/pkg/election/elector"
 	"github.com/meshd-io/meshd/pkg/election/session"
 	"github.com/meshd-io/meshd/pkg/resourcelock"
