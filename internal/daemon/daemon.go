@@ -186,9 +186,16 @@ func (d *Daemon) newElection(kind Kind) (*election.LeaderElection, []controllers
 	default:
 		return nil, nil, fmt.Errorf("unknown kind %q", kind)
 	}
-	opts := []election.Option{election.WithCandidateOwner(c.Pod), election.WithBinaryVersion(c.BinaryVersion)}
-	if c.Sessions && kind != KindNamespace && d.mode == election.Racing {
-		opts = append(opts, election.WithSessions(true))
+	// Each election gets only the options that apply to it: New refuses
+	// the others. Without leader election none of them does.
+	var opts []election.Option
+	elected := features.EnableLeaderElection.Get()
+	switch {
+	case !elected:
+	case spec.Mode != "" && spec.Mode != election.Racing:
+		opts = append(opts, election.WithCandidateOwner(c.Pod), election.WithBinaryVersion(c.BinaryVersion))
+	case c.Sessions && kind != KindNamespace:
+		opts = append(opts, election.WithSessions(true), election.WithCandidateOwner(c.Pod))
 	}
 	le, err := d.group.New(spec, opts...)
 	if err != nil {

@@ -33,37 +33,50 @@ func NewCoordinator(client kubernetes.Interface, namespace, identity string, dec
 	o.apply(opts)
 	if !o.sharedSet {
 		// The election and its coordinator share one Shared, of their own.
-		o.shared = NewShared()
-		opts = append(opts, WithShared(o.shared))
+		shared := NewShared()
+		o.shared = shared
+		opts = append(opts, func(o *options) { o.shared, o.sharedSet = shared, true })
 	}
-	l, err := New(client, coordinatorSpec(namespace, identity), append(opts, WithPrioritized(false))...)
+	l, err := New(client, coordinatorSpec(namespace, identity), append(opts, asCoordinator)...)
 	if err != nil {
 		return nil, err
 	}
-	watcher, err := o.shared.watchers.Watcher(client, o.watcherOptions(namespace))
-	if err != nil {
-		return nil, fmt.Errorf("election %q: %w", CoordinatorElectionID, err)
+	watcher := o.watcher // run by the caller
+	if watcher == nil {
+		if watcher, err = o.shared.watchers.Watcher(client, o.watcherOptions(namespace)); err != nil {
+			return nil, fmt.Errorf("election %q: %w", CoordinatorElectionID, err)
+		}
+		l.ownedWatcher = true // started with the election
 	}
-	l.coordinatorWatcher = watcher // started with the election
+	l.coordinatorWatcher = watcher
 	return coordinate(l, client, watcher, &o, decisions)
 }
+
+// asCoordinator marks the coordinator's own election: a racing election
+// that never steals, whose leader follows the default revision for the
+// coordinated elections it decides.
+func asCoordinator(o *options) { o.coordinator, o.prioritized = true, false }
 
 // NewCoordinator adds the coordinator election of namespace to the group
 // (see the package-level NewCoordinator), with the group's options and
 // then opts; it follows the group's default-revision watcher.
 func (g *Group) NewCoordinator(namespace, identity string, decisions func(lease string, d coordinated.Decision), opts ...Option) (*LeaderElection, error) {
-	l, err := g.New(coordinatorSpec(namespace, identity), append(opts, WithPrioritized(false))...)
+	l, err := g.New(coordinatorSpec(namespace, identity), append(opts, asCoordinator)...)
 	if err != nil {
 		return nil, err
 	}
 	g.mu.Lock()
 	o := g.base
 	o.apply(opts)
-	watcher, _, err := g.watcher(o.watcherOptions(namespace))
+	watcher := o.watcher // run by the caller
+	if watcher == nil {
+		watcher, _, err = g.watcher(o.watcherOptions(namespace))
+	}
 	g.mu.Unlock()
 	if err != nil {
 		return nil, fmt.Errorf("election %q: %w", CoordinatorElectionID, err)
 	}
+	l.coordinatorWatcher = watcher // run by the group or the caller
 	return coordinate(l, g.client, watcher, &o, decisions)
 }
 
@@ -79,7 +92,7 @@ func coordinatorSpec(namespace, identity string) Spec {
 func coordinate(l *LeaderElection, client kubernetes.Interface, watcher revisions.DefaultWatcher, o *options,
 	decisions func(string, coordinated.Decision)) (*LeaderElection, error) {
 	if !l.enabled {
-		return nil, fmt.Errorf("election %q: a coordinator needs leader election enabled", CoordinatorElectionID)
+		return nil, fmt.Errorf("election %q: a coordinator needs leader election enabled: WithEnabled(false) does not apply", CoordinatorElectionID)
 	}
 	var current atomic.Pointer[coordinated.Coordinator]
 	watcher.AddHandler(func(string) {

@@ -43,6 +43,38 @@
 // back-off. Package fence makes writes to other objects conditional on the
 // term.
 //
+// # Options apply to a protocol, or are refused
+//
+// The protocol of an election is what its Spec declares (prioritized or per
+// revision, racing or one of the coordinated modes, the lock kind) and what
+// WithEnabled and WithPrioritized turn off. Every option applies to some
+// protocols only: WithHandover and WithStartAtOnceAfterSteal to racing,
+// prioritized elections, the only ones that take a lock from its holder;
+// WithDefaultWatcher and WithRevisionWebhook to elections that follow the
+// default revision (and the latter only without the former);
+// WithBinaryVersion to coordinated ones; WithCandidateOwner to coordinated
+// ones and to sessions; WithDefaultLock to prioritized racing elections
+// whose Spec names no lock; WithSessions to racing elections on a Lease;
+// everything but the logger, the run back-off and WithShared to elections
+// that are enabled. New refuses every option given for an election that
+// does not apply to it, all at once and each by name, rather than ignore
+// it: a setting that silently does nothing is a setting its author believes
+// in and nobody checks.
+//
+// The Spec stays one declarative struct rather than becoming one
+// constructor per protocol, on purpose: configuration (flags, environment,
+// manifests) maps onto its fields one by one, istiod's four constructors
+// fill it from their arguments unchanged, and the combinations a struct
+// could express but no protocol has (a per-revision election on a
+// ConfigMap, sessions with coordination, Remote per revision) are refused
+// by New with the same kind of error as an option that does not apply.
+//
+// Options that configure a whole program rather than one election are
+// defaults: those given to NewGroup, and those wrapped in Defaults (as
+// features.ElectionOptions() returns them), apply to the elections they
+// fit and are not refused by the others. Options given to New or
+// Group.New for one election are checked strictly.
+//
 // # Configuration
 //
 // The package never reads the process environment: every default is fixed

@@ -39,15 +39,15 @@ type LeaderElection struct {
 	lock           resourcelock.Interface // records the Event of a failed run function; nil when disabled
 
 	watcher      revisions.DefaultWatcher
-	ownedWatcher bool       // started by this election, not by a Group or the caller
+	ownedWatcher bool       // watcher or coordinatorWatcher is run by this election, not by a Group or the caller
 	events       *eventSink // started by this election; nil in a Group
 	elector      *elector.LeaderElector
 	session      *session.Member // WithSessions only
 	sessionWait  time.Duration   // how long Run waits for the session's first heartbeat
 	candidacy    *candidacy      // coordinated elections only
 	coordLock    *preferredLock  // coordinated elections only
-	// coordinatorWatcher is the default watcher of a standalone
-	// coordinator election, started with it.
+	// coordinatorWatcher is the default watcher a coordinator election's
+	// coordinator follows.
 	coordinatorWatcher revisions.DefaultWatcher
 
 	mu       sync.Mutex
@@ -72,8 +72,10 @@ func New(client kubernetes.Interface, spec Spec, opts ...Option) (*LeaderElectio
 	if !o.sharedSet {
 		o.shared = NewShared() // of this election alone
 	}
+	raw := spec
 	spec = spec.withDefaults(o.defaultLock, o.identity)
-	if err := validate(client, spec, &o); err != nil {
+	o.fit(raw, spec)
+	if err := validate(client, raw, spec, &o); err != nil {
 		return nil, err
 	}
 	var events *eventSink
@@ -100,17 +102,13 @@ func New(client kubernetes.Interface, spec Spec, opts ...Option) (*LeaderElectio
 	return l, nil
 }
 
-// validate reports every problem of a defaulted spec and of o at once.
-func validate(client kubernetes.Interface, spec Spec, o *options) error {
-	errs := multierror.Append(nil, spec.validate(), o.validate())
+// validate reports every problem of a spec (raw as given, spec with its
+// defaults) and of o at once, including every option given for this
+// election that does not apply to it.
+func validate(client kubernetes.Interface, raw, spec Spec, o *options) error {
+	errs := multierror.Append(nil, spec.validate(), o.validate(), o.inapplicable(raw, spec))
 	if client == nil && o.enabled {
 		errs = multierror.Append(errs, errors.New("a Kubernetes client is required when leader election is enabled"))
-	}
-	if o.sessions && spec.Mode.coordinatedMode() {
-		errs = multierror.Append(errs, fmt.Errorf("sessions apply to racing elections only, not %s ones", spec.Mode))
-	}
-	if o.sessions && spec.Lock == ConfigMapLock {
-		errs = multierror.Append(errs, errors.New("sessions need a Lease lock: a holder's session heartbeat must come back through the same watch as its lock"))
 	}
 	if errs.ErrorOrNil() == nil {
 		return nil
@@ -168,12 +166,13 @@ func build(client kubernetes.Interface, spec Spec, o *options, newWatcher watche
 	}
 	cooperative := l.prioritized && o.handover && !spec.Mode.coordinatedMode()
 	l.prepareCandidacy(client, o)
-	lock, err := resourcelock.New(kind, spec.Namespace, l.lockName, client, resourcelock.Config{
+	lockConfig := resourcelock.Config{
 		Identity:      l.holderIdentity,
 		Key:           l.candidate.Key(),
 		EventRecorder: o.eventRecorder,
 		Cooperative:   cooperative,
-	})
+	}
+	lock, err := resourcelock.New(kind, spec.Namespace, l.lockName, client, lockConfig)
 	if err != nil {
 		return fail(err)
 	}
@@ -190,11 +189,13 @@ func build(client kubernetes.Interface, spec Spec, o *options, newWatcher watche
 	}
 	if o.sessions {
 		leaseDuration, renewDeadline, retryPeriod := o.durations()
-		if l.session, err = session.NewMember(session.Config{
+		cfg := session.Config{
 			Client: client, Namespace: spec.Namespace, Identity: l.holderIdentity,
 			LeaseDuration: leaseDuration, RenewDeadline: renewDeadline, RetryPeriod: retryPeriod,
 			Owner: o.candidateOwner, Clock: o.clock, Logger: o.logger, Sessions: o.shared.sessions,
-		}); err != nil {
+		}
+		o.probe.session(cfg)
+		if l.session, err = session.NewMember(cfg); err != nil {
 			return fail(err)
 		}
 		l.sessionWait = retryPeriod
@@ -206,7 +207,9 @@ func build(client kubernetes.Interface, spec Spec, o *options, newWatcher watche
 	l.backoff.initial = max(l.backoff.initial, retryPeriod)
 	l.backoff.max = max(l.backoff.max, l.backoff.initial)
 	l.metrics, l.lock = o.metrics, lock
-	if l.elector, err = elector.New(l.electorConfig(lock, o, cooperative)); err != nil {
+	electorConfig := l.electorConfig(lock, o, cooperative)
+	o.probe.elector(electorConfig, lockConfig)
+	if l.elector, err = elector.New(electorConfig); err != nil {
 		leaseDuration, renewDeadline, retryPeriod := o.durations()
 		return nil, fmt.Errorf("election %q (lease %v, renew deadline %v, retry period %v): %w", spec.ElectionID, leaseDuration, renewDeadline, retryPeriod, err)
 	}

@@ -137,7 +137,7 @@ func TestSessionsAreRejectedWhereTheyCannotBeSafe(t *testing.T) {
 		{"configmap lock", Spec{Namespace: testNS, ElectionID: "e", Lock: ConfigMapLock}, nil, "Lease lock"},
 		{"prioritized default lock", Spec{Namespace: testNS, ElectionID: "e"}, nil, "Lease lock"},
 		{"coordinated", Spec{Namespace: testNS, ElectionID: "e", Mode: Coordinated}, nil, "racing elections only"},
-		{"no watch", Spec{Namespace: testNS, ElectionID: "e", Lock: LeaseLock}, []Option{WithWatch(false)}, "need the watch"},
+		{"no watch", Spec{Namespace: testNS, ElectionID: "e", Lock: LeaseLock}, []Option{WithWatch(false)}, "needs WithWatch(true)"},
 	} {
 		le, err := New(client, c.spec, append([]Option{WithSessions(true)}, c.opts...)...)
 		if err == nil || le != nil || !strings.Contains(err.Error(), c.want) {

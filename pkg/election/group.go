@@ -44,8 +44,11 @@ type Group struct {
 
 type watcherKey struct{ webhook, label string }
 
-// NewGroup validates opts, which apply to every election of the group, and
-// registers the metrics if WithPrometheus is among them. The group makes a
+// NewGroup validates opts, the defaults of every election of the group,
+// and registers the metrics if WithPrometheus is among them. Each of opts
+// applies to the elections it fits (WithHandover to the prioritized ones,
+// WithBinaryVersion to the coordinated ones, ...) and is not refused by
+// the others; see Defaults. The group makes a
 // Shared for its elections unless WithShared gives it one. It starts
 // nothing.
 // client may be nil only with WithEnabled(false).
@@ -74,6 +77,9 @@ func NewGroup(client kubernetes.Interface, opts ...Option) (*Group, error) {
 	if g.events = newEventSink(o.eventClient); g.events != nil {
 		o.eventRecorder, o.eventClient = g.events, nil
 	}
+	// The group's options configure all its elections: each applies to
+	// those it fits and is not refused by the others.
+	o.given = nil
 	g.base = o
 	return g, nil
 }
@@ -89,8 +95,9 @@ func (g *Group) EventRecorder() resourcelock.EventRecorder {
 }
 
 // New adds an election to the group: spec with the group's options and then
-// opts, validated as by the package-level New. WithPrometheus, WithEvents
-// and WithShared belong to NewGroup and are refused here.
+// opts, validated as by the package-level New, which refuses an option of
+// opts that does not apply to spec. WithPrometheus, WithEvents and
+// WithShared belong to NewGroup and are refused here.
 func (g *Group) New(spec Spec, opts ...Option) (*LeaderElection, error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -102,8 +109,10 @@ func (g *Group) New(spec Spec, opts ...Option) (*LeaderElection, error) {
 	if o.registerer != nil || o.eventClient != nil || o.shared != g.shared {
 		return nil, fmt.Errorf("election %q: WithPrometheus, WithEvents and WithShared apply to the whole group: pass them to NewGroup", spec.ElectionID)
 	}
+	raw := spec
 	spec = spec.withDefaults(o.defaultLock, o.identity)
-	if err := validate(g.client, spec, &o); err != nil {
+	o.fit(raw, spec)
+	if err := validate(g.client, raw, spec, &o); err != nil {
 		return nil, err
 	}
 	l, err := build(g.client, spec, &o, g.watcher)

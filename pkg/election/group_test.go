@@ -177,10 +177,16 @@ func TestDefaultLockOption(t *testing.T) {
 	if *lease.Spec.HolderIdentity != "a" || le.Status().Lock != LeaseLock || le.Spec().Lock != LeaseLock {
 		t.Fatalf("lease holder %q, status %+v", *lease.Spec.HolderIdentity, le.Status())
 	}
-	// A Spec that names its kind keeps it.
-	cm := mustElection(t)(New(client, Spec{Namespace: testNS, ElectionID: IngressController, Lock: ConfigMapLock}, WithDefaultLock(LeaseLock),
+	// A Spec that names its kind keeps it: the option, given as a
+	// program-wide default, does not apply; given for this election alone,
+	// it is refused.
+	spec := Spec{Namespace: testNS, ElectionID: IngressController, Lock: ConfigMapLock}
+	cm := mustElection(t)(New(client, spec, Defaults(WithDefaultLock(LeaseLock)),
 		WithDefaultWatcher(revisions.NewStaticDefaultWatcher(""))))
 	if cm.Spec().Lock != ConfigMapLock {
 		t.Fatalf("lock = %s", cm.Spec().Lock)
+	}
+	if _, err := New(client, spec, WithDefaultLock(LeaseLock)); err == nil || !strings.Contains(err.Error(), "WithDefaultLock does not apply") {
+		t.Fatalf("WithDefaultLock beside a Spec that names its lock: err %v, want it refused by name", err)
 	}
 }

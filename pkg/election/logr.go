@@ -16,7 +16,7 @@ import (
 // Error; fields become key/value pairs and the logger's name a "logger"
 // key. WithLogger, with zap, is the direct way and the default.
 func WithLogr(l logr.Logger) Option {
-	return WithLogger(zap.New(&logrCore{sink: l}))
+	return func(o *options) { o.logger = zap.New(&logrCore{sink: l}); o.mark("WithLogr") }
 }
 
 // logrCore is a zapcore.Core that writes to a logr.Logger.

@@ -275,12 +275,16 @@ func compareVersions(a, b string) int {
 
 // WithBinaryVersion sets the binary version a coordinated candidate
 // announces (a semantic version without "v"); the strategies prefer the
-// oldest. Empty means the module version of the running binary.
-func WithBinaryVersion(v string) Option { return func(o *options) { o.binaryVersion = v } }
+// oldest. Empty means the module version of the running binary. It
+// applies to coordinated elections only.
+func WithBinaryVersion(v string) Option {
+	return func(o *options) { o.binaryVersion = v; o.mark("WithBinaryVersion") }
+}
 
 // WithCandidateOwner makes ref (normally the Pod this instance runs in) the
-// owner of a coordinated candidate's LeaseCandidate, so that the garbage
-// collector removes the candidate of a deleted Pod.
+// owner of a coordinated candidate's LeaseCandidate and of the session
+// Lease (WithSessions), so that the garbage collector removes them with a
+// deleted Pod. It applies to coordinated elections and to sessions only.
 func WithCandidateOwner(ref *metav1.OwnerReference) Option {
-	return func(o *options) { o.candidateOwner = ref }
+	return func(o *options) { o.candidateOwner = ref; o.mark("WithCandidateOwner") }
 }

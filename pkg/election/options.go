@@ -76,8 +76,19 @@ type options struct {
 	sharedSet bool
 
 	binaryVersion  string                 // coordinated candidates
-	candidateOwner *metav1.OwnerReference // coordinated candidates
+	candidateOwner *metav1.OwnerReference // coordinated candidates and sessions
+
+	coordinator bool // the coordinator's own election (NewCoordinator)
+	// given names the options passed for this election, in order, which
+	// New refuses where they do not apply (see applies.go). Options given
+	// to NewGroup or through Defaults are not in it.
+	given []string
+	// probe, set only by this package's tests, receives what build made.
+	probe *buildProbe
 }
+
+// given records that the option name was passed; see options.given.
+func (o *options) mark(name string) { o.given = append(o.given, name) }
 
 func defaultOptions() options {
 	return options{
@@ -98,16 +109,34 @@ func defaultOptions() options {
 }
 
 func (o *options) apply(opts []Option) {
-	for _, opt := range opts {
-		if opt != nil {
-			opt(o)
-		}
-	}
+	o.applyEach(opts)
 	if o.logger == nil {
 		o.logger = zap.NewNop()
 	}
 	if o.clock == nil {
 		o.clock = clock.RealClock{}
+	}
+}
+
+func (o *options) applyEach(opts []Option) {
+	for _, opt := range opts {
+		if opt != nil {
+			opt(o)
+		}
+	}
+}
+
+// Defaults applies opts as defaults: each takes effect on the elections it
+// applies to, and one it does not apply to ignores it instead of refusing
+// it, as the elections of a Group do with the options of NewGroup. It is
+// for options that configure a whole program, such as
+// features.ElectionOptions(); an option passed for one election on its own
+// is checked strictly. Options after Defaults override its values.
+func Defaults(opts ...Option) Option {
+	return func(o *options) {
+		n := len(o.given)
+		o.applyEach(opts)
+		o.given = o.given[:n]
 	}
 }
 
@@ -154,7 +183,7 @@ func (o *options) validate() error {
 		errs = multierror.Append(errs, errors.New("WithMetrics and WithPrometheus both given: choose one"))
 	}
 	if o.sessions && !o.watch {
-		add("sessions need the watch: a holder learns through it that its lock was taken")
+		add("WithSessions needs WithWatch(true): a holder learns through the watch that its lock was taken")
 	}
 	if o.eventRecorder != nil && o.eventClient != nil {
 		errs = multierror.Append(errs, errors.New("WithEventRecorder and WithEvents both given: choose one"))
@@ -186,7 +215,9 @@ func (o *options) watcherOptions(namespace string) revisions.Options {
 
 // WithTTL sets the lease duration (default DefaultTTL, at least 1s); the
 // renew deadline is ttl/2 and the retry period ttl/4.
-func WithTTL(ttl time.Duration) Option { return func(o *options) { o.ttl, o.ttlSet = ttl, true } }
+func WithTTL(ttl time.Duration) Option {
+	return func(o *options) { o.ttl, o.ttlSet = ttl, true; o.mark("WithTTL") }
+}
 
 // WithTiming sets the three durations apart, as client-go and
 // controller-runtime users do (for example 15s, 10s and 2s), instead of
@@ -196,6 +227,7 @@ func WithTTL(ttl time.Duration) Option { return func(o *options) { o.ttl, o.ttlS
 func WithTiming(leaseDuration, renewDeadline, retryPeriod time.Duration) Option {
 	return func(o *options) {
 		o.timing = &timing{LeaseDuration: leaseDuration, RenewDeadline: renewDeadline, RetryPeriod: retryPeriod}
+		o.mark("WithTiming")
 	}
 }
 
@@ -222,36 +254,51 @@ func (o *options) durations() (leaseDuration, renewDeadline, retryPeriod time.Du
 // holder without sessions renews its record itself from then on. Racing
 // elections on a Lease lock only (a prioritized election that names no
 // lock kind must name LeaseLock, or use WithDefaultLock(LeaseLock)); it
-// needs WithWatch(true).
-func WithSessions(enabled bool) Option { return func(o *options) { o.sessions = enabled } }
+// needs WithWatch(true), and does not apply to coordinated elections.
+// Given to NewGroup (or through Defaults), it applies to the elections of
+// the group that fit, and the others renew their records themselves.
+func WithSessions(enabled bool) Option {
+	return func(o *options) { o.sessions = enabled; o.mark("WithSessions") }
+}
 
 // WithLogger sets the logger; default a no-op logger.
-func WithLogger(l *zap.Logger) Option { return func(o *options) { o.logger = l } }
-
-// WithClock sets the clock of the elector and of the run back-off, for
-// tests; default the real clock.
-func WithClock(c clock.WithTicker) Option { return func(o *options) { o.clock = c } }
+func WithLogger(l *zap.Logger) Option {
+	return func(o *options) { o.logger = l; o.mark("WithLogger") }
+}
 
 // WithEnabled(false) turns leader election off: run functions start at once
 // and no lock is read or written, so nothing guarantees a single leader.
+// Beside it only WithLogger (WithLogr), WithRunBackoff and WithShared apply
+// (the latter when the Spec names no identity).
 // Default true. A program that lets ENABLE_LEADER_ELECTION decide uses
 // features.ElectionOptions().
-func WithEnabled(enabled bool) Option { return func(o *options) { o.enabled = enabled } }
+func WithEnabled(enabled bool) Option {
+	return func(o *options) { o.enabled = enabled; o.mark("WithEnabled") }
+}
 
 // WithPrioritized(false) turns stealing off in prioritized elections: an
 // instance of the default revision (or a local one) then waits for the lock
-// like any other. Default true. Per-revision elections never steal.
-func WithPrioritized(p bool) Option { return func(o *options) { o.prioritized = p } }
+// like any other. Default true. It applies to elections that are not per
+// revision (those never steal) and not the coordinator's.
+func WithPrioritized(p bool) Option {
+	return func(o *options) { o.prioritized = p; o.mark("WithPrioritized") }
+}
 
 // WithDefaultLock sets the lock kind of a prioritized election whose Spec
 // names none, as NewLeaderElection and NewLeaderElectionMulticluster do.
-// Default ConfigMapLock, which istiod uses.
-func WithDefaultLock(kind LockKind) Option { return func(o *options) { o.defaultLock = kind } }
+// Default ConfigMapLock, which istiod uses. It applies only where it can
+// decide: to a prioritized racing election whose Spec names no lock kind
+// (per-revision and coordinated elections always use a Lease).
+func WithDefaultLock(kind LockKind) Option {
+	return func(o *options) { o.defaultLock = kind; o.mark("WithDefaultLock") }
+}
 
 // WithReleaseOnCancel sets whether a leader whose Run is stopped releases the
 // lock, so that another candidate takes over at once instead of after the
 // lease. Default true.
-func WithReleaseOnCancel(r bool) Option { return func(o *options) { o.releaseOnCancel = r } }
+func WithReleaseOnCancel(r bool) Option {
+	return func(o *options) { o.releaseOnCancel = r; o.mark("WithReleaseOnCancel") }
+}
 
 // WithStopTimeout sets how long the run functions may take to return when a
 // term ends; default DefaultStopTimeout. The lock stays held and renewed
@@ -259,27 +306,34 @@ func WithReleaseOnCancel(r bool) Option { return func(o *options) { o.releaseOnC
 // its health check. It is capped at (LeaseDuration − RetryPeriod)/2, so that
 // the stop a holder promises in a handover fits in its lease; zero means
 // that cap.
-func WithStopTimeout(d time.Duration) Option { return func(o *options) { o.stopTimeout = d } }
+func WithStopTimeout(d time.Duration) Option {
+	return func(o *options) { o.stopTimeout = d; o.mark("WithStopTimeout") }
+}
 
 // WithWatch sets whether candidates follow the lock with a watch (true, the
 // default) or poll it every retry period as client-go and istiod do (false).
-func WithWatch(w bool) Option { return func(o *options) { o.watch = w } }
+func WithWatch(w bool) Option {
+	return func(o *options) { o.watch = w; o.mark("WithWatch") }
+}
 
 // WithStartAtOnceAfterSteal makes the run functions start as soon as the
 // lock is taken by force from a holder that did not hand it over (istiod,
 // client-go, a hung process), as istiod does. By default they start only
 // when the old holder's lease has run out by this instance's clock, so that
 // the two never work at once; this option trades that guarantee for speed.
+// It applies to racing, prioritized elections, the only ones that steal.
 func WithStartAtOnceAfterSteal(atOnce bool) Option {
-	return func(o *options) { o.startAtOnce = atOnce }
+	return func(o *options) { o.startAtOnce = atOnce; o.mark("WithStartAtOnceAfterSteal") }
 }
 
 // WithHandover sets cooperative preemption: with enabled (the default), a
 // candidate entitled to the lock asks a meshd holder to hand it over and
 // waits up to grace (default DefaultHandoverGrace) before taking it by force.
-// grace should exceed the stop timeout.
+// grace should exceed the stop timeout. It applies to racing, prioritized
+// elections, the only ones in which a candidate takes the lock from its
+// holder.
 func WithHandover(enabled bool, grace time.Duration) Option {
-	return func(o *options) { o.handover, o.handoverGrace = enabled, grace }
+	return func(o *options) { o.handover, o.handoverGrace = enabled, grace; o.mark("WithHandover") }
 }
 
 // WithRunBackoff sets the wait before contending again after a term ended
@@ -290,7 +344,7 @@ func WithHandover(enabled bool, grace time.Duration) Option {
 // per RetryPeriod. The election is the one place that backs off: the
 // elector beneath it contends as soon as it is asked to.
 func WithRunBackoff(initial, max time.Duration) Option {
-	return func(o *options) { o.backoff, o.maxBackoff = initial, max }
+	return func(o *options) { o.backoff, o.maxBackoff = initial, max; o.mark("WithRunBackoff") }
 }
 
 // WithDefaultWatcher makes prioritized elections read the default revision
@@ -298,39 +352,44 @@ func WithRunBackoff(initial, max time.Duration) Option {
 // one Shared (of one Group, see WithShared) that read the same webhook and
 // label through the same client share one watch of it, started with the
 // first such election and stopped with the last; the caller need not build
-// or run a watcher to share one.
+// or run a watcher to share one. It applies to the elections that follow the
+// default revision: prioritized ones (racing or coordinated) and the
+// coordinator's.
 func WithDefaultWatcher(w revisions.DefaultWatcher) Option {
-	return func(o *options) { o.watcher = w }
+	return func(o *options) { o.watcher = w; o.mark("WithDefaultWatcher") }
 }
 
 // WithRevisionWebhook names the MutatingWebhookConfiguration and its label
 // that hold the default revision. Empty values keep istiod's conventions
-// (see revisions.Options).
+// (see revisions.Options). It applies where WithDefaultWatcher does, and
+// not beside it: the watcher given then decides.
 func WithRevisionWebhook(name, label string) Option {
-	return func(o *options) { o.webhookName, o.revisionLabel = name, label }
+	return func(o *options) { o.webhookName, o.revisionLabel = name, label; o.mark("WithRevisionWebhook") }
 }
 
 // WithMetrics sends what the elections do to m, including the terms ended
 // by a failed run function (RunFailed). For Prometheus use WithPrometheus
 // instead.
-func WithMetrics(m elector.Metrics) Option { return func(o *options) { o.metrics = m } }
+func WithMetrics(m elector.Metrics) Option {
+	return func(o *options) { o.metrics = m; o.mark("WithMetrics") }
+}
 
 // WithPrometheus exports the election metrics (meshd_election_*) through reg.
 // They are registered once: by New for a standalone election, by NewGroup
 // for all elections of a group. Two standalone elections cannot share reg;
 // put them in one Group.
 func WithPrometheus(reg prometheus.Registerer) Option {
-	return func(o *options) { o.registerer = reg }
+	return func(o *options) { o.registerer = reg; o.mark("WithPrometheus") }
 }
 
 // WithEventRecorder records Kubernetes Events about the lock objects with r.
 func WithEventRecorder(r resourcelock.EventRecorder) Option {
-	return func(o *options) { o.eventRecorder = r }
+	return func(o *options) { o.eventRecorder = r; o.mark("WithEventRecorder") }
 }
 
 // WithEvents records Kubernetes Events about the lock objects through
 // client, from the component EventComponent. The recorder runs while the
 // election (or the Group) runs; events outside that time are dropped.
 func WithEvents(client kubernetes.Interface) Option {
-	return func(o *options) { o.eventClient = client }
+	return func(o *options) { o.eventClient = client; o.mark("WithEvents") }
 }

@@ -135,11 +135,11 @@ func (l *LeaderElection) RunContext(ctx context.Context) error {
 func (l *LeaderElection) startOwned() func() {
 	stopEvents := l.events.start()
 	stopWatcher := func() {}
-	if l.ownedWatcher {
-		stopWatcher = startWatcher(l.watcher)
-	}
-	if l.coordinatorWatcher != nil {
+	switch {
+	case l.ownedWatcher && l.coordinatorWatcher != nil:
 		stopWatcher = startWatcher(l.coordinatorWatcher)
+	case l.ownedWatcher:
+		stopWatcher = startWatcher(l.watcher)
 	}
 	stopSession := func() {}
 	if l.session != nil && l.enabled {

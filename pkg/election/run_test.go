@@ -94,7 +94,7 @@ func TestFailingRunFunctionEndsTheTerm(t *testing.T) {
 func TestBackoffAfterFailedTerms(t *testing.T) {
 	clk := clocktesting.NewFakeClock(time.Now())
 	le := mustElection(t)(NewLeaderElection(testNS, "a", IngressController, "stable", nil,
-		WithEnabled(false), WithClock(clk), WithRunBackoff(time.Second, 4*time.Second)))
+		WithEnabled(false), withClock(clk), WithRunBackoff(time.Second, 4*time.Second)))
 	var starts atomic.Int32
 	le.Add(func(context.Context) error {
 		starts.Add(1)
@@ -125,7 +125,7 @@ func TestFailingWorkMovesTheLockAtMostOncePerRetryPeriod(t *testing.T) {
 	client := kubetest.NewClientset()
 	clk := clocktesting.NewFakeClock(time.Now())
 	le := mustElection(t)(NewLeaderElection(testNS, "a", IngressController, "stable", client, WithTTL(4*time.Second),
-		WithClock(clk), WithDefaultWatcher(revisions.NewStaticDefaultWatcher("")), WithRunBackoff(time.Millisecond, time.Millisecond)))
+		withClock(clk), WithDefaultWatcher(revisions.NewStaticDefaultWatcher("")), WithRunBackoff(time.Millisecond, time.Millisecond)))
 	var starts atomic.Int32
 	le.Add(func(context.Context) error {
 		starts.Add(1)

@@ -114,5 +114,5 @@ func DefaultIdentity() string {
 // standalone election uses a Shared of its own and a Group one for all its
 // elections. A nil or zero s is refused.
 func WithShared(s *Shared) Option {
-	return func(o *options) { o.shared, o.sharedSet = s, true }
+	return func(o *options) { o.shared, o.sharedSet = s, true; o.mark("WithShared") }
 }

@@ -5,9 +5,12 @@ import (
 )
 
 // ElectionOptions returns the election options that the environment implies,
-// one for each flag that configures elections. Package election never reads
-// the environment itself: a program opts in by passing these options first,
-// so that its own options still win:
+// one for each flag that configures elections, as election.Defaults: the
+// environment configures every election of the program, and an election a
+// flag does not apply to (WithHandover for a per-revision one, say) ignores
+// it instead of refusing it. Package election never reads the environment
+// itself: a program opts in by passing these options first, so that its own
+// options still win:
 //
 //	opts := append(features.ElectionOptions(), election.WithLogger(log))
 //	le, err := election.New(client, spec, opts...)
@@ -21,7 +24,7 @@ func ElectionOptions() []election.Option {
 	if err != nil {
 		lock = election.ConfigMapLock
 	}
-	return []election.Option{
+	return []election.Option{election.Defaults(
 		election.WithEnabled(EnableLeaderElection.Get()),
 		election.WithPrioritized(PrioritizedLeaderElection.Get()),
 		election.WithTTL(LeaderElectionTTL.Get()),
@@ -31,5 +34,5 @@ func ElectionOptions() []election.Option {
 		election.WithReleaseOnCancel(LeaderElectionReleaseOnCancel.Get()),
 		election.WithWatch(LeaderElectionWatch.Get()),
 		election.WithHandover(LeaderElectionHandover.Get(), LeaderElectionHandoverGrace.Get()),
-	}
+	)}
 }

@@ -93,16 +93,17 @@ func leaders(ins ...*instance) []string {
 	return out
 }
 
-// opts are the options every test election uses.
+// opts are the options every test election uses, as defaults (each applies
+// where it fits), then extra.
 func opts(t *testing.T, extra ...election.Option) []election.Option {
-	return append([]election.Option{
+	return append([]election.Option{election.Defaults(
 		election.WithTTL(ttl),
 		election.WithEnabled(true),
 		election.WithPrioritized(true),
 		election.WithReleaseOnCancel(true),
 		election.WithStopTimeout(time.Second),
 		election.WithLogger(zaptest.NewLogger(t).Named("election")),
-	}, extra...)
+	)}, extra...)
 }
 
 // setDefaultRevision makes revision the default of mesh namespace ns.

@@ -76,10 +76,11 @@ func (c *candidate) stop() {
 
 func (c *candidate) lastError() string { return c.le.Status().LastError }
 
-// electionOptions are the options of every in-process election; the default
-// revision is fixed unless a test passes its own watcher.
+// electionOptions are the options of every in-process election, as
+// defaults (each applies where it fits), then extra; the default revision
+// is fixed unless a test passes its own watcher.
 func electionOptions(t *testing.T, extra ...election.Option) []election.Option {
-	return append([]election.Option{
+	return append([]election.Option{election.Defaults(
 		election.WithTTL(ttl),
 		election.WithEnabled(true),
 		election.WithPrioritized(true),
@@ -87,7 +88,7 @@ func electionOptions(t *testing.T, extra ...election.Option) []election.Option {
 		election.WithStopTimeout(time.Second),
 		election.WithDefaultWatcher(revisions.NewStaticDefaultWatcher("")),
 		election.WithLogger(zaptest.NewLogger(t).Named("election")),
-	}, extra...)
+	)}, extra...)
 }
 
 // faultyTransport answers requests itself while a fault is set, counting

@@ -14,21 +14,23 @@ type meshdCandidate struct {
 // newMeshd builds a meshd candidate. Meshd uses the shipped defaults (watch,
 // cooperative handover with the default grace); MeshdPolling turns both off
 // and starts its work at once after a forced steal, which is how istiod's
-// elector behaves; MeshdSession is Meshd in session mode.
+// elector behaves; MeshdSession is Meshd in session mode. Without a revision
+// the election does not steal, and the options of stealing do not apply.
 func newMeshd(s Spec) (*meshdCandidate, error) {
-	watch, handover, grace := true, true, features.LeaderElectionHandoverGrace.Default()
-	if s.Impl == MeshdPolling {
-		watch, handover, grace = false, false, 0
-	}
+	prioritized := s.Revision != ""
 	opts := []election.Option{
 		election.WithEnabled(true),
 		election.WithTTL(s.TTL),
 		election.WithReleaseOnCancel(s.ReleaseOnCancel),
 		election.WithStopTimeout(features.LeaderElectionStopTimeout.Default()),
-		election.WithWatch(watch),
-		election.WithHandover(handover, grace),
-		election.WithPrioritized(s.Revision != ""),
-		election.WithStartAtOnceAfterSteal(s.Impl == MeshdPolling),
+		election.WithWatch(s.Impl != MeshdPolling),
+		election.WithPrioritized(prioritized),
+	}
+	switch {
+	case prioritized && s.Impl == MeshdPolling:
+		opts = append(opts, election.WithHandover(false, 0), election.WithStartAtOnceAfterSteal(true))
+	case prioritized:
+		opts = append(opts, election.WithHandover(true, features.LeaderElectionHandoverGrace.Default()))
 	}
 	if s.Impl == MeshdSession {
 		o, err := sessionOption()
