@@ -60,7 +60,7 @@ func Scenarios() []Scenario {
 // classicSeed names a random schedule of Generate that once broke an
 // invariant, so that it runs with the named cases whatever the budget.
 func classicSeed(seed int64, why string) Scenario {
-	s := Generate(seed)
+	s := generateClassic(seed, false)
 	s.Name = fmt.Sprintf("seed-%d", seed)
 	return Scenario{Name: s.Name, Case: why, Schedule: s}
 }
@@ -549,7 +549,7 @@ func workedBy(w *World, name string, from, limit time.Duration) {
 
 // sessionSeed is classicSeed for a schedule of GenerateSessions.
 func sessionSeed(seed int64, why string) Scenario {
-	s := GenerateSessions(seed)
+	s := generateSessions(seed, false)
 	s.Name = fmt.Sprintf("session-seed-%d", seed)
 	return Scenario{Name: s.Name, Case: why, Schedule: s}
 }

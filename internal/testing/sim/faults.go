@@ -1,0 +1,253 @@
+package sim
+
+import (
+	"fmt"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/meshd-io/meshd/pkg/resourcelock"
+)
+
+// Faults added to the schedules after the first ones: wall-clock steps,
+// targeted failures of protocol writes, watches that resume with a
+// coalesced burst, and candidates that leave while they ask for the lock
+// or after their request was accepted. A generator draws them after every
+// other choice of its schedule, so that a seed named before they existed
+// (classicSeed, sessionSeed) draws the same schedule without them.
+
+// extraFaults draws none, one or two of these faults; sessions adds the
+// session's writes to the targets of write failures.
+func (g *generator) extraFaults(sessions bool) {
+	for k := g.r.Intn(3); k > 0; k-- {
+		at := time.Second + time.Duration(g.r.Int63n(int64(g.s.Duration-4*time.Second)))
+		switch g.r.Intn(4) {
+		case 0:
+			g.wallStep(at)
+		case 1:
+			g.failWrites(at, sessions)
+		case 2:
+			g.coalescedBurst(at)
+		default:
+			g.leaveWhileAsking(at)
+		}
+	}
+}
+
+// maxWallStep is the largest step of a wall clock drawn: beyond twice the
+// lease.
+func (g *generator) maxWallStep() time.Duration {
+	return 2*g.s.Timing.LeaseDuration + time.Second
+}
+
+// wallStep steps a candidate's wall clock forward or back by whole seconds
+// (from one second to beyond twice the lease), and sometimes back again
+// later, as a clock corrected by hand and then by NTP.
+func (g *generator) wallStep(at time.Duration) {
+	name := g.pick()
+	secs := 1 + g.r.Int63n(int64(g.maxWallStep()/time.Second))
+	d := time.Duration(secs) * time.Second
+	if g.r.Intn(2) == 0 {
+		d = -d
+	}
+	back := time.Duration(0)
+	if g.r.Intn(2) == 0 {
+		back = g.dur(time.Second, 4*time.Second)
+	}
+	g.add(at, fmt.Sprintf("wall clock of %s steps by %v", name, d), func(w *World) {
+		w.StepWall(name, d)
+		if back > 0 {
+			w.After(back, fmt.Sprintf("wall clock of %s steps back by %v", name, -d), func(w *World) { w.StepWall(name, -d) })
+		}
+	})
+}
+
+// failWrites arms a targeted failure of the next one to three writes of
+// one kind of the handover (and session) protocols by a candidate.
+func (g *generator) failWrites(at time.Duration, sessions bool) {
+	kinds := []string{WriteRequest, WriteAnswer, WriteSuccessor}
+	if sessions {
+		kinds = WriteKinds
+	}
+	name, kind, n := g.pick(), kinds[g.r.Intn(len(kinds))], 1+g.r.Intn(3)
+	lost := g.r.Intn(3) == 0
+	g.add(at, fmt.Sprintf("the next %d %s writes of %s fail (lost reply %v)", n, kind, name, lost), func(w *World) {
+		w.FailWrites(name, kind, n, lost)
+	})
+}
+
+// coalescedBurst makes a candidate's watches lag and, when the lag ends,
+// deliver what queued up as one burst in which only the newest of several
+// changes of one object arrives.
+func (g *generator) coalescedBurst(at time.Duration) {
+	name, d, lag := g.pick(), g.dur(time.Second, 4*time.Second), g.dur(500*time.Millisecond, 3*time.Second)
+	g.add(at, fmt.Sprintf("watch of %s lags %v, then resumes with a coalesced burst", name, lag), func(w *World) {
+		w.Loosen()
+		w.CoalescedBurst(name, lag, d)
+	})
+}
+
+// leaveWhileAsking makes a candidate leave (crash, or stop gracefully) as
+// soon as the lock shows its handover request pending (it outranks the
+// holder and asked) or accepted (the holder is stopping for it), and come
+// back under a new identity a little later, except in a mixed election.
+func (g *generator) leaveWhileAsking(at time.Duration) {
+	name := g.pick()
+	accepted := g.r.Intn(2) == 0
+	crash := g.r.Intn(2) == 0
+	back := g.dur(500*time.Millisecond, 3*time.Second)
+	again := ""
+	if !g.mixed {
+		g.restarts++
+		again = fmt.Sprintf("%s-r%d", name, g.restarts)
+	}
+	when := "pending"
+	if accepted {
+		when = "accepted"
+	}
+	g.add(at, fmt.Sprintf("%s leaves (crash %v) once its request is %s", name, crash, when), func(w *World) {
+		w.When(fmt.Sprintf("%s's request is %s", name, when), func(r Record) bool {
+			h := r.Handover
+			if h.Candidate != name || r.Holder == name {
+				return false
+			}
+			if accepted {
+				return h.Answer == resourcelock.AnswerAccepted
+			}
+			return h.Answer == ""
+		}, func(w *World) {
+			c := w.find(name)
+			if c == nil || !c.alive() {
+				return
+			}
+			if crash {
+				c.crash()
+			} else {
+				c.stop()
+			}
+			w.noteFault()
+			if again != "" {
+				w.After(back, "restart "+again, func(w *World) { w.Restart(name, again) })
+			}
+		})
+	})
+}
+
+// StepWall moves the wall clock of the actor named name by d (see
+// wallclock.go).
+func (w *World) StepWall(name string, d time.Duration) {
+	w.noteFault()
+	off := w.state(name).stepWall(d)
+	w.j.logf("wall clock of %s is %v off", name, off)
+}
+
+// CoalescedBurst makes the watches of the actor named name lag by lag for
+// d; when the lag ends, what queued up is delivered at once, and of
+// several changes of one object only the newest arrives, as a reader that
+// looks only after the burst sees it.
+func (w *World) CoalescedBurst(name string, lag, d time.Duration) {
+	w.Fault("coalesced burst on the watch of "+name, d, func(w *World) {
+		st := w.state(name)
+		st.setLag(lag)
+		st.setCoalesce(true)
+	}, func(w *World) {
+		st := w.state(name)
+		st.setLag(0)
+		// The burst goes out in this step; coalescing ends after it.
+		w.After(time.Millisecond, "end of coalescing on the watch of "+name, func(w *World) { st.setCoalesce(false) })
+	})
+}
+
+// trigger is an action that runs as soon as a write of the lock matches.
+type trigger struct {
+	name string
+	cond func(Record) bool
+	do   func(*World)
+	from int // the first record it looks at
+	done bool
+}
+
+// When runs do, once, as soon as a write of the lock object after now
+// satisfies cond: in the same simulated instant, before time passes.
+func (w *World) When(name string, cond func(Record) bool, do func(*World)) {
+	w.mu.Lock()
+	from := len(w.records)
+	w.mu.Unlock()
+	w.triggers = append(w.triggers, &trigger{name: name, cond: cond, do: do, from: from})
+}
+
+// fireTriggers runs the triggers whose condition a write has met, in the
+// order they were set, settling after each.
+func (w *World) fireTriggers() {
+	for _, t := range w.triggers {
+		if t.done {
+			continue
+		}
+		recs := w.Records()
+		for i := t.from; i < len(recs); i++ {
+			if t.cond(recs[i]) {
+				t.done = true
+				w.j.logf("trigger: %s", t.name)
+				t.do(w)
+				w.settle()
+				break
+			}
+		}
+		if !t.done {
+			t.from = len(recs)
+		}
+	}
+}
+
+// setCoalesce switches coalescing of the actor's watch deliveries.
+func (s *actorState) setCoalesce(v bool) { s.mu.Lock(); s.coalesce = v; s.mu.Unlock() }
+
+func (s *actorState) coalescing() bool { s.mu.Lock(); defer s.mu.Unlock(); return s.coalesce }
+
+func (s *actorState) noteCoalesced() { s.mu.Lock(); s.coalesced++; s.mu.Unlock() }
+
+// coalescedEvents is how many watch events a coalesced burst left out.
+func (s *actorState) coalescedEvents() int { s.mu.Lock(); defer s.mu.Unlock(); return s.coalesced }
+
+// dropSuperseded drops, while the actor coalesces, the due events at the
+// head of the queue that a later due change of the same object supersedes
+// (both modifications, with no creation or deletion of it between). w.mu
+// is held.
+func (w *simWatcher) dropSuperseded(now time.Time) {
+	if !w.actor.coalescing() {
+		return
+	}
+	lag := w.actor.watchLag()
+	due := func(ev apiEvent) bool { return !ev.at.Add(lag).After(now) }
+	for len(w.queue) > 1 {
+		first := w.queue[0]
+		if first.typ != watch.Modified || !due(first) {
+			return
+		}
+		name := objectName(first)
+		superseded := false
+		for _, ev := range w.queue[1:] {
+			if !due(ev) {
+				break
+			}
+			if objectName(ev) == name {
+				superseded = ev.typ == watch.Modified
+				break
+			}
+		}
+		if !superseded {
+			return
+		}
+		w.queue = w.queue[1:]
+		w.actor.noteCoalesced()
+	}
+}
+
+func objectName(ev apiEvent) string {
+	m, err := meta.Accessor(ev.obj)
+	if err != nil {
+		return ""
+	}
+	return m.GetName()
+}
