@@ -181,15 +181,21 @@ type leaseClient struct {
 }
 
 func (l *leaseClient) Get(ctx context.Context, name string, opts metav1.GetOptions) (*coordinationv1.Lease, error) {
-	return call(ctx, l.c, "get", leases, name, nil, func(*coordinationv1.Lease) (*coordinationv1.Lease, error) { return l.LeaseInterface.Get(ctx, name, opts) })
+	return call(ctx, l.c, "get", leases, name, nil, func(*coordinationv1.Lease) (*coordinationv1.Lease, error) {
+		return l.LeaseInterface.Get(ctx, name, opts)
+	})
 }
 
 func (l *leaseClient) Create(ctx context.Context, o *coordinationv1.Lease, opts metav1.CreateOptions) (*coordinationv1.Lease, error) {
-	return call(ctx, l.c, "create", leases, o.Name, o, func(o *coordinationv1.Lease) (*coordinationv1.Lease, error) { return l.LeaseInterface.Create(ctx, o, opts) })
+	return call(ctx, l.c, "create", leases, o.Name, o, func(o *coordinationv1.Lease) (*coordinationv1.Lease, error) {
+		return l.LeaseInterface.Create(ctx, o, opts)
+	})
 }
 
 func (l *leaseClient) Update(ctx context.Context, o *coordinationv1.Lease, opts metav1.UpdateOptions) (*coordinationv1.Lease, error) {
-	return call(ctx, l.c, "update", leases, o.Name, o, func(o *coordinationv1.Lease) (*coordinationv1.Lease, error) { return l.LeaseInterface.Update(ctx, o, opts) })
+	return call(ctx, l.c, "update", leases, o.Name, o, func(o *coordinationv1.Lease) (*coordinationv1.Lease, error) {
+		return l.LeaseInterface.Update(ctx, o, opts)
+	})
 }
 
 func (l *leaseClient) List(ctx context.Context, opts metav1.ListOptions) (*coordinationv1.LeaseList, error) {
