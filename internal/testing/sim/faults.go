@@ -78,8 +78,8 @@ func (g *generator) failWrites(at time.Duration, sessions bool) {
 }
 
 // coalescedBurst makes a candidate's watches lag and, when the lag ends,
-// deliver what queued up as one burst in which only the newest of several
-// changes of one object arrives.
+// deliver what queued up as one burst in which, of several changes of one
+// object in a row, only the newest arrives.
 func (g *generator) coalescedBurst(at time.Duration) {
 	name, d, lag := g.pick(), g.dur(time.Second, 4*time.Second), g.dur(500*time.Millisecond, 3*time.Second)
 	g.add(at, fmt.Sprintf("watch of %s lags %v, then resumes with a coalesced burst", name, lag), func(w *World) {
@@ -144,8 +144,8 @@ func (w *World) StepWall(name string, d time.Duration) {
 
 // CoalescedBurst makes the watches of the actor named name lag by lag for
 // d; when the lag ends, what queued up is delivered at once, and of
-// several changes of one object only the newest arrives, as a reader that
-// looks only after the burst sees it.
+// several changes of one object in a row only the newest arrives, as a
+// reader that looks only after the burst sees them.
 func (w *World) CoalescedBurst(name string, lag, d time.Duration) {
 	w.Fault("coalesced burst on the watch of "+name, d, func(w *World) {
 		st := w.state(name)
@@ -210,10 +210,13 @@ func (s *actorState) noteCoalesced() { s.mu.Lock(); s.coalesced++; s.mu.Unlock()
 // coalescedEvents is how many watch events a coalesced burst left out.
 func (s *actorState) coalescedEvents() int { s.mu.Lock(); defer s.mu.Unlock(); return s.coalesced }
 
-// dropSuperseded drops, while the actor coalesces, the due events at the
-// head of the queue that a later due change of the same object supersedes
-// (both modifications, with no creation or deletion of it between). w.mu
-// is held.
+// dropSuperseded drops, while the actor coalesces, the due change at the
+// head of the queue when the next event, also due, changes the same
+// object: a reader that looks only after the burst sees the newest of the
+// two. Only neighbours coalesce: a change of another object in between
+// keeps both, since a watch delivers in order and a reader may rely on
+// having seen every change written before the one it reads (the echo rule
+// of sessions does). w.mu is held.
 func (w *simWatcher) dropSuperseded(now time.Time) {
 	if !w.actor.coalescing() {
 		return
@@ -221,22 +224,8 @@ func (w *simWatcher) dropSuperseded(now time.Time) {
 	lag := w.actor.watchLag()
 	due := func(ev apiEvent) bool { return !ev.at.Add(lag).After(now) }
 	for len(w.queue) > 1 {
-		first := w.queue[0]
-		if first.typ != watch.Modified || !due(first) {
-			return
-		}
-		name := objectName(first)
-		superseded := false
-		for _, ev := range w.queue[1:] {
-			if !due(ev) {
-				break
-			}
-			if objectName(ev) == name {
-				superseded = ev.typ == watch.Modified
-				break
-			}
-		}
-		if !superseded {
+		first, next := w.queue[0], w.queue[1]
+		if first.typ != watch.Modified || next.typ != watch.Modified || !due(next) || objectName(first) != objectName(next) {
 			return
 		}
 		w.queue = w.queue[1:]
