@@ -72,10 +72,9 @@
 // echo of my heartbeat), and a stored value does not change when the
 // reader's clock steps. The limit is a timestamp the actor read before a
 // step and compares with "now" after it: the model shows that comparison
-// without the step, a real process with it; every such comparison in the
-// electors reads the object again first (the staleness of a request is
-// judged at each renew, on the version last seen), so the window is one
-// version. Offsets are whole seconds: a ConfigMap record and the handover
+// without the step, a real process with it, until the actor meets a newer
+// version of the object (a holder that renews meets one at every renew,
+// its own write). Offsets are whole seconds: a ConfigMap record and the handover
 // annotation keep whole seconds, and a shift of a fraction would round
 // differently from the writer's own clock.
 //
