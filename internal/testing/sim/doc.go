@@ -74,9 +74,19 @@
 // step and compares with "now" after it: the model shows that comparison
 // without the step, a real process with it, until the actor meets a newer
 // version of the object (a holder that renews meets one at every renew,
-// its own write). Offsets are whole seconds: a ConfigMap record and the handover
-// annotation keep whole seconds, and a shift of a fraction would round
-// differently from the writer's own clock.
+// its own write). A second limit: the times an actor writes come from its
+// own clock, which never steps, so they never repeat; after a step back a
+// real process may write a time it wrote before. The API still stores the
+// repeat (a renewal a whole number of seconds after the last, following a
+// step back by as much, stores the same renew time): followers see no
+// change, as they would, but the writer, which reads each version by the
+// offset it had then, sees its record change where a real process would
+// see it unchanged and count its renew deadline from the earlier renewal.
+// That errs against the holder (followers may time its lease from earlier
+// than it believes), so it can raise false alarms but hide no overlap;
+// none has been traced to it. Offsets are whole seconds: a ConfigMap
+// record and the handover annotation keep whole seconds, and a shift of a
+// fraction would round differently from the writer's own clock.
 //
 // Found with it: a holder and a candidate whose wall clocks differ by more
 // than a lease never hand over, and the candidate never leads while the
