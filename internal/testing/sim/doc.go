@@ -87,9 +87,10 @@
 // none has been traced to it. For the same reason a heartbeat's echo
 // can never carry a time its process sent twice, so a step back that
 // makes a stale echo look current is out of this model's reach (package
-// session's TestViewTimesEchoesBySendTime covers it). Offsets are whole seconds: a ConfigMap
-// record and the handover annotation keep whole seconds, and a shift of a
-// fraction would round differently from the writer's own clock.
+// session's TestViewTimesEchoesBySendTime covers it). Offsets are whole
+// seconds: a ConfigMap record and the handover annotation keep whole
+// seconds, and a shift of a fraction would round differently from the
+// writer's own clock.
 //
 // Found with it: a holder and a candidate whose wall clocks differ by more
 // than a lease never hand over, and the candidate never leads while the
