@@ -58,7 +58,7 @@ func (g *generator) wallStep(at time.Duration) {
 	g.add(at, fmt.Sprintf("wall clock of %s steps by %v", name, d), func(w *World) {
 		w.StepWall(name, d)
 		if back > 0 {
-			w.After(back, fmt.Sprintf("wall clock of %s steps back by %v", name, -d), func(w *World) { w.StepWall(name, -d) })
+			w.After(back, fmt.Sprintf("wall clock of %s steps by %v, back", name, -d), func(w *World) { w.StepWall(name, -d) })
 		}
 	})
 }
