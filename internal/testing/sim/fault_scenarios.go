@@ -20,7 +20,8 @@ func faultScenarios() []Scenario {
 		protocolWriteFails(WriteSuccessor, true),
 		sessionWriteFails(WriteHeartbeat), sessionWriteFails(WriteMark),
 		coalescedBurstOfRenewals(),
-		leavesWhileAsking(false), leavesWhileAsking(true),
+		leavesWhilePreferred(leavePending, true), leavesWhilePreferred(leaveAccepted, true),
+		leavesWhilePreferred(leaveTaken, false),
 	}
 }
 
@@ -223,45 +224,35 @@ func coalescedBurstOfRenewals() Scenario {
 	return Scenario{Name: s.Name, Case: "watches: a burst after a lag delivers only the newest of several renewals", Schedule: s}
 }
 
-// leavesWhileAsking: the candidate crashes as soon as its request is
-// pending (accepted false) or accepted. A holder that accepts has stopped
-// its work and names the candidate, which is gone: the election is without
-// a leader until that record's lease runs out, and the holder takes the
-// lock again after it. A holder that has not answered yet may do either.
-// Either way the holder works again within the leaderless bound.
-func leavesWhileAsking(accepted bool) Scenario {
-	when := "pending"
-	if accepted {
-		when = "accepted"
-	}
-	name := "candidate-leaves-while-request-" + when
+// leavesWhilePreferred: the candidate, which outranks the holder, crashes
+// as soon as its request is pending, or accepted, or as soon as it has
+// taken the lock. A holder that accepted has stopped its work and names
+// the candidate, which is gone: the election is without a leader until
+// that record's lease runs out, and the old holder takes the lock again
+// after it; so it does when the candidate took the lock itself. A holder
+// that has not answered yet may do either. Either way the old holder works
+// at the end.
+func leavesWhilePreferred(when string, cooperative bool) Scenario {
+	name := "candidate-leaves-when-" + when
 	s := base(name, resourcelock.LeasesResourceLock, 14*time.Second)
 	a, b := meshd("a", "stable", "stable", 0), meshd("b", "canary", "stable", 200*time.Millisecond)
 	a.Work.Drain = 200 * time.Millisecond
+	b.Cooperative = cooperative
 	s.Candidates = []CandidateSpec{a, b}
-	var crashedAt time.Duration = -1
 	s.Actions = []Action{
-		at(time.Second, "b crashes once its request is "+when, func(w *World) {
-			w.When("b's request is "+when, func(r Record) bool {
-				h := r.Handover
-				return h.Candidate == "b" && r.Holder != "b" && (h.Answer == resourcelock.AnswerAccepted) == accepted
-			}, func(w *World) {
-				crashedAt = w.Now()
-				w.mustFind("b").crash()
-				w.noteFault()
-			})
-		}),
+		at(time.Second, "b crashes once "+leaveWhen("b", when), func(w *World) { w.LeaveWhen("b", when, true, 0, "") }),
 		sees(3*time.Second, "b", "canary"), sees(3*time.Second, "a", "canary"),
 	}
 	t := s.Timing
 	s.Checks = []func(*World){func(w *World) {
-		if crashedAt < 0 {
-			w.Violate("leave", "b's request was never %s, so b never left", when)
+		crashedAt, ok := w.Left("b")
+		if !ok {
+			w.Violate("leave", "b never left: %s never happened", leaveWhen("b", when))
 			return
 		}
-		if accepted {
+		if when != leavePending {
 			workedBetween("a", crashedAt, crashedAt+t.LeaseDuration+t.RetryPeriod)(w)
 		}
 	}, workingAtEnd("a")}
-	return Scenario{Name: name, Case: "candidates that leave while their request is " + when, Schedule: s}
+	return Scenario{Name: name, Case: "candidates that leave while they are preferred: " + leaveWhen("b", when), Schedule: s}
 }

@@ -12,8 +12,9 @@ import (
 
 // Faults added to the schedules after the first ones: wall-clock steps,
 // targeted failures of protocol writes, watches that resume with a
-// coalesced burst, and candidates that leave while they ask for the lock
-// or after their request was accepted. A generator draws them after every
+// coalesced burst, and candidates that leave while they are preferred:
+// when they ask for the lock, when their request is accepted, or as soon
+// as they have taken it. A generator draws them after every
 // other choice of its schedule, so that a seed named before they existed
 // (classicSeed, sessionSeed) draws the same schedule without them.
 
@@ -30,7 +31,7 @@ func (g *generator) extraFaults(sessions bool) {
 		case 2:
 			g.coalescedBurst(at)
 		default:
-			g.leaveWhileAsking(at)
+			g.leaveWhilePreferred(at)
 		}
 	}
 }
@@ -88,13 +89,15 @@ func (g *generator) coalescedBurst(at time.Duration) {
 	})
 }
 
-// leaveWhileAsking makes a candidate leave (crash, or stop gracefully) as
-// soon as the lock shows its handover request pending (it outranks the
-// holder and asked) or accepted (the holder is stopping for it), and come
-// back under a new identity a little later, except in a mixed election.
-func (g *generator) leaveWhileAsking(at time.Duration) {
+// leaveWhilePreferred makes a candidate leave (crash, or stop gracefully)
+// at the instant the lock shows its handover request pending (it outranks
+// the holder and asked) or accepted (the holder is stopping for it), or
+// shows it as the new holder (it took the lock, by force or handed over,
+// and its work has not started or just did), and come back under a new
+// identity a little later, except in a mixed election.
+func (g *generator) leaveWhilePreferred(at time.Duration) {
 	name := g.pick()
-	accepted := g.r.Intn(2) == 0
+	when := []string{leavePending, leaveAccepted, leaveTaken}[g.r.Intn(3)]
 	crash := g.r.Intn(2) == 0
 	back := g.dur(500*time.Millisecond, 3*time.Second)
 	again := ""
@@ -102,35 +105,68 @@ func (g *generator) leaveWhileAsking(at time.Duration) {
 		g.restarts++
 		again = fmt.Sprintf("%s-r%d", name, g.restarts)
 	}
-	when := "pending"
-	if accepted {
-		when = "accepted"
+	g.add(at, fmt.Sprintf("%s leaves (crash %v) once %s", name, crash, leaveWhen(name, when)), func(w *World) {
+		w.LeaveWhen(name, when, crash, back, again)
+	})
+}
+
+// When a candidate leaves (World.LeaveWhen).
+const (
+	leavePending  = "pending"  // its request is written, unanswered
+	leaveAccepted = "accepted" // the holder accepted its request
+	leaveTaken    = "taken"    // the record names it, after another holder
+)
+
+func leaveWhen(name, when string) string {
+	if when == leaveTaken {
+		return name + " has taken the lock"
 	}
-	g.add(at, fmt.Sprintf("%s leaves (crash %v) once its request is %s", name, crash, when), func(w *World) {
-		w.When(fmt.Sprintf("%s's request is %s", name, when), func(r Record) bool {
-			h := r.Handover
-			if h.Candidate != name || r.Holder == name {
-				return false
-			}
-			if accepted {
-				return h.Answer == resourcelock.AnswerAccepted
-			}
-			return h.Answer == ""
-		}, func(w *World) {
-			c := w.find(name)
-			if c == nil || !c.alive() {
-				return
-			}
-			if crash {
-				c.crash()
-			} else {
-				c.stop()
-			}
-			w.noteFault()
-			if again != "" {
-				w.After(back, "restart "+again, func(w *World) { w.Restart(name, again) })
-			}
-		})
+	return name + "'s request is " + when
+}
+
+// LeaveWhen makes candidate name leave (crash, or stop gracefully) at the
+// first write of the lock after now that shows the moment when names
+// (leavePending, leaveAccepted or leaveTaken), and starts a new process
+// under the identity again back later, unless again is empty.
+func (w *World) LeaveWhen(name, when string, crash bool, back time.Duration, again string) {
+	last := ""
+	if recs := w.Records(); len(recs) > 0 {
+		last = recs[len(recs)-1].Holder
+	}
+	w.When(leaveWhen(name, when), func(r Record) bool {
+		prev := last
+		if !r.Deleted {
+			last = r.Holder
+		}
+		h := r.Handover
+		switch when {
+		case leaveTaken:
+			return r.Holder == name && prev != name && prev != ""
+		case leaveAccepted:
+			return h.Candidate == name && r.Holder != name && h.Answer == resourcelock.AnswerAccepted
+		default:
+			return h.Candidate == name && r.Holder != name && h.Answer == ""
+		}
+	}, func(w *World) {
+		c := w.find(name)
+		if c == nil || !c.alive() {
+			return
+		}
+		if crash {
+			c.crash()
+		} else {
+			c.stop()
+		}
+		w.noteFault()
+		w.mu.Lock()
+		if w.left == nil {
+			w.left = map[string]time.Duration{}
+		}
+		w.left[name] = w.Now()
+		w.mu.Unlock()
+		if again != "" {
+			w.After(back, "restart "+again, func(w *World) { w.Restart(name, again) })
+		}
 	})
 }
 
@@ -157,6 +193,14 @@ func (w *World) CoalescedBurst(name string, lag, d time.Duration) {
 		// The burst goes out in this step; coalescing ends after it.
 		w.After(time.Millisecond, "end of coalescing on the watch of "+name, func(w *World) { st.setCoalesce(false) })
 	})
+}
+
+// Left reports when candidate name left by LeaveWhen, and whether it did.
+func (w *World) Left(name string) (time.Duration, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	at, ok := w.left[name]
+	return at, ok
 }
 
 // trigger is an action that runs as soon as a write of the lock matches.

@@ -106,6 +106,8 @@ type World struct {
 	pending []Action
 	// triggers are actions that wait for a write of the lock (When).
 	triggers []*trigger
+	// left is when candidates left by LeaveWhen.
+	left map[string]time.Duration
 
 	mu           sync.Mutex
 	rejected     error // a configuration the elector refused (InvalidConfigOK)
