@@ -38,11 +38,13 @@
 //     change written before the one it reads (the echo rule of sessions
 //     does; merging across objects broke it, an artefact of the first
 //     version of this fault);
-//   - candidates that leave (crash, or stop gracefully) at the instant the
-//     lock shows their handover request pending (they outrank the holder
-//     and asked) or accepted (the holder is stopping for them), and come
-//     back under a new identity (World.When runs an action at the first
-//     write of the lock that matches).
+//   - candidates that leave while they are preferred (crash, or stop
+//     gracefully) at the instant the lock shows their handover request
+//     pending (they outrank the holder and asked) or accepted (the holder
+//     is stopping for them), or names them after another holder (they took
+//     the lock, by force or handed over, and their work has not started),
+//     and come back under a new identity (World.LeaveWhen; World.When runs
+//     an action at the first write of the lock that matches).
 //
 // # Wall clocks
 //
