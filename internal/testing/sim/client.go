@@ -64,7 +64,10 @@ func call[T runtime.Object](ctx context.Context, c *actorClient, verb, resource,
 	case "get":
 		out, err = do(in)
 	case "create", "update":
-		kind := c.api.writeKind(c.state.name, resource, name, in)
+		kind := ""
+		if c.state.writeFaultsArmed() {
+			kind = c.api.writeKind(c.state.name, resource, name, in)
+		}
 		fail, lostReply := c.state.takeWriteFault(kind)
 		if fail && !lostReply {
 			return zero, apierrors.NewInternalError(fmt.Errorf("sim: injected server error on the %s write %s %s %s", kind, verb, resource, name))

@@ -96,7 +96,7 @@
 //
 // Found with it: a holder and a candidate whose wall clocks differ by more
 // than a lease never hand over, and the candidate never leads while the
-// holder lives (the priority invariant below: with -sim.priority, 10
+// holder lives (the priority invariant below: with -sim.priority, 11
 // classic and 6 session schedules of 10,000 from seed 500000001, each
 // with a step; scenario wall-step-makes-request-stale). The
 // holder judges the request stale by its wall clock and clears it; the

@@ -163,6 +163,14 @@ func (s *actorState) addWriteFaults(kind string, n int, lost bool) {
 	s.writeFaults[kind] = f
 }
 
+// writeFaultsArmed reports whether a targeted write fault waits for a
+// write of the actor.
+func (s *actorState) writeFaultsArmed() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.writeFaults) > 0
+}
+
 // writeFaultHits is how many writes of kind a targeted fault failed.
 func (s *actorState) writeFaultHits(kind string) int {
 	s.mu.Lock()
