@@ -61,6 +61,21 @@ type actorState struct {
 	injected func()
 	// lastInjected is when a one-off fault last hit.
 	lastInjected time.Time
+	// wall is how far the actor's wall clock is ahead of the world's
+	// (see wallclock.go); versions is the offset by which the actor sees
+	// each object version it met or wrote.
+	wall     time.Duration
+	versions map[versionKey]time.Duration
+	// writeFaults fail the next writes of a kind (see writefaults.go);
+	// writeHits counts the writes they failed; onWriteFault, if set, is
+	// told of each.
+	writeFaults  map[string]writeFault
+	writeHits    map[string]int
+	onWriteFault func(kind string, lost bool)
+	// coalesce drops superseded changes from the bursts of the actor's
+	// watches; coalesced counts the changes it dropped.
+	coalesce  bool
+	coalesced int
 }
 
 func newActorState(name string, clk *simClock) *actorState {

@@ -2,11 +2,14 @@ package sim
 
 import (
 	"context"
+	"fmt"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
@@ -40,8 +43,10 @@ func (c *actorClient) CoordinationV1() coordinationv1client.CoordinationV1Interf
 }
 
 // call runs one request of verb on the object name through the actor's
-// faults.
-func call[T runtime.Object](ctx context.Context, c *actorClient, verb, resource, name string, do func() (T, error)) (T, error) {
+// faults. in is the object a create or update sends (nil for a get): the
+// actor's wall clock is added to its timestamps on the way in and taken
+// off the answer's on the way out (see wallclock.go).
+func call[T runtime.Object](ctx context.Context, c *actorClient, verb, resource, name string, in T, do func(T) (T, error)) (T, error) {
 	var zero T
 	c.api.gate.wait(c.state.name, verb, resource, name)
 	if err := c.state.before(ctx, verb, resource); err != nil {
@@ -51,28 +56,51 @@ func call[T runtime.Object](ctx context.Context, c *actorClient, verb, resource,
 		return zero, err
 	}
 	var (
-		out T
-		err error
+		out  T
+		err  error
+		lost bool
 	)
 	switch verb {
 	case "get":
-		out, err = do()
+		out, err = do(in)
 	case "create", "update":
+		kind := ""
+		if c.state.writeFaultsArmed() {
+			kind = c.api.writeKind(c.state.name, resource, name, in)
+		}
+		fail, lostReply := c.state.takeWriteFault(kind)
+		if fail && !lostReply {
+			return zero, apierrors.NewInternalError(fmt.Errorf("sim: injected server error on the %s write %s %s %s", kind, verb, resource, name))
+		}
+		lost = lostReply
 		typ := watch.Added
 		if verb == "update" {
 			typ = watch.Modified
 		}
+		offset := c.state.wallOffset()
+		if shifted, ok := shiftTimes(in, offset).(T); ok {
+			in = shifted
+		}
 		var obj runtime.Object
-		obj, err = c.api.mutate(c.state.name, resource, typ, func() (runtime.Object, error) { return do() })
+		obj, err = c.api.mutate(c.state.name, resource, typ, func() (runtime.Object, error) { return do(in) })
 		if err == nil {
 			out = obj.(T)
+			if k, ok := versionOf(resource, out); ok {
+				c.state.wrote(k, offset)
+			}
 		}
 	}
 	if err != nil {
 		return zero, err
 	}
+	if lost {
+		return zero, apierrors.NewServerTimeout(schema.GroupResource{Resource: resource}, verb, 1)
+	}
 	if err := c.state.after(verb, resource); err != nil {
 		return zero, err
+	}
+	if seen, ok := c.state.incoming(resource, out).(T); ok {
+		out = seen
 	}
 	return out, nil
 }
@@ -82,7 +110,11 @@ func (c *actorClient) list(ctx context.Context, resource, rv string, do func() (
 	if err := c.state.before(ctx, "list", resource); err != nil {
 		return nil, err
 	}
-	return c.api.list(c.state.name, resource, rv, do)
+	obj, err := c.api.list(c.state.name, resource, rv, do)
+	if err != nil {
+		return nil, err
+	}
+	return c.state.incomingList(resource, obj)
 }
 
 func (c *actorClient) watch(ctx context.Context, resource string, opts metav1.ListOptions) (watch.Interface, error) {
@@ -112,15 +144,15 @@ type configMapClient struct {
 }
 
 func (m *configMapClient) Get(ctx context.Context, name string, opts metav1.GetOptions) (*corev1.ConfigMap, error) {
-	return call(ctx, m.c, "get", configMaps, name, func() (*corev1.ConfigMap, error) { return m.ConfigMapInterface.Get(ctx, name, opts) })
+	return call(ctx, m.c, "get", configMaps, name, nil, func(*corev1.ConfigMap) (*corev1.ConfigMap, error) { return m.ConfigMapInterface.Get(ctx, name, opts) })
 }
 
 func (m *configMapClient) Create(ctx context.Context, o *corev1.ConfigMap, opts metav1.CreateOptions) (*corev1.ConfigMap, error) {
-	return call(ctx, m.c, "create", configMaps, o.Name, func() (*corev1.ConfigMap, error) { return m.ConfigMapInterface.Create(ctx, o, opts) })
+	return call(ctx, m.c, "create", configMaps, o.Name, o, func(o *corev1.ConfigMap) (*corev1.ConfigMap, error) { return m.ConfigMapInterface.Create(ctx, o, opts) })
 }
 
 func (m *configMapClient) Update(ctx context.Context, o *corev1.ConfigMap, opts metav1.UpdateOptions) (*corev1.ConfigMap, error) {
-	return call(ctx, m.c, "update", configMaps, o.Name, func() (*corev1.ConfigMap, error) { return m.ConfigMapInterface.Update(ctx, o, opts) })
+	return call(ctx, m.c, "update", configMaps, o.Name, o, func(o *corev1.ConfigMap) (*corev1.ConfigMap, error) { return m.ConfigMapInterface.Update(ctx, o, opts) })
 }
 
 func (m *configMapClient) List(ctx context.Context, opts metav1.ListOptions) (*corev1.ConfigMapList, error) {
@@ -152,15 +184,21 @@ type leaseClient struct {
 }
 
 func (l *leaseClient) Get(ctx context.Context, name string, opts metav1.GetOptions) (*coordinationv1.Lease, error) {
-	return call(ctx, l.c, "get", leases, name, func() (*coordinationv1.Lease, error) { return l.LeaseInterface.Get(ctx, name, opts) })
+	return call(ctx, l.c, "get", leases, name, nil, func(*coordinationv1.Lease) (*coordinationv1.Lease, error) {
+		return l.LeaseInterface.Get(ctx, name, opts)
+	})
 }
 
 func (l *leaseClient) Create(ctx context.Context, o *coordinationv1.Lease, opts metav1.CreateOptions) (*coordinationv1.Lease, error) {
-	return call(ctx, l.c, "create", leases, o.Name, func() (*coordinationv1.Lease, error) { return l.LeaseInterface.Create(ctx, o, opts) })
+	return call(ctx, l.c, "create", leases, o.Name, o, func(o *coordinationv1.Lease) (*coordinationv1.Lease, error) {
+		return l.LeaseInterface.Create(ctx, o, opts)
+	})
 }
 
 func (l *leaseClient) Update(ctx context.Context, o *coordinationv1.Lease, opts metav1.UpdateOptions) (*coordinationv1.Lease, error) {
-	return call(ctx, l.c, "update", leases, o.Name, func() (*coordinationv1.Lease, error) { return l.LeaseInterface.Update(ctx, o, opts) })
+	return call(ctx, l.c, "update", leases, o.Name, o, func(o *coordinationv1.Lease) (*coordinationv1.Lease, error) {
+		return l.LeaseInterface.Update(ctx, o, opts)
+	})
 }
 
 func (l *leaseClient) List(ctx context.Context, opts metav1.ListOptions) (*coordinationv1.LeaseList, error) {

@@ -14,7 +14,96 @@
 // object without a record, foreign annotation and label writes, crashes and
 // graceful restarts, changes of the default revision seen by each candidate
 // at its own time (disagreement), and run functions that stop slowly, fail
-// or ignore their context.
+// or ignore their context. And, drawn after all of these (so that a seed
+// named before they existed, classicSeed and sessionSeed, draws its old
+// schedule without them; see faults.go):
+//
+//   - steps of a candidate's wall clock apart from its monotonic clock,
+//     forward or back by whole seconds up to beyond twice the lease, and
+//     sometimes back again later (see Wall clocks below);
+//   - failures of the next one to three writes of one kind of the handover
+//     and session protocols by one candidate, with a 500 (unexecuted) or a
+//     lost reply (executed): the handover request, the answer, the write
+//     naming the successor, the session heartbeat, and the record write
+//     whose session mark names a new session (World.FailWrites, the kinds
+//     in WriteKinds, told apart by what the write sends against what is
+//     stored). API errors and pauses fail every call of an actor for a
+//     while; these hit one step of a protocol wherever it falls;
+//   - watches that lag and then resume with a burst in which, of several
+//     changes of one object in a row, only the newest arrives
+//     (World.CoalescedBurst), as a reader that looks only after the burst
+//     sees them; a plain lag delivers its backlog as a burst too, but one
+//     event at a time. Only neighbouring changes of one object merge: a
+//     watch delivers in order, and a reader may rely on having seen every
+//     change written before the one it reads (the echo rule of sessions
+//     does; merging across objects broke it, an artefact of the first
+//     version of this fault);
+//   - candidates that leave while they are preferred (crash, or stop
+//     gracefully) at the instant the lock shows their handover request
+//     pending (they outrank the holder and asked) or accepted (the holder
+//     is stopping for them), or names them after another holder (they took
+//     the lock, by force or handed over, and their work has not started),
+//     and come back under a new identity (World.LeaveWhen; World.When runs
+//     an action at the first write of the lock that matches).
+//
+// # Wall clocks
+//
+// A real process measures durations with the monotonic clock (leases by
+// observation, retry periods, deadlines, the send times of heartbeats) but
+// writes wall-clock timestamps into objects, and compares wall-clock
+// timestamps written by others with its own wall clock (the staleness of a
+// handover request). Each actor runs on the world's clock, which stands
+// for its monotonic clock, and has a wall offset that the world can step.
+// Its client (wallclock.go) adds the offset to every timestamp the actor
+// writes and subtracts it from every timestamp it reads: the acquire and
+// renew times of a Lease (the lock, and the session Leases, whose renew
+// time is what the heartbeat writes and the view compares), the acquire
+// and renew times of the record in a ConfigMap's leader annotation, and
+// the request and answer times of the handover annotation, in objects
+// answered by get, create, update and list and delivered by watches. The
+// times the server sets (creationTimestamp) are not translated, and
+// neither is anything else: no other field holds a time a process wrote.
+//
+// This is faithful where it matters: a comparison of a read timestamp with
+// "now" sees the difference of the two wall clocks, as in a real process,
+// and an actor's durations are untouched by steps, as the monotonic clock
+// is. One version of an object is translated, for one actor, by the
+// offset it had when it first met that version (its own write, whatever
+// the reply, or its first read): a process compares timestamps by value
+// with ones it read or wrote earlier (is this renewal new, is this the
+// echo of my heartbeat), and a stored value does not change when the
+// reader's clock steps. The limit is a timestamp the actor read before a
+// step and compares with "now" after it: the model shows that comparison
+// without the step, a real process with it, until the actor meets a newer
+// version of the object (a holder that renews meets one at every renew,
+// its own write). A second limit: the times an actor writes come from its
+// own clock, which never steps, so they never repeat; after a step back a
+// real process may write a time it wrote before. The API still stores the
+// repeat (a renewal a whole number of seconds after the last, following a
+// step back by as much, stores the same renew time): followers see no
+// change, as they would, but the writer, which reads each version by the
+// offset it had then, sees its record change where a real process would
+// see it unchanged and count its renew deadline from the earlier renewal.
+// That errs against the holder (followers may time its lease from earlier
+// than it believes), so it can raise false alarms but hide no overlap;
+// none has been traced to it. For the same reason a heartbeat's echo
+// can never carry a time its process sent twice, so a step back that
+// makes a stale echo look current is out of this model's reach (package
+// session's TestViewTimesEchoesBySendTime covers it). Offsets are whole
+// seconds: a ConfigMap record and the handover annotation keep whole
+// seconds, and a shift of a fraction would round differently from the
+// writer's own clock.
+//
+// Found with it: a holder and a candidate whose wall clocks differ by more
+// than a lease never hand over, and the candidate never leads while the
+// holder lives (the priority invariant below: with -sim.priority, 11
+// classic and 6 session schedules of 10,000 from seed 500000001, each
+// with a step; scenario wall-step-makes-request-stale). The
+// holder judges the request stale by its wall clock and clears it; the
+// candidate, finding its request gone, asks again at its next retry, and
+// its handover grace starts over with each request, so it never falls back
+// to taking the lock. Nothing overlaps; docs/handover.md says clock
+// offsets between nodes do not matter, and for handover they do.
 //
 // # Invariants
 //
@@ -70,6 +159,9 @@
 //     nothing tells it that the others agree again; and run functions that
 //     overrun StopTimeout keep a holder that accepted a request on the lock
 //     (so that no successor starts beside them), one holder after another.
+//     A third shape came with the wall-clock steps: a holder and an
+//     entitled candidate whose wall clocks differ by more than a lease (see
+//     Wall clocks).
 //   - Named scenarios (Scenarios) add checks of their own, and the teardown
 //     reports a candidate whose Run does not return after its shutdown.
 //
@@ -82,8 +174,8 @@
 // Generate builds a schedule from a seed: two to four meshd candidates of
 // two revisions (local and remote, watching or polling, cooperative or
 // not), sometimes a holder of client-go's shape, 12 to 20 simulated seconds
-// with a ttl of 4s (sometimes 2s), and two to six happenings drawn from the
-// faults above. Changes of the default revision come at least a lease
+// with a ttl of 4s (sometimes 2s), two to six happenings drawn from the
+// faults above, and none to two of the faults drawn after them. Changes of the default revision come at least a lease
 // apart; each candidate sees one up to 1.5s late, and sometimes one sees it
 // 3 to 8s late.
 //

@@ -25,7 +25,7 @@ type Scenario struct {
 
 // Scenarios returns every named regression case.
 func Scenarios() []Scenario {
-	return []Scenario{
+	return append([]Scenario{
 		stealStorm(false), stealStorm(true),
 		refusedRequestAskedAgain(),
 		graceFromRequestWithPollingHolder(),
@@ -54,13 +54,13 @@ func Scenarios() []Scenario {
 		withPriority(sessionSeed(3683, "a holder accepted a request, crashed, came back under its own identity and renewed without naming the candidate, which waited on the old acceptance for as long as the holder renewed (found by the priority invariant)")),
 		classicSeed(200025106, "a meshd holder waiting out its fence, polling, found at its next renew its lock object re-created without a record a second time: it wrote its record again and started at its old fence, unaware that a holder of client-go's shape had taken the first empty object and still worked (found by make sim-long)"),
 		classicSeed(992459, "a follower whose watch broke and came back ingested only the newest object: it missed the holder's renewals and took the lock object re-created without a record one lease after an older renewal, while the holder worked"),
-	}
+	}, faultScenarios()...)
 }
 
 // classicSeed names a random schedule of Generate that once broke an
 // invariant, so that it runs with the named cases whatever the budget.
 func classicSeed(seed int64, why string) Scenario {
-	s := Generate(seed)
+	s := generateClassic(seed, false)
 	s.Name = fmt.Sprintf("seed-%d", seed)
 	return Scenario{Name: s.Name, Case: why, Schedule: s}
 }
@@ -556,7 +556,7 @@ func workedBy(w *World, name string, from, limit time.Duration) {
 
 // sessionSeed is classicSeed for a schedule of GenerateSessions.
 func sessionSeed(seed int64, why string) Scenario {
-	s := GenerateSessions(seed)
+	s := generateSessions(seed, false)
 	s.Name = fmt.Sprintf("session-seed-%d", seed)
 	return Scenario{Name: s.Name, Case: why, Schedule: s}
 }

@@ -55,14 +55,22 @@ type generator struct {
 	restarts int
 	// flips are the times of the changes of the default revision.
 	flips []time.Duration
+	// mixed: a holder of client-go's shape takes part in a session
+	// schedule, which then has no restarts.
+	mixed bool
 }
 
 // Generate returns the random schedule of seed: two to four meshd
 // candidates of two revisions (local and remote, watching and polling,
 // cooperative or not), sometimes a holder of client-go's shape, and a few
 // faults and changes of the default revision over 12 to 20 simulated
-// seconds.
-func Generate(seed int64) Schedule {
+// seconds, and (drawn after all of these, so that they leave the rest of
+// the schedule as it was before they existed) the faults of extraFault.
+func Generate(seed int64) Schedule { return generateClassic(seed, true) }
+
+// generateClassic is Generate; without extra it leaves out the faults of
+// extraFault, as the schedules of seeds named before them were drawn.
+func generateClassic(seed int64, extra bool) Schedule {
 	r := rand.New(rand.NewSource(seed))
 	g := &generator{r: r, truth: revisions[r.Intn(2)]}
 	s := Schedule{
@@ -104,6 +112,9 @@ func Generate(seed int64) Schedule {
 	for k := 2 + r.Intn(5); k > 0; k-- {
 		at := time.Second + time.Duration(r.Int63n(int64(s.Duration-4*time.Second)))
 		g.event(at)
+	}
+	if extra {
+		g.extraFaults(false)
 	}
 	return s
 }

@@ -24,7 +24,11 @@ import (
 // (every candidate starts after its first attempt), so the election is mixed: the
 // candidates see a holder without a session mark and renew their records
 // themselves.
-func GenerateSessions(seed int64) Schedule {
+func GenerateSessions(seed int64) Schedule { return generateSessions(seed, true) }
+
+// generateSessions is GenerateSessions; without extra it leaves out the
+// faults of extraFault (see generateClassic).
+func generateSessions(seed int64, extra bool) Schedule {
 	r := rand.New(rand.NewSource(seed))
 	g := &generator{r: r, truth: revisions[r.Intn(2)]}
 	s := Schedule{
@@ -65,6 +69,10 @@ func GenerateSessions(seed int64) Schedule {
 	for k := 2 + r.Intn(5); k > 0; k-- {
 		at := time.Second + time.Duration(r.Int63n(int64(s.Duration-4*time.Second)))
 		g.sessionEvent(at, mixed)
+	}
+	if extra {
+		g.mixed = mixed
+		g.extraFaults(true)
 	}
 	return s
 }

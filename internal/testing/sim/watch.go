@@ -70,9 +70,11 @@ func (w *simWatcher) flushOne(now time.Time) (apiEvent, bool) {
 	if w.closed || len(w.queue) == 0 || w.queue[0].at.Add(w.actor.watchLag()).After(now) {
 		return apiEvent{}, false
 	}
+	w.dropSuperseded(now)
 	ev := w.queue[0]
+	// The actor sees the object by its own wall clock (see wallclock.go).
 	select {
-	case w.ch <- watch.Event{Type: ev.typ, Object: ev.obj.DeepCopyObject()}:
+	case w.ch <- watch.Event{Type: ev.typ, Object: w.actor.incoming(w.resource, ev.obj.DeepCopyObject())}:
 		w.queue = w.queue[1:]
 		return ev, true
 	default:

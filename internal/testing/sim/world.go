@@ -104,6 +104,10 @@ type World struct {
 	cands   []*candidate
 	istiods []*istiod
 	pending []Action
+	// triggers are actions that wait for a write of the lock (When).
+	triggers []*trigger
+	// left is when candidates left by LeaveWhen.
+	left map[string]time.Duration
 
 	mu           sync.Mutex
 	rejected     error // a configuration the elector refused (InvalidConfigOK)
@@ -205,6 +209,9 @@ func (s *instantSource) Seed(int64) {}
 func (w *World) newState(name string) *actorState {
 	st := newActorState(name, w.clock)
 	st.injected = w.noteFault
+	st.onWriteFault = func(kind string, lost bool) {
+		w.j.logf("fault hits: the %s write of %s fails (lost reply %v)", kind, name, lost)
+	}
 	return st
 }
 
@@ -298,8 +305,11 @@ func (w *World) run() Result {
 	end := epoch.Add(w.sched.Duration)
 	for {
 		w.settle()
+		w.fireTriggers()
 		w.runDue()
+		w.fireTriggers()
 		w.api.deliver(w.settle)
+		w.fireTriggers()
 		w.check()
 		now := w.clock.Now()
 		if !now.Before(end) || w.Rejected() != nil {
