@@ -100,10 +100,13 @@
 // classic and 6 session schedules of 10,000 from seed 500000001, each
 // with a step; scenario wall-step-makes-request-stale). The
 // holder judges the request stale by its wall clock and clears it; the
-// candidate, finding its request gone, asks again at its next retry, and
-// its handover grace starts over with each request, so it never falls back
-// to taking the lock. Nothing overlaps; docs/handover.md says clock
-// offsets between nodes do not matter, and for handover they do.
+// candidate, finding its request gone, asked again at its next retry, and
+// its handover grace started over with each request, so it never fell back
+// to taking the lock. Nothing overlapped. The grace now counts from the
+// first request left without an answer, and the candidate then takes the
+// lock by force, with a fenced start: a handover between nodes whose
+// clocks are a lease or more apart becomes a fenced steal, and the
+// scenario checks that the candidate leads.
 //
 // # Invariants
 //

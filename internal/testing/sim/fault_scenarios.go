@@ -58,12 +58,12 @@ func checkRequestTime(candidate string, off time.Duration) func(*World) {
 // clock, as written more than a lease in the future, and the holder
 // ignores it as stale: the staleness rule of the handover protocol
 // compares the wall clocks of two nodes. The check is that the request
-// carries the candidate's wall clock and is never accepted, and (by the
-// invariants) that nothing overlaps. Not checked: that the candidate
-// leads. Today it does not while the holder lives: the holder clears each
-// stale request, the candidate asks again at its next retry, and its
-// handover grace starts over every time, so it never falls back to a
-// steal (see the fault model in the package doc).
+// carries the candidate's wall clock and is never accepted, that the
+// candidate leads all the same (its handover grace counts from its first
+// unanswered request, and then it takes the lock by force, fenced), and
+// (by the invariants) that nothing overlaps. Before, the grace started
+// over with every request the holder cleared, and the candidate never led
+// while the holder lived.
 func wallStepMakesRequestStale() Scenario {
 	s := base("wall-step-makes-request-stale", resourcelock.LeasesResourceLock, 12*time.Second)
 	a, b := meshd("a", "stable", "stable", 0), meshd("b", "canary", "stable", 200*time.Millisecond)
@@ -74,7 +74,7 @@ func wallStepMakesRequestStale() Scenario {
 		sees(3*time.Second, "b", "canary"), sees(3*time.Second, "a", "canary"),
 	}
 	s.Checks = []func(*World){
-		checkRequestTime("b", step),
+		checkRequestTime("b", step), workedAfter("b", 3*time.Second),
 		func(w *World) {
 			for _, r := range w.Records() {
 				if r.Writer == "a" && r.Handover.Candidate == "b" && r.Handover.Answer == resourcelock.AnswerAccepted {

@@ -35,6 +35,11 @@ type handoverProtocol struct {
 	heard      string    // the answer seen, "" while pending
 	answeredAt time.Time // when the answer was first seen
 	askAgain   bool      // Trigger was called since the refusal
+	// unanswered is when this candidate first asked in this term without
+	// any answer since: a holder that clears requests as stale (its clock
+	// a lease or more apart) is preempted once the grace has passed from
+	// then, however often the candidate asked again.
+	unanswered time.Time
 	entitled   time.Time // when this candidate was first found entitled in this term
 	// Another candidate's request this one defers to, and since when.
 	other       string
@@ -72,6 +77,11 @@ func (p *handoverProtocol) ask(ctx context.Context, rec *resourcelock.Record, no
 	}
 	if p.yielding(now) {
 		return waitForHolder, nil
+	}
+	if p.heard == "" && !p.unanswered.IsZero() && !now.Before(p.unanswered.Add(p.grace)) {
+		p.le.log.Warn("the holder cleared this candidate's requests without an answer for the grace period; taking the lock",
+			zap.String("holder", h.Holder), zap.Duration("grace", p.grace))
+		return takeByForce, nil
 	}
 	if !p.askedAt.IsZero() && now.Before(p.askedAt.Add(p.le.cfg.RetryPeriod)) {
 		return waitForHolder, nil // at most one request per RetryPeriod
@@ -152,6 +162,9 @@ func (p *handoverProtocol) request(ctx context.Context, rec *resourcelock.Record
 	if err := p.write(ctx, req); err != nil {
 		return fmt.Errorf("ask %s to hand over %s: %w", rec.HolderIdentity, le.cfg.Lock.Describe(), err)
 	}
+	if p.unanswered.IsZero() || p.heard != "" {
+		p.unanswered = now
+	}
 	p.askedAt, p.heard, p.answeredAt, p.askAgain = now, "", time.Time{}, false
 	le.metrics.HandoverRequested(le.cfg.Name)
 	le.log.Info("asked the holder to hand over", zap.String("holder", rec.HolderIdentity), zap.String("holderKey", rec.HolderKey))
@@ -191,7 +204,7 @@ func (p *handoverProtocol) wakeAt() time.Time {
 		}
 		return time.Time{}
 	case p.heard == "":
-		return p.askedAt.Add(p.grace)
+		return p.unanswered.Add(p.grace)
 	case p.heard == resourcelock.AnswerRefused:
 		return p.answeredAt.Add(p.le.cfg.LeaseDuration)
 	case p.heard == resourcelock.AnswerAccepted:

@@ -150,3 +150,36 @@ func TestCandidateAsksAgainWhenAnAcceptedRequestIsNotHonoured(t *testing.T) {
 		return ho.Candidate == "c" && ho.Answer == "" && !ho.RequestTime.Equal(first.RequestTime)
 	})
 }
+
+// A holder whose wall clock is a lease or more apart from the candidate's
+// takes every request for stale and clears it without an answer. The
+// candidate asked again each time, and each request started the grace
+// period anew, so it never led while the holder lived (simulation scenario
+// wall-step-makes-request-stale). The grace now counts from its first
+// unanswered request, and then it takes the lock by force, fenced.
+func TestCandidateTakesTheLockWhenItsRequestsAreClearedUnanswered(t *testing.T) {
+	h := newHarness(t)
+	holder := held("b", "canary", 4)
+	h.writeRecord(holder)
+	h.setHandover(`{"holder":"b"}`)
+	c := h.start(candidateOpts{identity: "c", key: "stable", steal: true, grace: 2500 * time.Millisecond})
+	waitFor(t, "c's first request", func() bool { return h.handover().Candidate == "c" })
+	firstAsk, asks := h.clock.Now(), 0
+	for h.clock.Since(firstAsk) < 5*time.Second && h.holderOrNone() != "c" {
+		if h.handover().Candidate == "c" {
+			asks++
+			h.setHandover(`{"holder":"b"}`) // b clears it without an answer, as stale
+		}
+		h.steps(1, 250*time.Millisecond)
+		if h.holderOrNone() == "c" && h.clock.Since(firstAsk) < 2500*time.Millisecond {
+			t.Fatalf("c took the lock %v after its first request, within the grace", h.clock.Since(firstAsk))
+		}
+		if h.holderOrNone() != "c" {
+			h.renewAs(holder)
+		}
+	}
+	if asks < 2 {
+		t.Fatalf("c asked %d time(s); the test needs it to ask again after a cleared request", asks)
+	}
+	waitFor(t, "c to take the lock by force", func() bool { return h.holderOrNone() == "c" && c.le.IsLeader() })
+}
