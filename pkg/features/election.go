@@ -21,7 +21,7 @@ func ElectionOptions() []election.Option {
 	if err != nil {
 		lock = election.ConfigMapLock
 	}
-	return []election.Option{
+	opts := []election.Option{
 		election.WithEnabled(EnableLeaderElection.Get()),
 		election.WithPrioritized(PrioritizedLeaderElection.Get()),
 		election.WithTTL(LeaderElectionTTL.Get()),
@@ -32,4 +32,5 @@ func ElectionOptions() []election.Option {
 		election.WithWatch(LeaderElectionWatch.Get()),
 		election.WithHandover(LeaderElectionHandover.Get(), LeaderElectionHandoverGrace.Get()),
 	}
+	return append(opts, podOptions()...)
 }
