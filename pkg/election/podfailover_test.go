@@ -46,7 +46,6 @@ func podFor(name, uid string, startedAt time.Time, restarts int32) *corev1.Pod {
 	}
 }
 
-
 // The holder publishes its run once its Pod shows it, a follower takes
 // over as soon as the Pod reports the holder's container terminated (the
 // lease is 30s), and every Pod watch stops with the elections.
