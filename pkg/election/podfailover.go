@@ -26,10 +26,17 @@ type PodIdentity = podexit.Identity
 // reading taken first thing in main; zero means when the election is
 // built, which may be too late for the holder to recognise its run (it
 // then publishes nothing and followers wait for its lease). It needs get,
-// list and watch on Pods in id.Namespace. An incomplete or invalid id is
-// refused.
+// list and watch on Pods in id.Namespace. The zero PodIdentity turns
+// publishing off (for elections whose locks live in another cluster than
+// the process's Pod); an incomplete or invalid id is refused.
 func WithPodIdentity(id PodIdentity) Option {
-	return func(o *options) { o.pod = &id }
+	return func(o *options) {
+		if id == (PodIdentity{}) {
+			o.pod = nil
+			return
+		}
+		o.pod = &id
+	}
 }
 
 // WithPodFailover makes a follower watch the Pod a holder publishes (with

@@ -28,6 +28,12 @@ func TestPodOptionsRefuseBadInput(t *testing.T) {
 			t.Errorf("error %q does not say %q", err, want)
 		}
 	}
+	// The zero identity turns publishing off; it is not an error.
+	le, err := NewLeaderElection(testNS, "a", IngressController, "stable", client, noDefault,
+		WithPodIdentity(PodIdentity{Namespace: testNS, Pod: "p", UID: "u", Container: "c"}), WithPodIdentity(PodIdentity{}))
+	if err != nil || le.pod.publisher != nil {
+		t.Errorf("the zero Pod identity: err %v, publisher %v", err, le.pod.publisher)
+	}
 	_, err = NewLeaderElection(testNS, "a", IngressController, "stable", client, noDefault, WithWatch(false), WithPodFailover(true))
 	if err == nil || !strings.Contains(err.Error(), "WithPodFailover needs the watch") {
 		t.Errorf("Pod failover without the watch: %v", err)
