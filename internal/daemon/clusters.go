@@ -223,6 +223,10 @@ func (s *clusterSet) build(c multicluster.Cluster, client, electionClient kubern
 		election.WithEvents(client),
 		election.WithReleaseOnCancel(true),
 		election.WithStopTimeout(min(features.LeaderElectionStopTimeout.Get(), d.cfg.ShutdownTimeout/2)),
+		// This process's Pod is not in that cluster: no Pod-aware failover
+		// for its locks there.
+		election.WithPodIdentity(election.PodIdentity{}),
+		election.WithPodFailover(false),
 	)
 	group, err := election.NewGroup(electionClient, opts...)
 	if err != nil {

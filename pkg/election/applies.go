@@ -41,7 +41,7 @@ func ruleOf(name string) (func(e election) string, bool) {
 		return always, true
 	case "WithShared":
 		return sharedApplies, true
-	case "WithTTL", "WithTiming", "WithStopTimeout", "WithReleaseOnCancel", "WithWatch":
+	case "WithTTL", "WithTiming", "WithStopTimeout", "WithReleaseOnCancel", "WithWatch", "WithPodIdentity", "WithPodFailover":
 		return enabledOnly, true
 	case "WithMetrics", "WithPrometheus", "WithEvents", "WithEventRecorder":
 		return enabledOnly, true

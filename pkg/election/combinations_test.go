@@ -120,6 +120,10 @@ func comboOptions() []comboOption {
 		{"WithEvents", func(*comboWorld) Option { return WithEvents(fake.NewClientset()) }},
 		{"WithShared", func(w *comboWorld) Option { return WithShared(w.shared) }},
 		{"WithBinaryVersion", func(*comboWorld) Option { return WithBinaryVersion("1.2.3") }},
+		{"WithPodIdentity", func(*comboWorld) Option {
+			return WithPodIdentity(PodIdentity{Namespace: testNS, Pod: "meshd-0", UID: "uid-0", Container: "meshd", ProcessStart: time.Unix(1700000000, 0)})
+		}},
+		{"WithPodFailover", func(*comboWorld) Option { return WithPodFailover(true) }},
 		{"WithCandidateOwner", func(*comboWorld) Option {
 			return WithCandidateOwner(&metav1.OwnerReference{APIVersion: "v1", Kind: "Pod", Name: "meshd-0", UID: "uid-0"})
 		}},
@@ -248,7 +252,7 @@ func describeCombination(t *testing.T, l *LeaderElection, p *buildProbe, w *comb
 		cfg.Name, cfg.LeaseDuration, cfg.RenewDeadline, cfg.RetryPeriod, cfg.ReleaseOnCancel, cfg.StopTimeout, cfg.StartAtOnceAfterSteal, cfg.Watch, cfg.HandoverGrace)
 	line("elector metrics %T, logs %v, fake clock %v, hub and pacer of the given Shared %v %v",
 		cfg.Metrics, cfg.Logger.Core().Enabled(zapcore.ErrorLevel), cfg.Clock == w.clock, cfg.Hub == w.shared.hub, cfg.Pacer == w.shared.pacer)
-	line("coordination %v, session %v", cfg.Coordination != nil, cfg.Session != nil)
+	line("coordination %v, session %v, judge of the holder's exit %v", cfg.Coordination != nil, cfg.Session != nil, cfg.HolderExit != nil)
 	keys := []string{"stable", "^stable", "canary", "^canary", "prod", "^prod"}
 	if f := cfg.KeyComparison; f != nil {
 		line("steals from %v", selectKeys(keys, f))
@@ -260,7 +264,7 @@ func describeCombination(t *testing.T, l *LeaderElection, p *buildProbe, w *comb
 		line("yields %v after a release", f())
 	}
 	lc := p.lockConfig
-	line("lock identity %s key %s cooperative %v events %T", lc.Identity, lc.Key, lc.Cooperative, lc.EventRecorder)
+	line("lock identity %s key %s cooperative %v events %T publishes its Pod %v", lc.Identity, lc.Key, lc.Cooperative, lc.EventRecorder, lc.HolderPod != nil)
 	if s := p.sessionConfig; s != nil {
 		owner := ""
 		if s.Owner != nil {

@@ -43,6 +43,7 @@ type LeaderElection struct {
 	events       *eventSink // started by this election; nil in a Group
 	elector      *elector.LeaderElector
 	session      *session.Member // WithSessions only
+	pod          *podAware       // WithPodIdentity, WithPodFailover
 	sessionWait  time.Duration   // how long Run waits for the session's first heartbeat
 	candidacy    *candidacy      // coordinated elections only
 	coordLock    *preferredLock  // coordinated elections only
@@ -166,16 +167,23 @@ func build(client kubernetes.Interface, spec Spec, o *options, newWatcher watche
 	}
 	cooperative := l.prioritized && o.handover && !spec.Mode.coordinatedMode()
 	l.prepareCandidacy(client, o)
+	pod, err := newPodAware(client, o, l.log)
+	if err != nil {
+		return fail(err)
+	}
+	l.pod = pod
 	lockConfig := resourcelock.Config{
 		Identity:      l.holderIdentity,
 		Key:           l.candidate.Key(),
 		EventRecorder: o.eventRecorder,
 		Cooperative:   cooperative,
+		HolderPod:     l.pod.source(),
 	}
 	lock, err := resourcelock.New(kind, spec.Namespace, l.lockName, client, lockConfig)
 	if err != nil {
 		return fail(err)
 	}
+	l.pod.follow(client, o, lock, l.log)
 	if ll, ok := lock.(*resourcelock.LeaseLock); ok && l.candidacy != nil {
 		l.coordLock = &preferredLock{LeaseLock: ll}
 		lock = l.coordLock
@@ -216,6 +224,7 @@ func build(client kubernetes.Interface, spec Spec, o *options, newWatcher watche
 	if l.session != nil {
 		l.session.SetWake(l.elector.Trigger) // a holder's session ended: try at once
 	}
+	l.pod.setWake(l.elector.Trigger) // a holder's process exited: try at once
 	if l.prioritized && l.candidacy == nil {
 		// A new default may entitle this instance to the lock: try at once.
 		l.watcher.AddHandler(func(string) { l.elector.Trigger() })
@@ -257,6 +266,7 @@ func (l *LeaderElection) electorConfig(lock resourcelock.Interface, o *options, 
 	if l.session != nil {
 		cfg.Session = l.session
 	}
+	cfg.HolderExit = l.pod.hook()
 	switch {
 	case l.candidacy != nil:
 		cfg.Coordination = &elector.Coordination{

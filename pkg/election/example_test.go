@@ -113,8 +113,8 @@ func ExampleNewShared() {
 	fmt.Printf("after Run: %+v\n", shared.Running())
 	// Output:
 	// one identity: true
-	// while leading: {LockWatches:1 DefaultWatches:1 Sessions:0 Rosters:0}
-	// after Run: {LockWatches:0 DefaultWatches:0 Sessions:0 Rosters:0}
+	// while leading: {LockWatches:1 DefaultWatches:1 Sessions:0 Rosters:0 PodWatches:0}
+	// after Run: {LockWatches:0 DefaultWatches:0 Sessions:0 Rosters:0 PodWatches:0}
 }
 
 // Code written against istiod's leaderelection package ports by changing

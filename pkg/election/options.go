@@ -72,6 +72,9 @@ type options struct {
 
 	sessions bool
 
+	pod         *PodIdentity // WithPodIdentity
+	podFailover bool         // WithPodFailover
+
 	shared    *Shared // WithShared; filled in by New and NewGroup
 	sharedSet bool
 
@@ -187,6 +190,9 @@ func (o *options) validate() error {
 	}
 	if o.eventRecorder != nil && o.eventClient != nil {
 		errs = multierror.Append(errs, errors.New("WithEventRecorder and WithEvents both given: choose one"))
+	}
+	if err := o.validatePod(); err != nil {
+		errs = multierror.Append(errs, err)
 	}
 	if o.sharedSet && !o.shared.usable() {
 		errs = multierror.Append(errs, errors.New("WithShared needs a Shared built by NewShared"))

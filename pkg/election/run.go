@@ -145,7 +145,9 @@ func (l *LeaderElection) startOwned() func() {
 	if l.session != nil && l.enabled {
 		stopSession = l.session.Start()
 	}
+	stopPod := l.pod.start()
 	return func() {
+		stopPod()
 		stopSession() // the elector has stopped: no work of this election runs
 		stopWatcher()
 		stopEvents()

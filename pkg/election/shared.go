@@ -8,6 +8,7 @@ import (
 
 	"github.com/meshd-io/meshd/pkg/election/coordinated"
 	"github.com/meshd-io/meshd/pkg/election/elector"
+	"github.com/meshd-io/meshd/pkg/election/podexit"
 	"github.com/meshd-io/meshd/pkg/election/session"
 	"github.com/meshd-io/meshd/pkg/resourcelock"
 	"github.com/meshd-io/meshd/pkg/revisions"
@@ -18,7 +19,7 @@ import (
 // and lock kind, one watch of the default revision per client and webhook,
 // one session heartbeat per namespace and ttl (WithSessions), one roster of
 // candidates per namespace (coordinated modes), one pacer of first attempts,
-// and one default identity. Nothing of it is process-wide: elections share
+// one watch per Pod for Pod-aware failover, and one default identity. Nothing of it is process-wide: elections share
 // only what they were given the same Shared for, so a program decides what
 // is shared, and a test can build independent worlds in one process.
 //
@@ -38,6 +39,7 @@ type Shared struct {
 	sessions *session.Sessions
 	rosters  *coordinated.Rosters
 	pacer    *elector.Pacer
+	pods     *podexit.Watches
 
 	identityOnce sync.Once
 	identity     string
@@ -55,6 +57,7 @@ func NewShared() *Shared {
 		sessions: session.NewSessions(hub),
 		rosters:  coordinated.NewRosters(),
 		pacer:    elector.NewPacer(),
+		pods:     podexit.NewWatches(),
 	}
 }
 
@@ -81,6 +84,9 @@ type SharedActivity struct {
 	// Rosters is the number of rosters of LeaseCandidates (coordinated
 	// modes).
 	Rosters int
+	// PodWatches is the number of watches of Pods (one per holder Pod
+	// followed, and one per Pod of WithPodIdentity).
+	PodWatches int
 }
 
 // Running reports what s runs now; all zero once every election that used
@@ -91,6 +97,7 @@ func (s *Shared) Running() SharedActivity {
 		DefaultWatches: s.watchers.Running(),
 		Sessions:       s.sessions.Running(),
 		Rosters:        s.rosters.Running(),
+		PodWatches:     s.pods.Running(),
 	}
 }
 

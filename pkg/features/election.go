@@ -24,7 +24,7 @@ func ElectionOptions() []election.Option {
 	if err != nil {
 		lock = election.ConfigMapLock
 	}
-	return []election.Option{election.Defaults(
+	return []election.Option{election.Defaults(append([]election.Option{
 		election.WithEnabled(EnableLeaderElection.Get()),
 		election.WithPrioritized(PrioritizedLeaderElection.Get()),
 		election.WithTTL(LeaderElectionTTL.Get()),
@@ -34,5 +34,5 @@ func ElectionOptions() []election.Option {
 		election.WithReleaseOnCancel(LeaderElectionReleaseOnCancel.Get()),
 		election.WithWatch(LeaderElectionWatch.Get()),
 		election.WithHandover(LeaderElectionHandover.Get(), LeaderElectionHandoverGrace.Get()),
-	)}
+	}, podOptions()...)...)}
 }

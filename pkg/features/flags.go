@@ -107,3 +107,45 @@ var (
 	LeaderElectionHandoverGrace = RegisterDuration("LEADER_ELECTION_HANDOVER_GRACE", election.DefaultHandoverGrace,
 		"How long a candidate waits for a meshd holder to answer a handover request before taking the lock by force; at least two retry periods (TTL/2).")
 )
+
+// The Pod identity of the process, set by the chart through the downward
+// API. POD_UID turns Pod-aware failover on (election.WithPodIdentity and
+// election.WithPodFailover): a holder publishes its Pod and container next
+// to its record, and followers take over as soon as the kubelet reports its
+// container ended, instead of waiting for the lease. POD_NAME,
+// POD_NAMESPACE and CONTAINER_NAME alone do not: many platforms set them
+// for other purposes (istiod's charts set the first two). With POD_UID set,
+// an incomplete identity is refused when the election is built.
+var (
+	// PodName is the name of the Pod this process runs in.
+	PodName = RegisterString("POD_NAME", "",
+		"Name of the Pod meshd runs in (downward API `metadata.name`); used for Pod-aware failover (see `POD_UID`).")
+	// PodNamespace is the namespace of that Pod.
+	PodNamespace = RegisterString("POD_NAMESPACE", "",
+		"Namespace of the Pod meshd runs in (downward API `metadata.namespace`); used for Pod-aware failover (see `POD_UID`).")
+	// PodUID is the UID of that Pod; setting it turns Pod-aware failover on.
+	PodUID = RegisterString("POD_UID", "",
+		"UID of the Pod meshd runs in (downward API `metadata.uid`). When set, with `POD_NAME`, `POD_NAMESPACE` and `CONTAINER_NAME`, it turns on Pod-aware failover: followers take over as soon as the kubelet reports the holder's container ended, instead of waiting for the TTL (docs/handover.md).")
+	// ContainerName is the name of this process's container in that Pod.
+	ContainerName = RegisterString("CONTAINER_NAME", "",
+		"Name of meshd's container in its Pod, whose status the kubelet reports; used for Pod-aware failover (see `POD_UID`).")
+)
+
+// processStarted is a reading of the clock taken while this package is
+// initialised, before main runs: the earliest moment the process can
+// vouch it was alive, which a holder compares with the start of its
+// container that the kubelet reports (see election.PodIdentity).
+var processStarted = time.Now()
+
+// podOptions are the Pod-aware failover options the environment implies:
+// none unless POD_UID is set.
+func podOptions() []election.Option {
+	if PodUID.Get() == "" {
+		return nil
+	}
+	id := election.PodIdentity{
+		Namespace: PodNamespace.Get(), Pod: PodName.Get(), UID: PodUID.Get(), Container: ContainerName.Get(),
+		ProcessStart: processStarted,
+	}
+	return []election.Option{election.WithPodIdentity(id), election.WithPodFailover(true)}
+}

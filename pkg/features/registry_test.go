@@ -426,6 +426,10 @@ func TestDefaultRegistry(t *testing.T) {
 		{"LEADER_ELECTION_HANDOVER_GRACE", "duration", "10s", staticInfo(LeaderElectionHandoverGrace.s)},
 		{"LEADER_ELECTION_MODE", "string", "racing", staticInfo(LeaderElectionMode.s)},
 		{"LEADER_ELECTION_SESSIONS", "bool", "false", staticInfo(LeaderElectionSessions.s)},
+		{"POD_NAME", "string", "", staticInfo(PodName.s)},
+		{"POD_NAMESPACE", "string", "", staticInfo(PodNamespace.s)},
+		{"POD_UID", "string", "", staticInfo(PodUID.s)},
+		{"CONTAINER_NAME", "string", "", staticInfo(ContainerName.s)},
 	}
 	for _, c := range checks {
 		if c.got.Name != c.name || c.got.Type != c.typ || c.got.Default != c.def || c.got.Description == "" {

@@ -29,6 +29,10 @@ type Config struct {
 	// annotation naming the new holder, which tells candidates that the
 	// holder honours handover requests (see HandoverAnnotationKey).
 	Cooperative bool
+	// HolderPod, if set, supplies the Pod mark (HolderPodAnnotationKey)
+	// that every write of a record naming Identity carries; any other write
+	// removes the mark. Nil leaves the annotation as the lock finds it.
+	HolderPod HolderPodSource
 }
 
 // Lock kinds accepted by New.

@@ -131,12 +131,13 @@ func (l *objectLock[T, L]) Update(ctx context.Context, r Record) error {
 	return l.write(ctx, obj)
 }
 
-// advertise applies Config.advertise and the session mark to an object's
-// metadata.
+// advertise applies Config.advertise, the session mark and the holder's
+// Pod mark to an object's metadata.
 func (l *objectLock[T, L]) advertise(obj T, r Record) {
 	meta := metav1.ObjectMeta{Annotations: obj.GetAnnotations()}
 	l.cfg.advertise(&meta, r)
 	l.markSession(&meta, r)
+	l.markHolderPod(&meta, r)
 	obj.SetAnnotations(meta.Annotations)
 }
 

@@ -90,7 +90,15 @@ var leastPrivilege = []access{
 	{"", "list", "", "namespaces", "", true, "where the root certificate goes"},
 	{"", "update", "", "namespaces", "bookinfo", false, "namespaces are only read"},
 	{meshNS, "create", "", "events", "", true, "Events on the locks and the CA Secret"},
-	{meshNS, "get", "", "pods", "", false, "no Pods"},
+	{meshNS, "get", "", "pods", "", true, "Pod-aware failover: a holder reads its own Pod"},
+	{meshNS, "list", "", "pods", "", true, "Pod-aware failover: a follower watches the holder's Pod by name"},
+	{meshNS, "watch", "", "pods", "", true, "Pod-aware failover: a follower watches the holder's Pod by name"},
+	{meshNS, "update", "", "pods", "", false, "Pods are only read"},
+	{meshNS, "update", "", "pods/status", "", false, "the kubelet's reports are only read"},
+	{meshNS, "delete", "", "pods", "", false, "Pods are never deleted"},
+	{meshNS, "create", "", "pods/eviction", "", false, "Pods are never evicted"},
+	{appNS, "get", "", "pods", "", false, "no Pods outside the mesh namespace"},
+	{"", "list", "", "pods", "", false, "no cluster-wide list of Pods"},
 	{meshNS, "create", "rbac.authorization.k8s.io", "rolebindings", "", false, "no RBAC"},
 }
 

@@ -158,6 +158,11 @@ type Config struct {
 	// and the session must follow Leases through Hub.
 	Session Session
 
+	// HolderExit, if set, may end the lease of the observed holder before
+	// it runs out, on proof that the holder's process has exited (see
+	// HolderExit). Nil waits for every lease.
+	HolderExit HolderExit
+
 	// YieldOnRelease, if set, is asked how long this candidate lets others
 	// go first when it sees the lock released or expired: a candidate that
 	// the election's rule ranks lower waits a little, so that the best

@@ -112,6 +112,19 @@
 // without sessions) renews its record itself from then on, since such a
 // candidate would take a record that is not rewritten.
 //
+// # Proof of a holder's exit
+//
+// With Config.HolderExit a follower asks a plug-in (package
+// election/podexit: the kubelet's report of the holder's container) whether
+// the observed holder's process has exited, whenever it judges whether that
+// holder's lease still binds it; a true answer ends the lease at once. The
+// follower then takes the lock through the usual write over the version it
+// observed, which conflicts if the holder wrote meanwhile, and starts its
+// work without a fence for the exited holder (a fence set earlier for
+// another holder stays). The plug-in must answer false whenever in doubt:
+// it is the one place where anything but this process's clock shortens a
+// lease.
+//
 // # Ending a term
 //
 // A term ends when the Run context is cancelled, the lock is lost, a

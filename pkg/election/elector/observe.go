@@ -154,8 +154,12 @@ func (le *LeaderElector) observeCorrupt(raw []byte, cause error, now time.Time) 
 
 // leaseValid reports whether the observed record has not expired by now: it
 // expires when observedTime + leaseDurationSeconds < now and, in session
-// mode, the holder's session has run out too.
+// mode, the holder's session has run out too, or at once when
+// Config.HolderExit proves that the holder's process has exited.
 func (le *LeaderElector) leaseValid(now time.Time) bool {
+	if le.holderExited() {
+		return false
+	}
 	return !le.leaseEnd().Before(now)
 }
 

@@ -1,0 +1,141 @@
+package election
+
+import (
+	"errors"
+	"fmt"
+
+	"go.uber.org/zap"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/meshd-io/meshd/pkg/election/elector"
+	"github.com/meshd-io/meshd/pkg/election/podexit"
+	"github.com/meshd-io/meshd/pkg/resourcelock"
+)
+
+// PodIdentity is what a process knows about the Pod it runs in (from the
+// downward API); see podexit.Identity.
+type PodIdentity = podexit.Identity
+
+// WithPodIdentity says which Pod and container this process runs in: while
+// it holds a lock, it publishes that Pod, container and run of the
+// container next to its record (the annotation
+// resourcelock.HolderPodAnnotationKey), once its own Pod's status shows
+// this run, so that followers with WithPodFailover take over as soon as
+// the kubelet reports the run ended instead of waiting for the lease
+// (docs/handover.md, "Pod-aware failover"). Set id.ProcessStart to a clock
+// reading taken first thing in main; zero means when the election is
+// built, which may be too late for the holder to recognise its run (it
+// then publishes nothing and followers wait for its lease). It needs get,
+// list and watch on Pods in id.Namespace. The zero PodIdentity turns
+// publishing off (for elections whose locks live in another cluster than
+// the process's Pod); an incomplete or invalid id is refused.
+func WithPodIdentity(id PodIdentity) Option {
+	return func(o *options) {
+		o.mark("WithPodIdentity")
+		if id == (PodIdentity{}) {
+			o.pod = nil
+			return
+		}
+		o.pod = &id
+	}
+}
+
+// WithPodFailover makes a follower watch the Pod a holder publishes (with
+// WithPodIdentity) and take the lock as soon as the kubelet's reports
+// prove that the holder's process has exited: its container's run
+// terminated or restarted. Nothing else shortens a lease: a deleted Pod, a
+// node that is NotReady, an eviction, a missing Pod or a broken watch all
+// wait for the lease, as without the option. One watch per holder Pod is
+// shared by the elections of one Shared. It needs get, list and watch on
+// Pods in the holders' namespace. Off by default.
+func WithPodFailover(enabled bool) Option {
+	return func(o *options) { o.podFailover = enabled; o.mark("WithPodFailover") }
+}
+
+// validatePod reports what is wrong with the Pod-aware options.
+func (o *options) validatePod() error {
+	var errs []error
+	if o.pod != nil {
+		if err := o.pod.Validate(); err != nil {
+			errs = append(errs, fmt.Errorf("WithPodIdentity: %w", err))
+		}
+	}
+	if o.podFailover && !o.watch {
+		errs = append(errs, errors.New("WithPodFailover needs the watch: a follower learns of the holder's exit only through watches"))
+	}
+	return errors.Join(errs...)
+}
+
+// podAware is an election's part in Pod-aware failover: the publisher of
+// its holder's Pod mark and the judge of other holders' marks, either of
+// which may be nil.
+type podAware struct {
+	publisher *podexit.Publisher
+	judge     *podexit.Judge
+}
+
+// newPodAware makes the publisher of an election with a Pod identity.
+func newPodAware(client kubernetes.Interface, o *options, log *zap.Logger) (*podAware, error) {
+	p := &podAware{}
+	if o.pod == nil {
+		return p, nil
+	}
+	var err error
+	if p.publisher, err = podexit.NewPublisher(client, o.shared.pods, *o.pod, log); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// source is the lock's supplier of this holder's Pod mark; nil without a
+// Pod identity, which leaves the annotation to others.
+func (p *podAware) source() resourcelock.HolderPodSource {
+	if p == nil || p.publisher == nil {
+		return nil
+	}
+	return p.publisher.Mark
+}
+
+// follow makes the judge of a follower with WithPodFailover, reading
+// marks from lock.
+func (p *podAware) follow(client kubernetes.Interface, o *options, lock resourcelock.Interface, log *zap.Logger) {
+	if p == nil || !o.podFailover {
+		return
+	}
+	if marks, ok := lock.(resourcelock.HolderPodReader); ok {
+		p.judge = podexit.NewJudge(client, o.shared.pods, marks, log)
+	}
+}
+
+// hook is the elector's HolderExit; nil without a judge.
+func (p *podAware) hook() elector.HolderExit {
+	if p == nil || p.judge == nil {
+		return nil
+	}
+	return p.judge
+}
+
+// setWake makes a proof wake the elector.
+func (p *podAware) setWake(wake func()) {
+	if p != nil && p.judge != nil {
+		p.judge.SetWake(wake)
+	}
+}
+
+// start runs the publisher; the function it returns stops the publisher
+// and the judge's watch, and waits for both.
+func (p *podAware) start() (stop func()) {
+	if p == nil {
+		return func() {}
+	}
+	stopPublisher := func() {}
+	if p.publisher != nil {
+		stopPublisher = p.publisher.Start()
+	}
+	return func() {
+		stopPublisher()
+		if p.judge != nil {
+			p.judge.Close()
+		}
+	}
+}

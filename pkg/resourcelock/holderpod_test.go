@@ -1,0 +1,135 @@
+package resourcelock
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
+)
+
+func testHolderPod() HolderPod {
+	return HolderPod{
+		Namespace: "istio-system", Pod: "meshd-0", UID: "uid-1", Container: "meshd", RestartCount: 2,
+		StartedAt:    metav1.NewTime(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)),
+		ProcessStart: metav1.NewMicroTime(time.Date(2026, 1, 2, 3, 4, 5, 250000000, time.UTC)),
+	}
+}
+
+// The Pod mark goes with the holder's own records only, once the source
+// has one; a release, a record naming another holder or a source without
+// a mark removes it; every other annotation stays; a lock without a source
+// leaves the mark as it finds it.
+func TestHolderPodMarkFollowsTheRecord(t *testing.T) {
+	have := false
+	source := func() (HolderPod, bool) { return testHolderPod(), have }
+	for _, kind := range []string{ConfigMapsResourceLock, LeasesResourceLock} {
+		t.Run(kind, func(t *testing.T) {
+			ctx := context.Background()
+			cs := fake.NewClientset()
+			l, err := New(kind, testNamespace, testName, cs, Config{Identity: "a", HolderPod: source})
+			if err != nil {
+				t.Fatal(err)
+			}
+			reader := l.(HolderPodReader)
+			have = false
+			if err := l.Create(ctx, Record{HolderIdentity: "a", LeaseDurationSeconds: 30}); err != nil {
+				t.Fatal(err)
+			}
+			if p, ok := reader.HolderPod(); ok {
+				t.Fatalf("a holder that has not checked its run published %+v", p)
+			}
+			have = true
+			steps := []struct {
+				holder string
+				want   bool
+			}{{"a", true}, {"b", false}, {"a", true}, {"", false}}
+			for _, s := range steps {
+				if err := l.Update(ctx, Record{HolderIdentity: s.holder, LeaseDurationSeconds: 30}); err != nil {
+					t.Fatal(err)
+				}
+				got, ok := reader.HolderPod()
+				want := testHolderPod()
+				want.Holder = "a"
+				if ok != s.want || (ok && (got.Holder != want.Holder || got.UID != want.UID || !got.ProcessStart.Equal(&want.ProcessStart) ||
+					!got.StartedAt.Equal(&want.StartedAt) || got.RestartCount != want.RestartCount)) {
+					t.Errorf("after a record naming %q: mark %+v (present %v), want present %v", s.holder, got, ok, s.want)
+				}
+			}
+
+			// A lock without a source (istiod-like) keeps a mark it finds.
+			if err := l.Update(ctx, Record{HolderIdentity: "a", LeaseDurationSeconds: 30}); err != nil {
+				t.Fatal(err)
+			}
+			other, err := New(kind, testNamespace, testName, cs, Config{Identity: "b"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, _, err := other.Get(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if err := other.Update(ctx, Record{HolderIdentity: "b", LeaseDurationSeconds: 30}); err != nil {
+				t.Fatal(err)
+			}
+			if p, ok := other.(HolderPodReader).HolderPod(); !ok || p.Holder != "a" {
+				t.Errorf("a writer without a source dropped or changed the mark: %+v %v", p, ok)
+			}
+		})
+	}
+}
+
+// The mark keeps the other annotations of a ConfigMap.
+func TestHolderPodMarkKeepsOtherAnnotations(t *testing.T) {
+	ctx := context.Background()
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: testName, Namespace: testNamespace,
+		Annotations: map[string]string{"example.com/owner": "platform-team"}}, Data: map[string]string{"k": "v"}}
+	cs := fake.NewClientset(cm)
+	l, err := NewConfigMapLock(cs.CoreV1(), testNamespace, testName, Config{Identity: "a",
+		HolderPod: func() (HolderPod, bool) { return testHolderPod(), true }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := l.Get(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Update(ctx, Record{HolderIdentity: "a", LeaseDurationSeconds: 30}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := cs.CoreV1().ConfigMaps(testNamespace).Get(ctx, testName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Annotations["example.com/owner"] != "platform-team" || got.Data["k"] != "v" {
+		t.Errorf("other content lost: %v %v", got.Annotations, got.Data)
+	}
+	if _, ok := got.Annotations[HolderPodAnnotationKey]; !ok {
+		t.Errorf("no mark written: %v", got.Annotations)
+	}
+}
+
+// Any annotation value decodes to a complete mark or to none, never a
+// panic, and a mark decoded survives encoding again.
+func FuzzReadHolderPod(f *testing.F) {
+	good, _ := json.Marshal(HolderPod{Holder: "a", Namespace: "n", Pod: "p", UID: "u", Container: "c",
+		StartedAt: metav1.NewTime(time.Unix(1700000000, 0)), ProcessStart: metav1.NewMicroTime(time.Unix(1700000000, 5000))})
+	for _, s := range []string{string(good), `{"holder":"a"}`, `{}`, `null`, `[`, ``, `{"holder":"a","restartCount":-1}`} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, raw string) {
+		p, ok := readHolderPod(map[string]string{HolderPodAnnotationKey: raw})
+		if !ok {
+			return
+		}
+		if !p.Complete() {
+			t.Fatalf("an incomplete mark was accepted: %q", raw)
+		}
+		again, _ := json.Marshal(p)
+		p2, ok := readHolderPod(map[string]string{HolderPodAnnotationKey: string(again)})
+		if !ok || p2.UID != p.UID || !p2.ProcessStart.Equal(&p.ProcessStart) || p2.RestartCount != p.RestartCount {
+			t.Fatalf("mark %+v did not survive encoding: %s", p, again)
+		}
+	})
+}
