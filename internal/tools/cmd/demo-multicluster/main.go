@@ -29,12 +29,9 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"os/signal"
-	"path/filepath"
-	"syscall"
 	"time"
 
-	"github.com/meshd-io/meshd/internal/testing/testcluster"
+	"github.com/meshd-io/meshd/internal/tools/demorun"
 )
 
 type options struct {
@@ -61,47 +58,11 @@ func run() int {
 		fmt.Fprintln(os.Stderr, "demo-multicluster: -ttl must be at least 2s")
 		return 2
 	}
-	if err := o.findMeshd(); err != nil {
+	meshd, err := demorun.FindMeshd(o.meshd, "demo-multicluster")
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "demo-multicluster:", err)
 		return 1
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	go func() {
-		<-ctx.Done()
-		stop()
-	}()
-	err := runDemo(ctx, o)
-	switch {
-	case err == nil:
-		return 0
-	case ctx.Err() != nil:
-		fmt.Fprintln(os.Stderr, "\ndemo-multicluster: interrupted; everything it started has been stopped")
-		return 130
-	default:
-		fmt.Fprintf(os.Stderr, "\ndemo-multicluster: FAILED: %v\n", err)
-		return 1
-	}
-}
-
-func (o *options) findMeshd() error {
-	if o.meshd == "" {
-		wd, err := os.Getwd()
-		if err != nil {
-			return err
-		}
-		root, err := testcluster.RepoRoot(wd)
-		if err != nil {
-			return fmt.Errorf("cannot find bin/meshd: %w; pass -meshd", err)
-		}
-		o.meshd = filepath.Join(root, "bin", "meshd")
-	}
-	abs, err := filepath.Abs(o.meshd)
-	if err != nil {
-		return err
-	}
-	o.meshd = abs
-	if st, err := os.Stat(abs); err != nil || st.IsDir() || st.Mode()&0o111 == 0 {
-		return fmt.Errorf("no meshd binary at %s: run \"make build\" (or make demo-multicluster, which builds it)", abs)
-	}
-	return nil
+	o.meshd = meshd
+	return demorun.Run("demo-multicluster", func(ctx context.Context) error { return runDemo(ctx, o) })
 }
