@@ -184,10 +184,7 @@ func (w *World) check() {
 	if w.faults > 0 || w.hangs > 0 {
 		return
 	}
-	from := w.lastLeader
-	if w.lastFaultEnd.After(from) {
-		from = w.lastFaultEnd
-	}
+	from := w.afterFaults(w.lastLeader)
 	if bound := w.livenessBound(); now.Sub(from) > bound {
 		w.j.violate("leaderless", "no leader since %v, %v after the last fault ended (bound %v)",
 			w.lastLeader.Sub(epoch), now.Sub(from), bound)
@@ -244,13 +241,19 @@ func (w *World) checkPriority(now time.Time, outranked bool) {
 		w.outrankedSince = now
 		return
 	}
-	from := w.outrankedSince
-	if w.lastFaultEnd.After(from) {
-		from = w.lastFaultEnd
-	}
+	from := w.afterFaults(w.outrankedSince)
 	if bound := w.livenessBound(); now.Sub(from) > bound {
 		w.j.violate("priority", "the holder has been outranked by a live candidate for %v, since %v, while every candidate agreed on the default (bound %v)",
 			now.Sub(from), from.Sub(epoch), bound)
 		w.outrankedSince = now // one report per stretch
 	}
+}
+
+// afterFaults is the later of since and the end of the latest fault: a
+// liveness bound counts from there. Called with mu held.
+func (w *World) afterFaults(since time.Time) time.Time {
+	if w.lastFaultEnd.After(since) {
+		return w.lastFaultEnd
+	}
+	return since
 }

@@ -251,8 +251,11 @@ func honouredLease(rec resourcelock.Record) time.Duration {
 // up: rounding down could tell others to wait less than the renew deadline
 // (a lease of 1.9s with a deadline of 1.5s would read as 1s).
 func (le *LeaderElector) leaseSeconds() int {
-	return int((le.cfg.LeaseDuration + time.Second - 1) / time.Second)
+	return ceilSeconds(le.cfg.LeaseDuration)
 }
+
+// ceilSeconds is d in whole seconds, rounded up.
+func ceilSeconds(d time.Duration) int { return int((d + time.Second - 1) / time.Second) }
 
 // warnLongLease reports, once per holder and lease, a record whose lease is
 // longer than MaxLeaseDuration.

@@ -136,10 +136,8 @@ func (le *LeaderElector) renew(ctx context.Context, t *term) termEnd {
 			case <-ctx.Done():
 				return termEnd{stillHeld: true}
 			case <-timerC(fence):
-				fence = nil
-				if wait := le.startAt.Sub(le.clock.Now()); wait > 0 {
-					fence = le.clock.NewTimer(wait) // the fence moved (see recordDestroyed)
-					continue
+				if fence = le.fenceLeft(); fence != nil {
+					continue // the fence moved (see recordDestroyed)
 				}
 				if end, renewFirst := le.fencePassed(t); end != nil {
 					return *end
@@ -172,9 +170,7 @@ func (le *LeaderElector) renew(ctx context.Context, t *term) termEnd {
 		// still the holder) or failed (try again at the next renew).
 		if startOnRenew && le.LastError() == nil {
 			startOnRenew = false
-			if wait := le.startAt.Sub(le.clock.Now()); wait > 0 {
-				fence = le.clock.NewTimer(wait) // this renew moved the fence
-			} else {
+			if fence = le.fenceLeft(); fence == nil { // else this renew moved the fence
 				le.startCallback(t)
 			}
 		}
@@ -581,6 +577,14 @@ func successorRecord(prev resourcelock.Record, h resourcelock.Handover, leaseSec
 // has gone keeps the election without a leader for that long, which fits
 // in the RetryPeriod that failover allows beyond a lease.
 func (le *LeaderElector) briefLeaseSeconds() int {
-	brief := le.cfg.RetryPeriod + time.Second - 1
-	return min(int(brief/time.Second), le.leaseSeconds())
+	return min(ceilSeconds(le.cfg.RetryPeriod), le.leaseSeconds())
+}
+
+// fenceLeft returns a timer for what is left of the fence, or nil once it
+// has passed.
+func (le *LeaderElector) fenceLeft() clockTimer {
+	if wait := le.startAt.Sub(le.clock.Now()); wait > 0 {
+		return le.clock.NewTimer(wait)
+	}
+	return nil
 }
