@@ -179,7 +179,15 @@ func (le *LeaderElector) decideAndWrite(ctx context.Context, renewing bool, rec 
 	if rec.HolderIdentity == me {
 		if !renewing {
 			if !le.inherited.IsZero() {
-				le.fenceAt(le.inherited, now)
+				if now.Before(le.inherited) {
+					// An earlier process of this identity wrote the record:
+					// it is that process's, whose work may run until its
+					// lease has passed by this observation. Leave it as
+					// another holder's record: writing it now would renew
+					// a dead process's lease and keep the others from
+					// taking the lock when it runs out.
+					return heldByOther, nil
+				}
 				le.inherited = time.Time{}
 			}
 			if h := le.promisedSuccessor(now); h != nil {

@@ -41,9 +41,10 @@ func (le *LeaderElector) observe(rec *resourcelock.Record, raw []byte, now time.
 	le.mu.Unlock()
 	if first && le.writtenByEarlierProcess(rec) {
 		// An earlier process of this identity (a restart) wrote the record,
-		// and may have taken the lock by force with its work fenced, a
-		// fence that died with it. The work starts no earlier than that
-		// record's lease from now (see decideAndWrite).
+		// and may still work, or have taken the lock by force with its work
+		// fenced, a fence that died with it. This process takes the record
+		// as its own only once that record's lease from now has passed (see
+		// decideAndWrite); until then anyone who sees it expire may take it.
 		le.inherited = now.Add(honouredLease(*rec))
 	}
 	if rec.HolderIdentity != "" {
