@@ -40,6 +40,7 @@ type PanicError struct {
 	Stack []byte
 }
 
+// Error says that the run function panicked and with what value.
 func (e *PanicError) Error() string { return fmt.Sprintf("run function panicked: %v", e.Value) }
 
 // Add registers work that runs while this instance leads. It must be called

@@ -112,6 +112,7 @@ type ValueError struct {
 	Err error
 }
 
+// Error describes the flag, the value and why it was refused.
 func (e *ValueError) Error() string {
 	return fmt.Sprintf("%s=%q is not a valid %s: %v; using the default %q", e.Name, e.Value, e.Type, e.Err, e.Default)
 }

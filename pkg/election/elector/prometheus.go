@@ -69,6 +69,7 @@ func NewPrometheusMetrics(reg prometheus.Registerer) (*PrometheusMetrics, error)
 	return m, nil
 }
 
+// SetLeading sets the leader gauge of the election name.
 func (m *PrometheusMetrics) SetLeading(name string, leading bool) {
 	v := 0.0
 	if leading {
@@ -91,16 +92,37 @@ func (m *PrometheusMetrics) Init(name string) {
 	}
 }
 
-func (m *PrometheusMetrics) Acquired(name string)          { m.acquired.WithLabelValues(name).Inc() }
-func (m *PrometheusMetrics) Stole(name string)             { m.steals.WithLabelValues(name).Inc() }
-func (m *PrometheusMetrics) RenewFailed(name string)       { m.renewFailure.WithLabelValues(name).Inc() }
-func (m *PrometheusMetrics) Lost(name string)              { m.lost.WithLabelValues(name).Inc() }
+// Acquired counts a lock taken by this candidate.
+func (m *PrometheusMetrics) Acquired(name string) { m.acquired.WithLabelValues(name).Inc() }
+
+// Stole counts a lock taken from a live holder of lower priority.
+func (m *PrometheusMetrics) Stole(name string) { m.steals.WithLabelValues(name).Inc() }
+
+// RenewFailed counts a renew that did not succeed in time.
+func (m *PrometheusMetrics) RenewFailed(name string) { m.renewFailure.WithLabelValues(name).Inc() }
+
+// Lost counts a term that ended without this candidate releasing it.
+func (m *PrometheusMetrics) Lost(name string) { m.lost.WithLabelValues(name).Inc() }
+
+// HandoverRequested counts a handover request written by this candidate.
 func (m *PrometheusMetrics) HandoverRequested(name string) { m.requested.WithLabelValues(name).Inc() }
-func (m *PrometheusMetrics) HandedOver(name string)        { m.handedOver.WithLabelValues(name).Inc() }
-func (m *PrometheusMetrics) Request(name, verb string)     { m.requests.WithLabelValues(name, verb).Inc() }
-func (m *PrometheusMetrics) SlowPath(name string)          { m.slowPath.WithLabelValues(name).Inc() }
-func (m *PrometheusMetrics) StealCycle(name string)        { m.cycles.WithLabelValues(name).Inc() }
-func (m *PrometheusMetrics) RunFailed(name string)         { m.runFailed.WithLabelValues(name).Inc() }
+
+// HandedOver counts a term handed to a named successor.
+func (m *PrometheusMetrics) HandedOver(name string) { m.handedOver.WithLabelValues(name).Inc() }
+
+// Request counts one API request of the election, by verb.
+func (m *PrometheusMetrics) Request(name, verb string) { m.requests.WithLabelValues(name, verb).Inc() }
+
+// SlowPath counts an acquire attempt that had to read the lock.
+func (m *PrometheusMetrics) SlowPath(name string) { m.slowPath.WithLabelValues(name).Inc() }
+
+// StealCycle counts a steal the damper judged part of a cycle.
+func (m *PrometheusMetrics) StealCycle(name string) { m.cycles.WithLabelValues(name).Inc() }
+
+// RunFailed counts a run function that returned an error or panicked.
+func (m *PrometheusMetrics) RunFailed(name string) { m.runFailed.WithLabelValues(name).Inc() }
+
+// SetPreemptionSuspended sets the gauge of a damper-suspended preemption.
 func (m *PrometheusMetrics) SetPreemptionSuspended(name string, suspended bool) {
 	v := 0.0
 	if suspended {

@@ -61,6 +61,7 @@ type StaleTermError struct {
 	Reason string
 }
 
+// Error names the object, the term the write carried and why it was refused.
 func (e *StaleTermError) Error() string {
 	return fmt.Sprintf("fence: %s refused to %s: %s (%s=%s)", e.Object, e.Term, e.Reason, Annotation, e.Stamp)
 }
