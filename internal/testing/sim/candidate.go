@@ -180,11 +180,36 @@ func (c *candidate) electorConfig(lock resourcelock.Interface) elector.Config {
 		Rand:            c.w.randFor(fmt.Sprintf("%s/%d", c.id, c.starts)),
 		Logger:          c.w.electorLogger(c.id),
 	}
+	cfg.StartAtOnceAfterSteal = c.w.sched.StartAtOnce
+	switch {
+	case c.w.sched.coordinated():
+		// As package election builds a candidate of a coordinated
+		// election: it never takes the lock itself while a coordinator
+		// decides, and hands it at the end of its term to the best live
+		// candidate it knows (the coordinator's roster stands for the
+		// LeaseCandidates it would read).
+		cfg.KeyComparison = nil
+		cfg.Coordination = &elector.Coordination{Live: c.w.isLive, Successor: c.successor}
+	case c.w.sched.PerRevision:
+		cfg.KeyComparison = nil // a per-revision election never steals
+	}
 	if c.spec.Cooperative {
 		cfg.HandoverGrace = t.HandoverGrace
 		cfg.AcceptHandover = c.shouldHandOver
 	}
 	return cfg
+}
+
+// successor is the candidate a holder of a coordinated election hands the
+// lock to when its term ends: the best live one other than itself, by its
+// own view of the default revision.
+func (c *candidate) successor() (identity, key string, ok bool) {
+	for _, e := range c.w.liveRoster(c.currentView()) {
+		if e.id != c.id {
+			return e.id, e.key, true
+		}
+	}
+	return "", "", false
 }
 
 // start builds the elector and runs the process: Run again after every

@@ -133,7 +133,9 @@
 //     record destroyed starts no earlier than a lease later, so it never
 //     starts beside a holder of client-go's shape that took the empty
 //     object. A meshd candidate that takes the empty object is never
-//     excused.
+//     excused. And in schedules whose candidates start at once after a
+//     steal (StartAtOnceAfterSteal, client-go's shape by choice), the
+//     stopping work that such a steal did not wait for (World.stolenAtOnce).
 //   - transitions: in every window of the run, the holder of the record
 //     changes at most window/RetryPeriod + TransitionSlack times, plus once
 //     for every actor that started or restarted in the window: an instance
@@ -182,6 +184,35 @@
 // faults above, and none to two of the faults drawn after them. Changes of the default revision come at least a lease
 // apart; each candidate sees one up to 1.5s late, and sometimes one sees it
 // 3 to 8s late.
+//
+// # Combinations
+//
+// Each schedule runs one of the combinations the library accepts
+// (AcceptedCombinations): racing, coordinated or oldest-emulation-version;
+// prioritized or per-revision; a ConfigMap, a Lease or the MultiLock;
+// sessions, the handover and a start at once after a steal each on or off;
+// the watch on, off or broken for a while; local or remote. What is
+// accepted is what the library says: package election's New for the
+// ConfigMap and Lease (an option it refuses by name for the rest of the
+// combination is NotApplicable), and elector.Config's validation for the
+// MultiLock, which only resourcelock and the elector offer. Generate draws
+// from the combinations without sessions and GenerateSessions from those
+// with: the first candidate of seed s runs the combination at s modulo
+// their number, so any run of that many consecutive seeds draws every one
+// (TestEveryAcceptedCombinationIsDrawn checks it for the fresh budgets of
+// make test), and the other candidates run combinations of the same
+// election drawn at random. The configuration is drawn after everything
+// else, so the named seeds (classicSeed, sessionSeed) keep their
+// schedules. A per-revision election has candidates of one revision and
+// no steal rule. In a coordinated election the world plays the
+// coordinator (see coordinator.go): it gives a vacant Lease to the best
+// live candidate and, in the mesh's coordinated mode, names the preferred
+// holder by the steal rule and the webhook's default; holders of
+// client-go's shape take no part. One excuse comes with the combinations,
+// the shape of client-go chosen by the user: a candidate with
+// StartAtOnceAfterSteal ("trades it for speed, as istiod does") that took
+// the lock by force starts beside the stopping work its fence would have
+// waited for (World.stolenAtOnce says exactly which).
 //
 // # Sessions
 //

@@ -31,8 +31,94 @@ func (w *World) excuse(wk work, starter string, now time.Time) string {
 		return fmt.Sprintf("it was told to stop at %v and overran, its lock taken or its holder cut off from the API", wk.cancelled.Sub(epoch))
 	case w.recordDestroyedForIstiod(wk.actor, starter):
 		return "the lock object was re-created without its record, and " + starter + " (client-go's shape) took the empty object"
+	case w.stolenAtOnce(wk, starter, now):
+		return "a candidate that starts at once (StartAtOnceAfterSteal), as client-go's shape does, took the lock by force less than a lease ago"
 	}
 	return ""
+}
+
+// stolenAtOnce reports whether an overlap of starter with work wk is the
+// trade of StartAtOnceAfterSteal. With that option a candidate does what a
+// holder of client-go's shape does, and the library documents the trade:
+// after taking the lock by force it starts without waiting for the old
+// holder's work to stop (the fence that it skips protects any work still
+// stopping). Excused, for a lease after such a steal:
+//
+//   - the victim's work, against any starter: the victim learns of the
+//     steal at its next renew and stops within StopTimeout, all within a
+//     lease, and whoever the lock goes to next may start meanwhile;
+//   - against the thief itself, work that had already been told to stop
+//     (its holder knew it had lost the lock) when the thief started.
+//
+// Nothing else is: work that ended its term by a handover, by an expired or
+// released lock, or more than a lease ago is checked as before.
+func (w *World) stolenAtOnce(wk work, starter string, now time.Time) bool {
+	if !w.sched.StartAtOnce {
+		return false
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	recent := func(j int) bool { return now.Sub(epoch)-w.records[j].At < w.sched.Timing.LeaseDuration }
+	// The starter's term: its records at the end of the log.
+	i := len(w.records) - 1
+	for i >= 0 && w.records[i].Holder == starter && !w.records[i].Deleted {
+		i--
+	}
+	if i >= 0 && i+1 < len(w.records) && !wk.cancelled.IsZero() && recent(i+1) && w.forcedTakeLocked(i+1) {
+		return true
+	}
+	// The victim's term: the last record naming it, and the take after it.
+	i = len(w.records) - 1
+	for i >= 0 && (w.records[i].Holder != wk.actor || w.records[i].Deleted) {
+		i--
+	}
+	if i < 0 {
+		return false
+	}
+	j := i + 1
+	for j < len(w.records) && w.records[j].Writer == "" { // the world's writes
+		j++
+	}
+	return j < len(w.records) && recent(j) && w.forcedTakeLocked(j)
+}
+
+// forcedTakeLocked reports whether record j is a candidate with
+// StartAtOnceAfterSteal taking the lock by force: its own write over a
+// record naming another holder whose lease had not run out (that holder
+// wrote or was given the record less than a lease before; with sessions,
+// whose holders do not write their record again, the thief outranks the
+// holder's key by its own view of the default). Called with mu held.
+func (w *World) forcedTakeLocked(j int) bool {
+	took := w.records[j]
+	// Back over the world's deletion and re-creation of the object without
+	// a record: a thief that still counts the destroyed record's lease (as
+	// meshd does, and a MultiLock whose other object keeps the record)
+	// takes the lock from that record's holder.
+	k := j - 1
+	for k > 0 && w.records[k].Writer == "" && (w.records[k].Holder == "" || w.records[k].Deleted) {
+		k--
+	}
+	before := w.records[k]
+	victim := before.Holder
+	if took.Writer != took.Holder || took.Holder == "" || took.Deleted || before.Deleted || victim == "" ||
+		victim == took.Holder || w.isIstiod(took.Holder) {
+		return false
+	}
+	if thief := w.find(took.Holder); thief != nil && thief.spec.Session &&
+		outranks(thief.spec.Revision, thief.spec.Remote, before.Key, thief.currentView()) {
+		return true
+	}
+	// The start of the victim's lease or its last renewal: its own last
+	// write of the record, or the write that gave it the lock (a handover
+	// or a coordinator). Others write handover requests into the record
+	// too; those renew nothing.
+	for i := k; i >= 0; i-- {
+		r := w.records[i]
+		if r.Holder == victim && !r.Deleted && (r.Writer == victim || i == 0 || w.records[i-1].Holder != victim) {
+			return took.At-r.At < w.sched.Timing.LeaseDuration
+		}
+	}
+	return false
 }
 
 // recordDestroyedForIstiod reports whether starter, a holder of client-go's

@@ -58,6 +58,10 @@ type generator struct {
 	// mixed: a holder of client-go's shape takes part in a session
 	// schedule, which then has no restarts.
 	mixed bool
+	// initialTruth is the default revision when the schedule begins, and
+	// flipTruths the default after each of flips.
+	initialTruth string
+	flipTruths   []string
 }
 
 // Generate returns the random schedule of seed: two to four meshd
@@ -66,13 +70,28 @@ type generator struct {
 // faults and changes of the default revision over 12 to 20 simulated
 // seconds, and (drawn after all of these, so that they leave the rest of
 // the schedule as it was before they existed) the faults of extraFault.
-func Generate(seed int64) Schedule { return generateClassic(seed, true) }
+//
+// Last of all it gives the schedule its configuration (configure): the
+// accepted combination of candidate meshd-0 is the seed's turn in the list
+// of classic combinations (combinationFor), and the other candidates run
+// combinations of the same election drawn at random.
+func Generate(seed int64) Schedule {
+	g := newClassic(seed, true)
+	g.configure(combinationFor(seed, false), combinationsOf(false))
+	return *g.s
+}
 
-// generateClassic is Generate; without extra it leaves out the faults of
-// extraFault, as the schedules of seeds named before them were drawn.
-func generateClassic(seed int64, extra bool) Schedule {
+// generateClassic is Generate without the configuration drawn last; without
+// extra it also leaves out the faults of extraFault, as the schedules of
+// seeds named before them were drawn.
+func generateClassic(seed int64, extra bool) Schedule { return *newClassic(seed, extra).s }
+
+// newClassic draws the schedule of generateClassic and returns its
+// generator, which holds it.
+func newClassic(seed int64, extra bool) *generator {
 	r := rand.New(rand.NewSource(seed))
 	g := &generator{r: r, truth: revisions[r.Intn(2)]}
+	g.initialTruth = g.truth
 	s := Schedule{
 		Name: fmt.Sprintf("seed %d", seed), Seed: seed, Namespace: Namespace, LockName: LockName,
 		LockKind: resourcelock.ConfigMapsResourceLock, Timing: DefaultTiming(),
@@ -116,7 +135,7 @@ func generateClassic(seed int64, extra bool) Schedule {
 	if extra {
 		g.extraFaults(false)
 	}
-	return s
+	return g
 }
 
 // drain is a run function's stopping time: mostly quick, sometimes longer
@@ -181,6 +200,7 @@ func (g *generator) flip(at time.Duration) {
 	}
 	g.flips = append(g.flips, at)
 	g.truth = revisions[1-indexOf(revisions, g.truth)]
+	g.flipTruths = append(g.flipTruths, g.truth)
 	rev := g.truth
 	stuck := ""
 	if g.r.Intn(4) == 0 {
@@ -406,17 +426,18 @@ func (w *World) breakWatch(name string) {
 // with only a label, as `kubectl replace --force` or a GitOps tool does.
 func (w *World) Recreate() {
 	w.noteFault()
-	if err := w.api.deleteLock(w.sched.LockKind, w.sched.LockName); err != nil {
+	kind := w.sched.recordResource()
+	if err := w.api.deleteLock(kind, w.sched.LockName); err != nil {
 		w.j.logf("delete failed: %v", err)
 		return
 	}
 	meta := metav1.ObjectMeta{Name: w.sched.LockName, Namespace: w.sched.Namespace,
 		Labels: map[string]string{"app.kubernetes.io/managed-by": "gitops"}}
 	var obj runtime.Object = &corev1.ConfigMap{ObjectMeta: meta}
-	if w.sched.LockKind == resourcelock.LeasesResourceLock {
+	if kind == leases {
 		obj = &coordinationv1.Lease{ObjectMeta: meta}
 	}
-	if err := w.api.putLock(w.sched.LockKind, obj, false); err != nil {
+	if err := w.api.putLock(kind, obj, false); err != nil {
 		w.j.logf("re-create failed: %v", err)
 	}
 }
@@ -425,7 +446,7 @@ func (w *World) Recreate() {
 // tool that knows nothing of the election would.
 func (w *World) ForeignWrite(label bool) {
 	value := fmt.Sprintf("step-%d", w.steps)
-	if err := w.api.annotate(w.sched.LockKind, w.sched.LockName, "example.com/touched", value, label); err != nil {
+	if err := w.api.annotate(w.sched.recordResource(), w.sched.LockName, "example.com/touched", value, label); err != nil {
 		w.j.logf("foreign write failed: %v", err)
 	}
 }

@@ -24,13 +24,26 @@ import (
 // (every candidate starts after its first attempt), so the election is mixed: the
 // candidates see a holder without a session mark and renew their records
 // themselves.
-func GenerateSessions(seed int64) Schedule { return generateSessions(seed, true) }
+//
+// Its configuration is drawn last, as Generate's, from the accepted
+// combinations with sessions.
+func GenerateSessions(seed int64) Schedule {
+	g := newSessions(seed, true)
+	g.configure(combinationFor(seed, true), combinationsOf(true))
+	return *g.s
+}
 
-// generateSessions is GenerateSessions; without extra it leaves out the
-// faults of extraFault (see generateClassic).
-func generateSessions(seed int64, extra bool) Schedule {
+// generateSessions is GenerateSessions without the configuration drawn
+// last; without extra it also leaves out the faults of extraFault (see
+// generateClassic).
+func generateSessions(seed int64, extra bool) Schedule { return *newSessions(seed, extra).s }
+
+// newSessions draws the schedule of generateSessions and returns its
+// generator.
+func newSessions(seed int64, extra bool) *generator {
 	r := rand.New(rand.NewSource(seed))
 	g := &generator{r: r, truth: revisions[r.Intn(2)]}
+	g.initialTruth = g.truth
 	s := Schedule{
 		Name: fmt.Sprintf("session seed %d", seed), Seed: seed, Namespace: Namespace, LockName: LockName,
 		LockKind: resourcelock.LeasesResourceLock, Timing: DefaultTiming(),
@@ -74,7 +87,7 @@ func generateSessions(seed int64, extra bool) Schedule {
 		g.mixed = mixed
 		g.extraFaults(true)
 	}
-	return s
+	return g
 }
 
 // writeRecord writes a lock object whose record names holder with key,

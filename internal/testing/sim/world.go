@@ -40,16 +40,31 @@ type Action struct {
 // Schedule is one run of the simulation: who takes part, with which
 // timing, over which lock, and what happens when.
 type Schedule struct {
-	Name       string
-	Seed       int64
-	Namespace  string
-	LockName   string
-	LockKind   string // resourcelock.ConfigMapsResourceLock or LeasesResourceLock
-	Timing     Timing
-	Duration   time.Duration
-	Candidates []CandidateSpec
-	Istiods    []IstiodSpec
-	Actions    []Action
+	Name      string
+	Seed      int64
+	Namespace string
+	LockName  string
+	LockKind  string // resourcelock.ConfigMapsResourceLock, LeasesResourceLock or ConfigMapsLeasesResourceLock
+	// Mode is how the candidates agree on a leader (ModeRacing when empty;
+	// in ModeCoordinated and ModeOldest the world plays the coordinator).
+	Mode string
+	// PerRevision: the candidates are of one revision and never take the
+	// lock from its holder (no KeyComparison).
+	PerRevision bool
+	// StartAtOnce sets elector.Config.StartAtOnceAfterSteal for every
+	// candidate.
+	StartAtOnce bool
+	// Truth is the default revision the webhook names when the schedule
+	// begins (what a coordinator reads); SetTruth changes it.
+	Truth string
+	// Combinations are the accepted combinations the candidates run, one
+	// per candidate, as the generator drew them.
+	Combinations []Combination
+	Timing       Timing
+	Duration     time.Duration
+	Candidates   []CandidateSpec
+	Istiods      []IstiodSpec
+	Actions      []Action
 	// Setup runs before any actor starts, for example to write a lock
 	// object left behind by earlier processes.
 	Setup func(w *World) error
@@ -103,6 +118,10 @@ type World struct {
 
 	cands   []*candidate
 	istiods []*istiod
+	// coord plays the coordinator of a coordinated election, and truth is
+	// the default revision the webhook names, which it reads.
+	coord   coordinator
+	truth   string
 	pending []Action
 	// triggers are actions that wait for a write of the lock (When).
 	triggers []*trigger
@@ -139,7 +158,7 @@ func newWorld(s Schedule) *World {
 		sched: s, rnd: rand.New(rand.NewSource(s.Seed)), clock: clk,
 		api: newAPIServer(clk, s.Namespace), j: j, ledger: newLedger(j),
 		trans:        &transitions{j: j, retry: s.Timing.RetryPeriod, slack: s.TransitionSlack},
-		lastFaultEnd: epoch, lastLeader: epoch,
+		lastFaultEnd: epoch, lastLeader: epoch, truth: s.Truth,
 	}
 	w.api.gate = newCallGate(s.Seed)
 	clk.settle = w.settle
@@ -218,7 +237,7 @@ func (w *World) newState(name string) *actorState {
 // noteChange follows every write of the lock object (called by the API
 // under its lock, in the order of the writes).
 func (w *World) noteChange(ev apiEvent) {
-	if ev.resource != w.sched.LockKind {
+	if ev.resource != w.sched.recordResource() {
 		return
 	}
 	if m, err := meta.Accessor(ev.obj); err != nil || m.GetName() != w.sched.LockName {
@@ -307,6 +326,7 @@ func (w *World) run() Result {
 		w.settle()
 		w.fireTriggers()
 		w.runDue()
+		w.coordinate()
 		w.fireTriggers()
 		w.api.deliver(w.settle)
 		w.fireTriggers()
@@ -328,6 +348,9 @@ func (w *World) run() Result {
 }
 
 func (w *World) setup() error {
+	for i, c := range w.sched.Combinations {
+		w.j.logf("%s runs %v", w.sched.Candidates[i].Name, c)
+	}
 	if w.sched.Setup != nil {
 		if err := w.sched.Setup(w); err != nil {
 			return err
@@ -371,6 +394,23 @@ func (w *World) startCandidate(c *candidate) {
 		w.j.violate("setup", "%v", err)
 	}
 }
+
+// recordResource is the resource of the object whose record the world
+// follows and the faults hit: the lock's, or a MultiLock's first
+// (ConfigMap), whose record decides.
+func (s Schedule) recordResource() string {
+	switch s.LockKind {
+	case resourcelock.ConfigMapsLeasesResourceLock:
+		return configMaps
+	case resourcelock.LeasesConfigMapsResourceLock:
+		return leases
+	}
+	return s.LockKind
+}
+
+// SetTruth makes the webhook name def the default revision (what a
+// coordinator reads; candidates see it by SetView).
+func (w *World) SetTruth(def string) { w.truth = def }
 
 // Rejected is the configuration error that ended the schedule, if any.
 func (w *World) Rejected() error { w.mu.Lock(); defer w.mu.Unlock(); return w.rejected }
