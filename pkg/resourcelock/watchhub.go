@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/cache"
@@ -190,7 +191,19 @@ type hubEntry struct {
 
 func startHubEntry(sw SharedWatch) *hubEntry {
 	e := &hubEntry{key: sw.Key, byName: map[string][]*hubSub{}}
-	e.informer = cache.NewSharedIndexInformer(sw.ListWatch(), sw.Example, 0, cache.Indexers{})
+	lw := sw.ListWatch()
+	if l, ok := lw.(*listWatch); ok && l.ListWithContextFunc != nil {
+		list := l.ListWithContextFunc
+		l.ListWithContextFunc = func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			e.relisting()
+			obj, err := list(ctx, o)
+			if err == nil && meta.LenList(obj) == 0 {
+				e.listedNothing()
+			}
+			return obj, err
+		}
+	}
+	e.informer = cache.NewSharedIndexInformer(lw, sw.Example, 0, cache.Indexers{})
 	_ = e.informer.SetTransform(trimForCache)
 	_ = e.informer.SetWatchErrorHandlerWithContext(func(context.Context, *cache.Reflector, error) { e.setHealth(false) })
 	reg, _ := e.informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
@@ -337,6 +350,34 @@ func (e *hubEntry) setHealth(ok bool) {
 	}
 	e.ok = false
 	e.each(func(s *hubSub) { s.health(false) })
+}
+
+// relisting is called as the informer lists again after its first list:
+// its watch has ended, and client-go's reflector may have waited out a
+// back-off with no watch open (a watch that ends without an error is not
+// reported to the error handler). What the subscribers saw is stale, and
+// the list's objects will reach them in the order of their names, not of
+// their writes (a session's echo then proves nothing about the Leases
+// named after it); so the watch counts as broken until the list delivers
+// its first object, as after a failed request.
+func (e *hubEntry) relisting() {
+	e.mu.Lock()
+	synced := e.synced
+	e.mu.Unlock()
+	if synced {
+		e.setHealth(false)
+	}
+}
+
+// listedNothing is called when a list found no object: nothing will be
+// delivered to make the watch healthy again, unless the cache held objects
+// that the list now deletes.
+func (e *hubEntry) listedNothing() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if len(e.informer.GetStore().ListKeys()) == 0 {
+		e.markHealthy()
+	}
 }
 
 // markHealthy records a working watch; e.mu is held.

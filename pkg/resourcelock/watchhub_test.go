@@ -13,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
@@ -351,4 +352,46 @@ func TestLeaseWritesAfterAWatchedVersionSendOnlyTheUpdate(t *testing.T) {
 	if got := countVerbs(client, "leases"); fmt.Sprint(got) != "map[update:1]" {
 		t.Fatalf("a write after a whole-object observation sent %v, want one update", got)
 	}
+}
+
+// A watch that ends without an error (here: at once, with no event, which
+// client-go's reflector calls a very short watch) is not reported to the
+// informer's error handler; the reflector waits out a back-off and lists
+// again. Until that list has delivered an object, the subscribers must
+// know that what they saw may be stale, and that the list's objects come in
+// the order of their names: the hub counts the relist as a broken watch.
+func TestHubCountsARelistAsABreakUntilItDelivers(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	client := fake.NewClientset(&coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "lock-0", Namespace: "ns"}})
+	var mu sync.Mutex
+	lists := 0
+	release := make(chan struct{})
+	client.PrependReactor("list", "leases", func(k8stesting.Action) (bool, runtime.Object, error) {
+		mu.Lock()
+		lists++
+		n := lists
+		mu.Unlock()
+		if n == 2 {
+			<-release
+		}
+		return false, nil, nil // the tracker answers
+	})
+	watches := make(chan *watch.FakeWatcher, 8)
+	client.PrependWatchReactor("leases", func(k8stesting.Action) (bool, watch.Interface, error) {
+		w := watch.NewFake()
+		watches <- w
+		return true, w, nil
+	})
+	hub := NewWatchHub()
+	rec := &recorder{}
+	unsubscribe := hub.Subscribe(newLeaseLocks(t, client, "ns", 1)[0], rec.subscriber())
+	waitFor(t, "the first list", func() bool { _, ok := rec.snapshot(); return ok })
+	(<-watches).Stop()
+	waitFor(t, "the relist", func() bool { mu.Lock(); defer mu.Unlock(); return lists >= 2 })
+	if _, ok := rec.snapshot(); ok {
+		t.Error("while the informer lists again, the hub still reports its watch healthy")
+	}
+	close(release)
+	waitFor(t, "the relist to deliver", func() bool { _, ok := rec.snapshot(); return ok })
+	unsubscribe()
 }
