@@ -177,7 +177,7 @@ func build(client kubernetes.Interface, spec Spec, o *options, newWatcher watche
 		Key:           l.candidate.Key(),
 		EventRecorder: o.eventRecorder,
 		Cooperative:   cooperative,
-		HolderPod:     l.pod.source(),
+		HolderPod:     l.pod.source(l.leading.Load),
 	}
 	lock, err := resourcelock.New(kind, spec.Namespace, l.lockName, client, lockConfig)
 	if err != nil {

@@ -88,12 +88,28 @@ func newPodAware(client kubernetes.Interface, o *options, log *zap.Logger) (*pod
 }
 
 // source is the lock's supplier of this holder's Pod mark; nil without a
-// Pod identity, which leaves the annotation to others.
-func (p *podAware) source() resourcelock.HolderPodSource {
+// Pod identity, which leaves the annotation to others. It supplies the
+// mark only while working reports that the term's work runs: a follower
+// that sees the mark may take over at once on proof that this process has
+// exited, which is sound only once nothing but this process's own work is
+// left to protect. A holder that took the lock by force waits, before its
+// work starts, for the work of the holder before it to stop; were its
+// mark out during that fence, a proof of its exit would end its lease and
+// with it the only wait that protects that work (the simulation's classic
+// seed 774: the thief crashed before its fence, and its restarted process
+// took the lock on the kubelet's report beside the older work). So the
+// mark goes out with the first write after the work started, and a
+// holder whose work has not started is waited for by its lease.
+func (p *podAware) source(working func() bool) resourcelock.HolderPodSource {
 	if p == nil || p.publisher == nil {
 		return nil
 	}
-	return p.publisher.Mark
+	return func() (resourcelock.HolderPod, bool) {
+		if !working() {
+			return resourcelock.HolderPod{}, false
+		}
+		return p.publisher.Mark()
+	}
 }
 
 // follow makes the judge of a follower with WithPodFailover, reading

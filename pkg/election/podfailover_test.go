@@ -3,6 +3,7 @@ package election
 import (
 	"context"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 	k8stypes "k8s.io/apimachinery/pkg/types"
 
 	"github.com/meshd-io/meshd/internal/testing/kubetest"
+	"github.com/meshd-io/meshd/pkg/election/podexit"
 	"github.com/meshd-io/meshd/pkg/resourcelock"
 	"github.com/meshd-io/meshd/pkg/revisions"
 )
@@ -91,5 +93,33 @@ func TestPodFailoverTakesOverOnTheKubeletsReport(t *testing.T) {
 	b.shutdown()
 	if n := shared.Running().PodWatches; n != 0 {
 		t.Errorf("%d Pod watches run after the elections returned", n)
+	}
+}
+
+// A holder's Pod mark goes out only while its work runs: during the fence
+// of a forced steal a proof of its exit must not end the wait that
+// protects the work of the holder before it.
+func TestPodMarkIsPublishedOnlyWhileTheWorkRuns(t *testing.T) {
+	startedAt := time.Now().Add(-2 * time.Second).Truncate(time.Second)
+	client := kubetest.NewClientset(podFor("meshd-a", "a", startedAt, 0))
+	pub, err := podexit.NewPublisher(client, podexit.NewWatches(), podexit.Identity{Namespace: testNS, Pod: "meshd-a",
+		UID: "uid-a", Container: "meshd", ProcessStart: startedAt.Add(300 * time.Millisecond)}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pub.Start()()
+	eventually(t, "the publisher sees its run", func() bool { _, ok := pub.Mark(); return ok })
+	var working atomic.Bool
+	source := (&podAware{publisher: pub}).source(working.Load)
+	if _, ok := source(); ok {
+		t.Error("the mark was supplied before the work started")
+	}
+	working.Store(true)
+	if mark, ok := source(); !ok || mark.UID != "uid-a" {
+		t.Errorf("the mark while the work runs: %+v, %v", mark, ok)
+	}
+	working.Store(false)
+	if _, ok := source(); ok {
+		t.Error("the mark was supplied after the work ended")
 	}
 }
