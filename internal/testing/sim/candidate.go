@@ -6,9 +6,13 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
+	"k8s.io/apimachinery/pkg/types"
+
 	"github.com/meshd-io/meshd/pkg/election/elector"
+	"github.com/meshd-io/meshd/pkg/election/podexit"
 	"github.com/meshd-io/meshd/pkg/election/session"
 	"github.com/meshd-io/meshd/pkg/resourcelock"
 )
@@ -44,6 +48,13 @@ type CandidateSpec struct {
 	Work    WorkSpec
 	// StartAt delays the start of the process.
 	StartAt time.Duration
+	// Pod, if set, is the Pod the process runs in (see pods.go): the
+	// process publishes its run next to its record, as WithPodIdentity
+	// does.
+	Pod string
+	// PodFailover makes the process take the lock from a holder whose
+	// exit the kubelet reported, as WithPodFailover does.
+	PodFailover bool
 }
 
 // Key is the holder key the candidate writes: its revision, "^"-prefixed
@@ -119,6 +130,10 @@ type candidate struct {
 	// starts counts the process's starts (its first and every restart);
 	// used by the world's goroutine only.
 	starts int
+	// podUID is the UID of the Pod the process started in.
+	podUID types.UID
+	// working is set while the process's run function runs.
+	working atomic.Bool
 
 	mu   sync.Mutex
 	view string
@@ -220,12 +235,42 @@ func (c *candidate) successor() (identity, key string, ok bool) {
 func (c *candidate) start() error {
 	c.starts++
 	client := newActorClient(c.w.api, c.state)
-	lock, err := resourcelock.New(c.w.sched.LockKind, c.w.sched.Namespace, c.w.sched.LockName, client,
-		resourcelock.Config{Identity: c.id, Key: c.key(), Cooperative: c.spec.Cooperative})
+	lockCfg := resourcelock.Config{Identity: c.id, Key: c.key(), Cooperative: c.spec.Cooperative}
+	pods := podexit.NewWatches()
+	stopPods := []func(){}
+	if c.spec.Pod != "" {
+		pub, err := podexit.NewPublisher(client, pods, podexit.Identity{Namespace: c.w.sched.Namespace, Pod: c.spec.Pod,
+			UID: string(c.podUID), Container: podContainer, ProcessStart: c.w.clock.Now()}, c.w.electorLogger(c.id+"/pod"))
+		if err != nil {
+			return fmt.Errorf("pod identity of %s: %w", c.id, err)
+		}
+		// As package election does: the mark goes out only while the
+		// work runs (see its podAware.source).
+		lockCfg.HolderPod = func() (resourcelock.HolderPod, bool) {
+			if !c.working.Load() {
+				return resourcelock.HolderPod{}, false
+			}
+			return pub.Mark()
+		}
+		stopPods = append(stopPods, pub.Start())
+	}
+	lock, err := resourcelock.New(c.w.sched.LockKind, c.w.sched.Namespace, c.w.sched.LockName, client, lockCfg)
 	if err != nil {
 		return fmt.Errorf("lock of %s: %w", c.id, err)
 	}
 	cfg := c.electorConfig(lock)
+	var judge *podexit.Judge
+	if c.spec.PodFailover && c.w.sched.NaiveHolderExit {
+		if marks, ok := lock.(resourcelock.HolderPodReader); ok {
+			cfg.HolderExit = naiveExit{w: c.w, marks: marks}
+		}
+	} else if c.spec.PodFailover {
+		if marks, ok := lock.(resourcelock.HolderPodReader); ok {
+			judge = podexit.NewJudge(client, pods, marks, c.w.electorLogger(c.id+"/pod"))
+			cfg.HolderExit = judge
+			stopPods = append(stopPods, judge.Close)
+		}
+	}
 	// What a process shares among its elections is its own, made anew at
 	// every start: nothing of one process (or of one World) reaches
 	// another. The session follows Leases through the elector's hub.
@@ -246,11 +291,23 @@ func (c *candidate) start() error {
 	}
 	le, err := elector.New(cfg)
 	if err != nil {
+		for _, stop := range stopPods {
+			stop()
+		}
 		return fmt.Errorf("elector of %s: %w", c.id, err)
 	}
-	stopSession := func() {}
+	if judge != nil {
+		judge.SetWake(le.Trigger)
+	}
+	stopSession := func() {
+		for _, stop := range stopPods {
+			stop()
+		}
+	}
 	if member != nil {
-		stopSession = member.Start()
+		stopMember := member.Start()
+		stopPodsToo := stopSession
+		stopSession = func() { stopMember(); stopPodsToo() }
 		// The session's first heartbeat goes out before the elector starts,
 		// not in a race with it: package election waits for it too.
 		c.w.settle()
@@ -314,6 +371,8 @@ func (c *candidate) run(ctx context.Context) error {
 	c.mu.Unlock()
 	ticket := c.w.ledger.start(c.id)
 	defer c.w.ledger.end(ticket)
+	c.working.Store(true)
+	defer c.working.Store(false)
 	c.mu.Lock()
 	c.workedFrom = c.w.clock.Now()
 	c.mu.Unlock()
@@ -328,6 +387,7 @@ func (c *candidate) run(ctx context.Context) error {
 	case <-fail:
 		c.w.j.logf("%s run function fails (panic %v)", c.id, spec.Panic)
 		c.w.noteFault()
+		c.w.trans.joined()
 		if spec.Panic {
 			panic(fmt.Sprintf("sim: run function of %s panics", c.id))
 		}
@@ -394,6 +454,9 @@ func (c *candidate) stop() {
 	if cancel != nil {
 		c.w.j.logf("%s shuts down", c.id)
 		cancel()
+		if c.spec.Pod != "" {
+			c.w.podEndOnceStopped(c, 0)
+		}
 	}
 }
 
@@ -407,6 +470,7 @@ func (c *candidate) crash() {
 		return
 	}
 	c.w.j.logf("%s crashes", c.id)
+	c.w.podEnded(c)
 	c.state.kill()
 	select {
 	case <-killed:

@@ -57,16 +57,19 @@ type Combination struct {
 	Handover    string // On, Off or NotApplicable
 	Watch       string // On, Off, Broken or NotApplicable (polls)
 	Location    string // Local, Remote or NotApplicable (local)
+	// PodFailover: On (WithPodFailover: take over on a kubelet-reported
+	// exit of the holder's process), Off or NotApplicable.
+	PodFailover string
 }
 
 func (c Combination) String() string {
-	return fmt.Sprintf("mode=%s election=%s lock=%s sessions=%s start-at-once=%s handover=%s watch=%s location=%s",
-		c.Mode, c.Election, c.Lock, c.Sessions, c.StartAtOnce, c.Handover, c.Watch, c.Location)
+	return fmt.Sprintf("mode=%s election=%s lock=%s sessions=%s start-at-once=%s handover=%s watch=%s location=%s pod-failover=%s",
+		c.Mode, c.Election, c.Lock, c.Sessions, c.StartAtOnce, c.Handover, c.Watch, c.Location, c.PodFailover)
 }
 
 // shared is the part of c that every candidate of one schedule shares.
 func (c Combination) shared() Combination {
-	c.Handover, c.Watch, c.Location = "", "", ""
+	c.Handover, c.Watch, c.Location, c.PodFailover = "", "", "", ""
 	return c
 }
 
@@ -84,12 +87,13 @@ var toggles = []toggle{
 	{"WithStartAtOnceAfterSteal", func(on bool) election.Option { return election.WithStartAtOnceAfterSteal(on) }, false},
 	{"WithHandover", func(on bool) election.Option { return election.WithHandover(on, 0) }, true},
 	{"WithWatch", func(on bool) election.Option { return election.WithWatch(on) }, true},
+	{"WithPodFailover", func(on bool) election.Option { return election.WithPodFailover(on) }, false},
 }
 
 // accepts asks package election's New whether it builds an election of
 // spec with the toggles set as values says (On, Off; NotApplicable leaves
 // the option out). The error names every option it refuses.
-func accepts(spec election.Spec, values [4]string) error {
+func accepts(spec election.Spec, values [5]string) error {
 	var opts []election.Option
 	for i, t := range toggles {
 		switch values[i] {
@@ -119,12 +123,12 @@ func electionCombinations() []Combination {
 				for _, remote := range []bool{false, true} {
 					spec := election.Spec{Namespace: Namespace, ElectionID: "combo", Identity: "a", Revision: "stable",
 						Remote: remote, Lock: lock, PerRevision: perRevision, Mode: mode}
-					if accepts(spec, [4]string{}) != nil {
+					if accepts(spec, [5]string{}) != nil {
 						continue
 					}
-					var choices [4][]string
+					var choices [5][]string
 					for i, t := range toggles {
-						var probe [4]string
+						var probe [5]string
 						probe[i] = Off
 						if !t.dflt {
 							probe[i] = On
@@ -140,7 +144,8 @@ func electionCombinations() []Combination {
 							continue
 						}
 						c := Combination{Mode: string(mode), Election: Prioritized, Lock: LockLease,
-							Sessions: values[0], StartAtOnce: values[1], Handover: values[2], Watch: values[3], Location: Local}
+							Sessions: values[0], StartAtOnce: values[1], Handover: values[2], Watch: values[3], Location: Local,
+							PodFailover: values[4]}
 						if perRevision {
 							c.Election = PerRevision
 						}
@@ -160,10 +165,10 @@ func electionCombinations() []Combination {
 }
 
 // product is every choice of one value per slot.
-func product(choices [4][]string) [][4]string {
-	out := [][4]string{{}}
+func product(choices [5][]string) [][5]string {
+	out := [][5]string{{}}
 	for i := range choices {
-		var next [][4]string
+		var next [][5]string
 		for _, prefix := range out {
 			for _, v := range choices[i] {
 				p := prefix
@@ -213,6 +218,7 @@ func multiLockCombinations() []Combination {
 	})
 	atOnce := choice(func(c *elector.Config) { c.StartAtOnceAfterSteal = true })
 	watch := choice(func(c *elector.Config) { c.Watch = true })
+	podFailover := choice(func(c *elector.Config) { c.HolderExit = noExit{} })
 	if coordinated {
 		panic("sim: a MultiLock accepts Coordination; the sim does not run coordinated elections on one")
 	}
@@ -221,8 +227,10 @@ func multiLockCombinations() []Combination {
 			for _, h := range handover {
 				for _, w := range watch {
 					for _, loc := range []string{Local, Remote} {
-						out = append(out, Combination{Mode: ModeRacing, Election: Prioritized, Lock: LockMulti,
-							Sessions: s, StartAtOnce: a, Handover: h, Watch: w, Location: loc})
+						for _, p := range podFailover {
+							out = append(out, Combination{Mode: ModeRacing, Election: Prioritized, Lock: LockMulti,
+								Sessions: s, StartAtOnce: a, Handover: h, Watch: w, Location: loc, PodFailover: p})
+						}
 					}
 				}
 			}
@@ -234,6 +242,9 @@ func multiLockCombinations() []Combination {
 // noSession is a Session that is never used: it only lets the validation
 // of elector.Config judge whether a session fits.
 type noSession struct{ elector.Session }
+
+// noExit is a HolderExit that is never asked, for the same purpose.
+type noExit struct{ elector.HolderExit }
 
 // withBrokenWatch adds, for every combination with the watch on, the same
 // with the watch broken for a while by the world.
@@ -282,7 +293,11 @@ func combinationsOf(sessions bool) []Combination {
 // of seed: the accepted combinations of its mode taken in turn, so that any
 // len(combinationsOf(sessions)) consecutive seeds draw every one of them.
 func combinationFor(seed int64, sessions bool) Combination {
-	list := combinationsOf(sessions)
+	return turnOf(seed, combinationsOf(sessions))
+}
+
+// turnOf is the combination of list whose turn seed is.
+func turnOf(seed int64, list []Combination) Combination {
 	i := seed % int64(len(list))
 	if i < 0 {
 		i += int64(len(list))
@@ -296,7 +311,11 @@ func combinationFor(seed int64, sessions bool) Combination {
 // start at once), drawn at random. It draws after every other choice, so
 // the rest of the schedule is what generateClassic (or generateSessions)
 // draws.
-func (g *generator) configure(first Combination, pool []Combination) {
+//
+// With pods, every candidate runs in a Pod of its own and the kubelet's
+// delay and faults are drawn last (podFaults); without, the schedule is
+// as the generator drew it before Pods were simulated (withoutPods).
+func (g *generator) configure(first Combination, pool []Combination, pods bool) {
 	s := g.s
 	var peers []Combination
 	for _, c := range pool {
@@ -332,6 +351,10 @@ func (g *generator) configure(first Combination, pool []Combination) {
 		spec.Cooperative = c.Handover == On
 		spec.Remote = c.Location == Remote
 		spec.Session = c.Sessions == On
+		if pods {
+			spec.Pod = "pod-" + spec.Name
+			spec.PodFailover = c.PodFailover == On
+		}
 		if s.PerRevision {
 			spec.Revision = revision
 		}
@@ -353,6 +376,39 @@ func (g *generator) configure(first Combination, pool []Combination) {
 		for i := range s.Istiods {
 			s.Istiods[i].Key = revision
 		}
+	}
+	if pods {
+		g.podFaults()
+	}
+}
+
+// withoutPods is list as it was before Pods were simulated: the
+// combinations without Pod-aware failover, in the same order, so that a
+// seed named then (drawnSessionSeed) draws its old configuration.
+func withoutPods(list []Combination) []Combination {
+	var out []Combination
+	for _, c := range list {
+		if c.PodFailover != On {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// podFaults draws the kubelet's delay and none to two faults of Pods: a
+// forced delete of a candidate's Pod, or a partition of its node.
+func (g *generator) podFaults() {
+	g.s.KubeletDelay = g.dur(200*time.Millisecond, 1500*time.Millisecond)
+	for k := g.r.Intn(3); k > 0; k-- {
+		at := time.Second + time.Duration(g.r.Int63n(int64(g.s.Duration-4*time.Second)))
+		name := g.pick()
+		if g.r.Intn(2) == 0 {
+			back := g.dur(300*time.Millisecond, 2*time.Second)
+			g.add(at, "delete the Pod of "+name+" by force", func(w *World) { w.ForceDeletePod(name, back) })
+			continue
+		}
+		d := g.dur(time.Second, 2*g.s.Timing.LeaseDuration)
+		g.add(at, "partition the node of "+name, func(w *World) { w.PartitionNode(name, d) })
 	}
 }
 

@@ -141,8 +141,10 @@
 //     for every actor that started or restarted in the window: an instance
 //     may preempt once on arrival (several that outrank each other and
 //     arrive within one RetryPeriod each take the lock once, with their
-//     work fenced), and the bound is there to catch the same candidates
-//     taking the lock back and forth. A release
+//     work fenced), and once for every run function that failed in it (the
+//     failure ends its holder's term; a coordinator may hand the lock back
+//     once its back-off is over). The bound is there to catch the same
+//     candidates taking the lock back and forth. A release
 //     ends a term, so a holder that releases and takes the lock again
 //     changes it; a lock object re-created without a record (a fault) ends
 //     no term, so its holder writing its record again does not.
@@ -213,6 +215,26 @@
 // StartAtOnceAfterSteal ("trades it for speed, as istiod does") that took
 // the lock by force starts beside the stopping work its fence would have
 // waited for (World.stolenAtOnce says exactly which).
+//
+// # Pods
+//
+// In the schedules of Generate and GenerateSessions every candidate runs
+// in a Pod of its own and publishes its run next to its record, as
+// election.WithPodIdentity does (package podexit's Publisher), and the
+// candidates whose combination has Pod-aware failover follow the holder's
+// Pod (podexit's Judge, as elector.Config.HolderExit). As package
+// election does, a holder publishes its mark only while its work runs.
+// The world plays the kubelet (pods.go): it reports a process's start, a
+// crash and the end of
+// a graceful stop after a delay drawn per schedule, in whole seconds; a
+// process restarted in the same Pod has a restart count one higher. Its
+// faults: a forced delete (the object goes, the process runs on, and a Pod
+// of the same name comes back with a new UID and a terminated container),
+// and a node partition (the status frozen while the process runs on, the
+// Pod marked not ready). The invariants are those above: a takeover on a
+// report that is no proof would show as an overlap. The scenarios pod-*
+// check each case and each fails when its protection is taken away
+// (TestPodScenariosNeedTheProofRules, with a naive judge).
 //
 // # Sessions
 //

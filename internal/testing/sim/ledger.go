@@ -218,15 +218,26 @@ type transitions struct {
 	slack    int
 	holder   string
 	times    []time.Time
-	joins    []time.Time
 	reported bool
+
+	mu    sync.Mutex
+	joins []time.Time
 }
 
-// joined notes that an actor started (or restarted) now.
-func (t *transitions) joined() { t.joins = append(t.joins, t.j.clock.Now()) }
+// joined notes that an actor started (or restarted) now, or that a run
+// function failed now: the contract ends the term of a holder whose run
+// function fails, one change of holder more, which a coordinator or the
+// steal rule may undo once the holder's back-off is over.
+func (t *transitions) joined() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.joins = append(t.joins, t.j.clock.Now())
+}
 
 // joinsSince counts the actors that started at or after from.
 func (t *transitions) joinsSince(from time.Time) int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
 	n := 0
 	for _, at := range t.joins {
 		if !at.Before(from) {

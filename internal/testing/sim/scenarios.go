@@ -54,8 +54,9 @@ func Scenarios() []Scenario {
 		withPriority(sessionSeed(3683, "a holder accepted a request, crashed, came back under its own identity and renewed without naming the candidate, which waited on the old acceptance for as long as the holder renewed (found by the priority invariant)")),
 		classicSeed(200025106, "a meshd holder waiting out its fence, polling, found at its next renew its lock object re-created without a record a second time: it wrote its record again and started at its old fence, unaware that a holder of client-go's shape had taken the first empty object and still worked (found by make sim-long)"),
 		drawnSessionSeed(1969, "a follower's watch ended without an error and client-go's reflector waited out a back-off of several seconds before it listed again, while the shared watch counted itself healthy; the list handed it its own session heartbeat before the holder's, in the order of names, and it took that echo for proof that the holder's session was over and the lock while the holder worked (found by the generator of every combination)"),
+		drawnSeed(774, "a candidate took the lock by force, its start fenced by the lease of the holder it took it from, and crashed before its fence; the kubelet reported its exit and its restarted process, following its Pod, took the lock on that proof and started at once, beside the work of the holder before, still stopping: the proof ended the crashed holder's lease but not the one its fence waited for; a holder now publishes its Pod mark only while its work runs (found by the generator with Pods)"),
 		classicSeed(992459, "a follower whose watch broke and came back ingested only the newest object: it missed the holder's renewals and took the lock object re-created without a record one lease after an older renewal, while the holder worked"),
-	}, faultScenarios()...)
+	}, append(faultScenarios(), podScenarios()...)...)
 }
 
 // classicSeed names a random schedule of Generate that once broke an
@@ -563,11 +564,22 @@ func sessionSeed(seed int64, why string) Scenario {
 }
 
 // drawnSessionSeed is sessionSeed for a schedule drawn with everything
-// GenerateSessions draws, the configuration included; draws added later
-// must come after it.
+// GenerateSessions drew before Pods were simulated, the configuration
+// included.
 func drawnSessionSeed(seed int64, why string) Scenario {
-	s := GenerateSessions(seed)
+	g := newSessions(seed, true)
+	list := withoutPods(combinationsOf(true))
+	g.configure(turnOf(seed, list), list, false)
+	s := *g.s
 	s.Name = fmt.Sprintf("session-seed-%d", seed)
+	return Scenario{Name: s.Name, Case: why, Schedule: s}
+}
+
+// drawnSeed is classicSeed for a schedule drawn with everything Generate
+// draws, Pods included; draws added later must come after them.
+func drawnSeed(seed int64, why string) Scenario {
+	s := Generate(seed)
+	s.Name = fmt.Sprintf("seed-%d", seed)
 	return Scenario{Name: s.Name, Case: why, Schedule: s}
 }
 

@@ -77,7 +77,7 @@ type generator struct {
 // combinations of the same election drawn at random.
 func Generate(seed int64) Schedule {
 	g := newClassic(seed, true)
-	g.configure(combinationFor(seed, false), combinationsOf(false))
+	g.configure(combinationFor(seed, false), combinationsOf(false), true)
 	return *g.s
 }
 

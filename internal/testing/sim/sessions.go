@@ -29,7 +29,7 @@ import (
 // combinations with sessions.
 func GenerateSessions(seed int64) Schedule {
 	g := newSessions(seed, true)
-	g.configure(combinationFor(seed, true), combinationsOf(true))
+	g.configure(combinationFor(seed, true), combinationsOf(true), true)
 	return *g.s
 }
 

@@ -57,6 +57,14 @@ type Schedule struct {
 	// Truth is the default revision the webhook names when the schedule
 	// begins (what a coordinator reads); SetTruth changes it.
 	Truth string
+	// NaiveHolderExit replaces the Pod-aware failover of every candidate
+	// with PodFailover by a naive one that takes any sign of trouble for an
+	// exit (see naiveExit), to show that a named scenario fails without the
+	// proof rules of package podexit. Never set by the generators.
+	NaiveHolderExit bool
+	// KubeletDelay is how long the kubelet takes to report what the
+	// process in a Pod does (see pods.go).
+	KubeletDelay time.Duration
 	// Combinations are the accepted combinations the candidates run, one
 	// per candidate, as the generator drew them.
 	Combinations []Combination
@@ -120,8 +128,11 @@ type World struct {
 	istiods []*istiod
 	// coord plays the coordinator of a coordinated election, and truth is
 	// the default revision the webhook names, which it reads.
-	coord   coordinator
-	truth   string
+	coord coordinator
+	truth string
+	// pods is the kubelet's state of the candidates' Pods, by name.
+	pods    map[string]*simPod
+	podSeq  int // Pods made for processes whose predecessor still ran
 	pending []Action
 	// triggers are actions that wait for a write of the lock (When).
 	triggers []*trigger
@@ -382,6 +393,9 @@ func (w *World) setup() error {
 func (w *World) startCandidate(c *candidate) {
 	w.noteFault()
 	w.trans.joined()
+	if c.spec.Pod != "" {
+		c.podUID = w.podStarted(c)
+	}
 	err := c.start()
 	switch {
 	case err == nil:
