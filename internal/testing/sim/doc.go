@@ -159,17 +159,28 @@
 //     once every fault has ended, while every live meshd candidate sees the
 //     same default revision, the holder the record names is not outranked
 //     by a live candidate (by the steal rule and that default) for longer
-//     than the leaderless bound. It is not yet on for every schedule:
-//     10,000 classic and 10,000 session schedules from seed 1, and as many
-//     from seed 500000001, broke it once
-//     (session seed 3349: a follower that outranked the holder asked for
-//     the lock 4.6 s after API errors ended, not yet analysed). Shapes seen
-//     on earlier code and not yet closed: after steal cycles while
-//     candidates disagreed, the damper holds a candidate off for up to 16
-//     leases and nothing tells it that the others agree again (session
-//     seed 100001093); and run functions that overrun StopTimeout keep a
-//     holder that accepted a request on the lock, so that no successor
-//     starts beside them, one holder after another.
+//     than the leaderless bound. It applies where the steal rule decides:
+//     not to an election of the oldest-emulation-version strategy
+//     (Kubernetes' rule decides) nor to a per-revision one (nobody
+//     outranks anybody). It is not yet on for every schedule. With every
+//     combination and Pods drawn, 4,000 classic and 7,000 session
+//     schedules from seed 1 and 10,000 classic from seed 7100000001 break
+//     it never; but session seed 3349 as drawn before the combinations
+//     (generateSessions(3349, true)) still does: the entitled candidate
+//     lost its lease to API errors and a lesser one took the expired lock;
+//     once the errors ended, the entitled one decided from its watch's
+//     cache, which stayed stale for 4.6 s: each of its writes conflicted,
+//     and each time it waited for the watch to deliver the newer version
+//     instead of reading it, until its informer listed again. Whether the
+//     watch was silently dead while counted healthy (see bug 28) or the
+//     simulation's watch lost the event after a lag and a break that
+//     overlapped is not settled. Shapes seen on earlier code and not yet
+//     closed: after steal cycles while candidates disagreed, the damper
+//     holds a candidate off for up to 16 leases and nothing tells it that
+//     the others agree again (session seed 100001093); and run functions
+//     that overrun StopTimeout keep a holder that accepted a request on the
+//     lock, so that no successor starts beside them, one holder after
+//     another.
 //   - Named scenarios (Scenarios) add checks of their own, and the teardown
 //     reports a candidate whose Run does not return after its shutdown.
 //

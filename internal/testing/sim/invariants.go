@@ -259,7 +259,12 @@ func (w *World) check() {
 		anyAlive = anyAlive || s.alive()
 		anyLeading = anyLeading || s.leading()
 	}
-	outranked := w.sched.CheckPriority && w.holderOutranked()
+	// The steal rule decides who should hold a prioritized election, racing
+	// or coordinated by meshd; with the oldest-emulation-version strategy
+	// Kubernetes' rule decides, and in a per-revision election nobody
+	// outranks anybody.
+	prioritized := w.sched.Mode != ModeOldest && !w.sched.PerRevision
+	outranked := w.sched.CheckPriority && prioritized && w.holderOutranked()
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.checkPriority(now, outranked)
