@@ -115,7 +115,10 @@ func (w *lockWatch) wake() {
 	}
 }
 
-// deliver is called by the hub with the newest object (or a deletion).
+// deliver is called by the hub with the newest object (or a deletion). A
+// delivery says nothing of the watch's health: the hub hands a subscriber
+// that joins its cached object even while the shared watch is broken (and
+// reports health itself, through setHealth, before any live event).
 func (w *lockWatch) deliver(obj any, deleted bool) {
 	w.mu.Lock()
 	if len(w.pending) == maxPending {
@@ -124,7 +127,6 @@ func (w *lockWatch) deliver(obj any, deleted bool) {
 	}
 	w.pending = append(w.pending, delivered{obj: obj, deleted: deleted})
 	w.mu.Unlock()
-	w.ok.Store(true)
 	w.wake()
 }
 
