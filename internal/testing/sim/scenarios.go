@@ -53,6 +53,7 @@ func Scenarios() []Scenario {
 		withPriority(classicSeed(991594, "a fenced holder released the lock at its fence for the polling candidate it had accepted; a lesser candidate that watched took it first, and the entitled holders took it back by force, each with a new fence, for longer than the liveness bound (found by the priority invariant)")),
 		withPriority(sessionSeed(3683, "a holder accepted a request, crashed, came back under its own identity and renewed without naming the candidate, which waited on the old acceptance for as long as the holder renewed (found by the priority invariant)")),
 		classicSeed(200025106, "a meshd holder waiting out its fence, polling, found at its next renew its lock object re-created without a record a second time: it wrote its record again and started at its old fence, unaware that a holder of client-go's shape had taken the first empty object and still worked (found by make sim-long)"),
+		withPriority(sessionSeed3349()),
 		drawnSessionSeed(1969, "a follower's watch ended without an error and client-go's reflector waited out a back-off of several seconds before it listed again, while the shared watch counted itself healthy; the list handed it its own session heartbeat before the holder's, in the order of names, and it took that echo for proof that the holder's session was over and the lock while the holder worked (found by the generator of every combination)"),
 		drawnSeed(774, "a candidate took the lock by force, its start fenced by the lease of the holder it took it from, and crashed before its fence; the kubelet reported its exit and its restarted process, following its Pod, took the lock on that proof and started at once, beside the work of the holder before, still stopping: the proof ended the crashed holder's lease but not the one its fence waited for; a holder now publishes its Pod mark only while its work runs (found by the generator with Pods)"),
 		classicSeed(992459, "a follower whose watch broke and came back ingested only the newest object: it missed the holder's renewals and took the lock object re-created without a record one lease after an older renewal, while the holder worked"),
@@ -561,6 +562,19 @@ func sessionSeed(seed int64, why string) Scenario {
 	s := generateSessions(seed, false)
 	s.Name = fmt.Sprintf("session-seed-%d", seed)
 	return Scenario{Name: s.Name, Case: why, Schedule: s}
+}
+
+// sessionSeed3349 is session seed 3349 as GenerateSessions drew it before
+// the combinations (with the faults of extraFault): the entitled candidate
+// lost its lease to API errors, subscribed anew while its informer backed
+// off with no watch open, took the cached object it was handed for a sign
+// of a working watch, and after each conflicting write waited for a
+// delivery that could not come: the lesser holder kept the election 4.6s
+// after the errors ended (found by the priority invariant).
+func sessionSeed3349() Scenario {
+	s := generateSessions(3349, true)
+	s.Name = "session-seed-3349"
+	return Scenario{Name: s.Name, Case: "a delivery is no sign of a working watch", Schedule: s}
 }
 
 // drawnSessionSeed is sessionSeed for a schedule drawn with everything

@@ -20,7 +20,7 @@ var (
 	flagShow  = flag.Int("sim.show", 3, "how many failing seeds TestSimulation describes in full")
 	flagTrace = flag.Bool("sim.trace", false, "print the trace of every schedule TestSimulation runs, failing or not")
 	flagMode  = flag.String("sim.mode", "classic", "which random schedules TestSimulation runs: classic (Generate) or sessions (GenerateSessions)")
-	flagPrio  = flag.Bool("sim.priority", false, "also check the priority invariant, which known schedules still break (see the package doc)")
+	flagPrio  = flag.Bool("sim.priority", true, "check the priority invariant too (see the package doc); -sim.priority=false leaves it out")
 )
 
 // generate returns the schedule of seed in the mode -sim.mode names.
@@ -68,8 +68,8 @@ func replayCommand(seed int64) string {
 	if *flagMode != "classic" {
 		mode = " -sim.mode=" + *flagMode
 	}
-	if *flagPrio {
-		mode += " -sim.priority"
+	if !*flagPrio {
+		mode += " -sim.priority=false"
 	}
 	return fmt.Sprintf("go test ./internal/testing/sim -run 'TestSimulation$'%s -sim.seed=%d -sim.seeds=1 -sim.v", mode, seed)
 }
