@@ -14,7 +14,7 @@ import (
 )
 
 var (
-	flagSeeds = flag.Int("sim.seeds", 0, "number of random schedules TestSimulation runs (0: 1400, or 350 under -race)")
+	flagSeeds = flag.Int("sim.seeds", 0, "number of random schedules TestSimulation runs (0: 1200, or 300 under -race)")
 	flagSeed  = flag.Int64("sim.seed", 1, "first seed TestSimulation runs")
 	flagV     = flag.Bool("sim.v", false, "print the trace of every failing schedule")
 	flagShow  = flag.Int("sim.show", 3, "how many failing seeds TestSimulation describes in full")
@@ -49,16 +49,16 @@ func TestMain(m *testing.M) {
 
 // budget is the number of schedules TestSimulation runs. Without
 // -sim.seeds it is the package's own smoke run, kept to the time it took
-// before every schedule ran Pods and every combination (2,000 then); make
-// sim passes its budgets explicitly.
+// before every schedule ran Pods, every combination and the priority
+// invariant (2,000 then); make sim passes its budgets explicitly.
 func budget() int {
 	switch {
 	case *flagSeeds > 0:
 		return *flagSeeds
 	case raceEnabled:
-		return 350
+		return 300
 	default:
-		return 1400
+		return 1200
 	}
 }
 
