@@ -25,6 +25,9 @@ type Results struct {
 	// Forced is the forced steal from client-go's elector, beside Steal.
 	Forced   []ForcedResult
 	Failover []TakeoverResult
+	// Kubelet is the failover after a crash reported by the kubelet, per
+	// implementation and ttl.
+	Kubelet []KubeletResult
 
 	// LongTTL repeats handover and steal at a second, longer ttl.
 	LongTTL *Rerun
@@ -67,6 +70,7 @@ func (r *Results) WriteMarkdown(w io.Writer) {
 	r.writeSteal(w)
 	r.writeForced(w)
 	r.writeFailover(w)
+	r.writeKubelet(w)
 	r.writeRequests(w)
 	r.writeRerun(w)
 	r.writeCoordinated(w)
@@ -210,6 +214,7 @@ func (r *Results) writeSummary(w io.Writer) {
 		t.add("failover after a crash: LeaseDuration + under 100 ms (from the dead leader's last renew)",
 			"meshd LeaseDuration + "+medP99(excess)+" (median / p99)", verdict(p < 100*time.Millisecond))
 	}
+	kubeletRow(t, r.Kubelet)
 	if m, ok := requestsFor(r.Requests, Meshd); ok && len(m.Errors) == 0 {
 		want := m.Window.Seconds() / r.Config.retry().Seconds()
 		got := m.Leader.Total()
