@@ -463,3 +463,55 @@ func TestPodFailoverWithSessions(t *testing.T) {
 		t.Fatalf("two leaders ran at once: %+v", o)
 	}
 }
+
+// A successor that took over on proof names its own Pod from the first
+// write of its term (it found its run while it followed), so that its own
+// crash, right after it took over, is proven as soon as the kubelet reports
+// it: the failover chains without waiting for a renew or a lease.
+func TestPodFailoverChainsFromTheSuccessorsFirstWrite(t *testing.T) {
+	c := testcluster.Get(t)
+	ns := c.NewNamespace(t)
+	k := kubelet{t: t, client: c.Client, ns: ns}
+	a, _, startedA := podHolder(t, c, ns, k)
+	startedB := time.Now().Add(-2 * time.Second).Truncate(time.Second)
+	uidB := k.createPod("meshd-b", startedB)
+	le, err := election.NewLeaderElection(ns, "b", election.IngressController, "stable", c.Client,
+		podOpts(t, holderIdentity(ns, "meshd-b", uidB, startedB.Add(300*time.Millisecond)))...)
+	b := newInstance(t, "b", le, err)
+	testutil.Eventually(t, 10*time.Second, testutil.Check("b to see a", func() bool { return b.le.Status().Holder == "a" }))
+
+	terminated := func(started time.Time) func(*corev1.PodStatus) {
+		return func(s *corev1.PodStatus) {
+			s.ContainerStatuses[0].State = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
+				ExitCode: 137, Reason: "Error", StartedAt: metav1.NewTime(started), FinishedAt: metav1.NewTime(time.Now())}}
+			s.ContainerStatuses[0].Ready = false
+		}
+	}
+	a.stop()
+	k.report("meshd-a", terminated(startedA))
+	testutil.Eventually(t, 5*time.Second, testutil.Check("b to take over", b.leads))
+	// Read before b's first renew (the retry period is 1s): the mark is the
+	// takeover write's.
+	cm, err := c.Client.CoreV1().ConfigMaps(ns).Get(context.Background(), election.IngressController, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if since := time.Since(b.lastStart()); since > 500*time.Millisecond {
+		t.Fatalf("the lock was read %v after b started; b may have renewed since", since)
+	}
+	if raw := cm.Annotations[resourcelock.HolderPodAnnotationKey]; !strings.Contains(raw, `"holder":"b"`) || !strings.Contains(raw, uidB) {
+		t.Fatalf("b's takeover write carries the mark %q, want b's Pod", raw)
+	}
+	le, err = election.NewLeaderElection(ns, "c", election.IngressController, "stable", c.Client, podOpts(t)...)
+	cf := newInstance(t, "c", le, err)
+	testutil.Eventually(t, 10*time.Second, testutil.Check("c to see b", func() bool { return cf.le.Status().Holder == "b" }))
+	b.stop()
+	reported := k.report("meshd-b", terminated(startedB))
+	testutil.Eventually(t, 5*time.Second, testutil.Check("c to take over from b", cf.leads))
+	if took := cf.lastStart().Sub(reported); took > 1100*time.Millisecond {
+		t.Errorf("c started %v after the report of b's end; want under 1.1s", took)
+	}
+	if overlap(a, b) || overlap(b, cf) || overlap(a, cf) {
+		t.Fatal("two of a, b and c ran their work at the same time")
+	}
+}
