@@ -233,7 +233,10 @@ func (p *podProc) note(e PodReplicaEvent) {
 	defer p.mu.Unlock()
 	switch e.Event {
 	case podHello:
-		p.hello <- e.ProcessStart
+		select {
+		case p.hello <- e.ProcessStart:
+		default: // said once; a second hello changes nothing
+		}
 	case podLeader:
 		p.leader = e.Holder
 	case podStarted:
