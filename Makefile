@@ -186,7 +186,7 @@ bench: kube-bins
 	$(GO) run ./internal/tools/cmd/bench -out docs/benchmarks.md
 
 chaos: kube-bins build
-	$(GO) run ./internal/tools/cmd/chaos -meshd $(BIN)/meshd -duration $(CHAOS_DURATION) -seed $(CHAOS_SEED)
+	$(GO) run ./internal/tools/cmd/chaos -meshd $(BIN)/meshd -duration $(CHAOS_DURATION) -seed $(CHAOS_SEED) -pods
 
 clean:
 	rm -rf $(BIN)

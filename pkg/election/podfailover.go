@@ -72,6 +72,7 @@ func (o *options) validatePod() error {
 type podAware struct {
 	publisher *podexit.Publisher
 	judge     *podexit.Judge
+	wake      func() // makes the elector act at once
 }
 
 // newPodAware makes the publisher of an election with a Pod identity.
@@ -131,9 +132,14 @@ func (p *podAware) hook() elector.HolderExit {
 	return p.judge
 }
 
-// setWake makes a proof wake the elector.
+// setWake makes a proof wake the elector, and a change of the holder's
+// own mark too: a leader then writes its record with the mark at once.
 func (p *podAware) setWake(wake func()) {
-	if p != nil && p.judge != nil {
+	if p == nil {
+		return
+	}
+	p.wake = wake
+	if p.judge != nil {
 		p.judge.SetWake(wake)
 	}
 }
@@ -146,7 +152,7 @@ func (p *podAware) start() (stop func()) {
 	}
 	stopPublisher := func() {}
 	if p.publisher != nil {
-		stopPublisher = p.publisher.Start()
+		stopPublisher = p.publisher.Start(p.wake)
 	}
 	return func() {
 		stopPublisher()

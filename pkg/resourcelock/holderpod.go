@@ -2,6 +2,7 @@ package resourcelock
 
 import (
 	"encoding/json"
+	"maps"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -94,6 +95,26 @@ func readHolderPod(annotations map[string]string) (HolderPod, bool) {
 		return HolderPod{}, false
 	}
 	return p, true
+}
+
+// HolderPodPending reports whether the object version last seen holds a
+// record of this lock's identity whose Pod mark is not the one its next
+// write would carry: the holder's source has found its run (or withdrawn
+// it) since the record was written. A holder that leaves its renewals to
+// a session writes its record anyway while this holds, so that followers
+// see its Pod without waiting for a write that may never come.
+func (l *objectLock[T, L]) HolderPodPending() bool {
+	if l.cfg.HolderPod == nil || !l.valid {
+		return false
+	}
+	rec, _, err := l.kind.readRecord(l.obj)
+	if err != nil || rec == nil || rec.HolderIdentity == "" || rec.HolderIdentity != l.cfg.Identity {
+		return false
+	}
+	have := l.obj.GetAnnotations()
+	meta := metav1.ObjectMeta{Annotations: maps.Clone(have)}
+	l.markHolderPod(&meta, *rec)
+	return meta.Annotations[HolderPodAnnotationKey] != have[HolderPodAnnotationKey]
 }
 
 // markHolderPod writes the mark that goes with record r when the lock has

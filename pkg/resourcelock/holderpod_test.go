@@ -133,3 +133,66 @@ func FuzzReadHolderPod(f *testing.F) {
 		}
 	})
 }
+
+// A holder's mark is pending while the record it last saw of its own
+// lacks the mark its source has now (found after the record was written,
+// or withdrawn since), and not once a write carried it; never for a record
+// of another holder or a lock without a source.
+func TestHolderPodPendingUntilTheRecordCarriesTheMark(t *testing.T) {
+	have := false
+	source := func() (HolderPod, bool) { return testHolderPod(), have }
+	type pending interface{ HolderPodPending() bool }
+	for _, kind := range []string{ConfigMapsResourceLock, LeasesResourceLock} {
+		t.Run(kind, func(t *testing.T) {
+			ctx := context.Background()
+			cs := fake.NewClientset()
+			l, err := New(kind, testNamespace, testName, cs, Config{Identity: "a", HolderPod: source})
+			if err != nil {
+				t.Fatal(err)
+			}
+			p := l.(pending)
+			have = false
+			if p.HolderPodPending() {
+				t.Fatal("pending before any object was seen")
+			}
+			rec := Record{HolderIdentity: "a", LeaseDurationSeconds: 30}
+			if err := l.Create(ctx, rec); err != nil {
+				t.Fatal(err)
+			}
+			if p.HolderPodPending() {
+				t.Fatal("pending although the source has no mark")
+			}
+			have = true
+			if !p.HolderPodPending() {
+				t.Fatal("not pending once the source found its run")
+			}
+			if err := l.Update(ctx, rec); err != nil {
+				t.Fatal(err)
+			}
+			if p.HolderPodPending() {
+				t.Fatal("pending after a write carried the mark")
+			}
+			have = false // withdrawn
+			if !p.HolderPodPending() {
+				t.Fatal("not pending after the source withdrew its mark")
+			}
+			if err := l.Update(ctx, Record{HolderIdentity: "b", LeaseDurationSeconds: 30}); err != nil {
+				t.Fatal(err)
+			}
+			have = true
+			if p.HolderPodPending() {
+				t.Fatal("pending for a record of another holder")
+			}
+			plain, err := New(kind, testNamespace, testName, cs, Config{Identity: "b"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, _, err := plain.Get(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if plain.(pending).HolderPodPending() {
+				t.Fatal("pending on a lock without a source")
+			}
+		})
+	}
+}

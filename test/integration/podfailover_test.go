@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/meshd-io/meshd/internal/ledger"
 	"github.com/meshd-io/meshd/internal/testing/testcluster"
 	"github.com/meshd-io/meshd/internal/testing/testutil"
 	"github.com/meshd-io/meshd/pkg/election"
@@ -363,5 +364,154 @@ func TestPodFailoverSurvivesARunShorterThanTheTimesPrecision(t *testing.T) {
 	}))
 	if overlap(b, again) {
 		t.Fatal("the successor ran its work beside the restarted holder")
+	}
+}
+
+// waitForLeaseMark waits until Lease lock name carries a Pod mark of
+// holder, at most within; it returns when it was first seen.
+func waitForLeaseMark(t *testing.T, client kubernetes.Interface, ns, name, holder string, within time.Duration) time.Time {
+	t.Helper()
+	last := ""
+	testutil.Eventually(t, within, func() error {
+		lease, err := client.CoordinationV1().Leases(ns).Get(context.Background(), name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		last = lease.Annotations[resourcelock.HolderPodAnnotationKey]
+		if strings.Contains(last, `"holder":"`+holder+`"`) {
+			return nil
+		}
+		return fmt.Errorf("a Pod mark of %s; the lock's mark is %q", holder, last)
+	})
+	return time.Now()
+}
+
+// A holder in session mode names its Pod as well. It takes the lock before
+// the kubelet has reported its container running, so its first record has
+// no mark, and it leaves its renewals to its session (no record writes);
+// it writes its record with the mark as soon as its own Pod shows its run,
+// instead of never. A follower in session mode then takes over on the
+// kubelet's report of the holder's end, not a lease (and a session) later,
+// and the two never run their work at once.
+func TestPodFailoverWithSessions(t *testing.T) {
+	c := testcluster.Get(t)
+	ns := c.NewNamespace(t)
+	k := kubelet{t: t, client: c.Client, ns: ns}
+	ctx := context.Background()
+	created, err := c.Client.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "meshd-a"},
+		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "meshd", Image: "meshd:test"}}, NodeName: "node-1"},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	alive := time.Now()
+	startedAt := alive.Truncate(time.Second)
+	l := &ledger.Ledger{}
+	aLink, bLink := newFaultLink(t, c), newFaultLink(t, c)
+	le, err := election.New(aLink.client, leaseSpec(ns, "pods", "a"), append(podOpts(t, election.WithSessions(true),
+		holderIdentity(ns, "meshd-a", string(created.UID), alive)), election.WithShared(aLink.shared))...)
+	a := ledgered(t, l, "a", le, err)
+	testutil.Eventually(t, 10*time.Second, testutil.Check("a to lead through its session", func() bool {
+		if _, err := c.Client.CoordinationV1().Leases(ns).Get(ctx, "pods", metav1.GetOptions{}); err != nil {
+			return false
+		}
+		holder, mark := sessionMark(t, c, ns, "pods")
+		return a.leads() && holder == "a" && mark.Session != ""
+	}))
+	time.Sleep(2 * time.Second) // the renewals are the session's now
+	if lease, err := c.Client.CoordinationV1().Leases(ns).Get(ctx, "pods", metav1.GetOptions{}); err != nil {
+		t.Fatal(err)
+	} else if raw, ok := lease.Annotations[resourcelock.HolderPodAnnotationKey]; ok {
+		t.Fatalf("a published a Pod mark before its Pod showed its run: %s", raw)
+	}
+
+	reported := k.report("meshd-a", func(s *corev1.PodStatus) {
+		s.Phase = corev1.PodRunning
+		s.ContainerStatuses = []corev1.ContainerStatus{{Name: "meshd", Image: "meshd:test", Ready: true,
+			State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(startedAt)}}}}
+	})
+	// Well within a RetryPeriod (1s): the mark does not wait for a renew.
+	seen := waitForLeaseMark(t, c.Client, ns, "pods", "a", 900*time.Millisecond)
+	t.Logf("a's Pod mark on its record %v after the kubelet reported a's container running", seen.Sub(reported))
+	if holder, mark := sessionMark(t, c, ns, "pods"); holder != "a" || mark.Session == "" {
+		t.Fatalf("the record with the Pod mark names holder %q, session %q: want a through its session", holder, mark.Session)
+	}
+
+	le, err = election.New(bLink.client, leaseSpec(ns, "pods", "b"), append(podOpts(t, election.WithSessions(true)),
+		election.WithShared(bLink.shared))...)
+	b := ledgered(t, l, "b", le, err)
+	testutil.Eventually(t, 10*time.Second, testutil.Check("b to see a", func() bool { return b.le.Status().Holder == "a" }))
+	testutil.Consistently(t, time.Second, testutil.Check("a alone leads", func() bool { return a.leads() && !b.leads() }))
+
+	// The crash: a's process reaches nothing any more (its session is not
+	// ended), and its work is gone by the time the kubelet reports it.
+	aLink.cut.Store(true)
+	testutil.Eventually(t, 5*time.Second, testutil.Check("a's work to stop", func() bool { return !a.leads() }))
+	ended := k.report("meshd-a", func(s *corev1.PodStatus) {
+		s.ContainerStatuses[0].State = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
+			ExitCode: 137, Reason: "Error", StartedAt: metav1.NewTime(startedAt), FinishedAt: metav1.NewTime(time.Now())}}
+		s.ContainerStatuses[0].Ready = false
+	})
+	testutil.Eventually(t, 5*time.Second, testutil.Check("b to take over", b.leads))
+	took := b.lastStart().Sub(ended)
+	t.Logf("b started %v after the kubelet's report (lease %v, a's session never ended)", took, podTTL)
+	if took > 1100*time.Millisecond {
+		t.Errorf("b started %v after the report; want under 1.1s", took)
+	}
+	if o := l.Overlaps(); len(o) != 0 {
+		t.Fatalf("two leaders ran at once: %+v", o)
+	}
+}
+
+// A successor that took over on proof names its own Pod from the first
+// write of its term (it found its run while it followed), so that its own
+// crash, right after it took over, is proven as soon as the kubelet reports
+// it: the failover chains without waiting for a renew or a lease.
+func TestPodFailoverChainsFromTheSuccessorsFirstWrite(t *testing.T) {
+	c := testcluster.Get(t)
+	ns := c.NewNamespace(t)
+	k := kubelet{t: t, client: c.Client, ns: ns}
+	a, _, startedA := podHolder(t, c, ns, k)
+	startedB := time.Now().Add(-2 * time.Second).Truncate(time.Second)
+	uidB := k.createPod("meshd-b", startedB)
+	le, err := election.NewLeaderElection(ns, "b", election.IngressController, "stable", c.Client,
+		podOpts(t, holderIdentity(ns, "meshd-b", uidB, startedB.Add(300*time.Millisecond)))...)
+	b := newInstance(t, "b", le, err)
+	testutil.Eventually(t, 10*time.Second, testutil.Check("b to see a", func() bool { return b.le.Status().Holder == "a" }))
+
+	terminated := func(started time.Time) func(*corev1.PodStatus) {
+		return func(s *corev1.PodStatus) {
+			s.ContainerStatuses[0].State = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
+				ExitCode: 137, Reason: "Error", StartedAt: metav1.NewTime(started), FinishedAt: metav1.NewTime(time.Now())}}
+			s.ContainerStatuses[0].Ready = false
+		}
+	}
+	a.stop()
+	k.report("meshd-a", terminated(startedA))
+	testutil.Eventually(t, 5*time.Second, testutil.Check("b to take over", b.leads))
+	// Read before b's first renew (the retry period is 1s): the mark is the
+	// takeover write's.
+	cm, err := c.Client.CoreV1().ConfigMaps(ns).Get(context.Background(), election.IngressController, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if since := time.Since(b.lastStart()); since > 500*time.Millisecond {
+		t.Fatalf("the lock was read %v after b started; b may have renewed since", since)
+	}
+	if raw := cm.Annotations[resourcelock.HolderPodAnnotationKey]; !strings.Contains(raw, `"holder":"b"`) || !strings.Contains(raw, uidB) {
+		t.Fatalf("b's takeover write carries the mark %q, want b's Pod", raw)
+	}
+	le, err = election.NewLeaderElection(ns, "c", election.IngressController, "stable", c.Client, podOpts(t)...)
+	cf := newInstance(t, "c", le, err)
+	testutil.Eventually(t, 10*time.Second, testutil.Check("c to see b", func() bool { return cf.le.Status().Holder == "b" }))
+	b.stop()
+	reported := k.report("meshd-b", terminated(startedB))
+	testutil.Eventually(t, 5*time.Second, testutil.Check("c to take over from b", cf.leads))
+	if took := cf.lastStart().Sub(reported); took > 1100*time.Millisecond {
+		t.Errorf("c started %v after the report of b's end; want under 1.1s", took)
+	}
+	if overlap(a, b) || overlap(b, cf) || overlap(a, cf) {
+		t.Fatal("two of a, b and c ran their work at the same time")
 	}
 }

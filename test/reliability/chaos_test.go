@@ -52,6 +52,27 @@ func TestChaosShortSessions(t *testing.T) {
 	})
 }
 
+// podChaosSeed fixes the short run in Pods.
+const podChaosSeed = 20260104
+
+// TestChaosShortPods is a small chaos run with every meshd in a Pod whose
+// status the run writes as the kubelet would, so that Pod-aware failover
+// is on: leaders killed with and without the kubelet's report of their
+// end, cut off, and stopped. A successor that takes over on the report
+// must never run beside the killed process's work.
+func TestChaosShortPods(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a chaos run takes about 40 seconds")
+	}
+	runShortChaos(t, "chaos run in Pods", 3*time.Minute, 4, "4", chaos.Config{
+		Seed:      podChaosSeed,
+		Duration:  30 * time.Second,
+		MaxFaults: 5,
+		Pods:      true,
+		Kinds:     []chaos.Kind{chaos.KillReportedLeader, chaos.KillLeader, chaos.PartitionLeader, chaos.TermLeader},
+	})
+}
+
 // runShortChaos runs cfg with four meshd processes at ttl 4s on the shared
 // cluster, within limit, and fails on any failure of the report or when
 // fewer than minFaults faults were injected.

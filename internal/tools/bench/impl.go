@@ -71,6 +71,10 @@ type Spec struct {
 	// its process (watches, sessions, pacing); nil gives it its own, as a
 	// process running this one election has.
 	Shared *election.Shared
+	// Pod, for meshd, is the Pod the candidate's process runs in: it
+	// publishes it while it leads (WithPodIdentity) and follows holders'
+	// Pods (WithPodFailover).
+	Pod *election.PodIdentity
 
 	// Work runs while the candidate leads, until its context ends.
 	Work func(ctx context.Context)

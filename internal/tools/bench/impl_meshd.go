@@ -39,6 +39,9 @@ func newMeshd(s Spec) (*meshdCandidate, error) {
 		}
 		opts = append(opts, o)
 	}
+	if s.Pod != nil {
+		opts = append(opts, election.WithPodIdentity(*s.Pod), election.WithPodFailover(true))
+	}
 	if s.Logger != nil {
 		opts = append(opts, election.WithLogger(s.Logger))
 	}

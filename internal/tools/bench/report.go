@@ -25,6 +25,9 @@ type Results struct {
 	// Forced is the forced steal from client-go's elector, beside Steal.
 	Forced   []ForcedResult
 	Failover []TakeoverResult
+	// Kubelet is the failover after a crash reported by the kubelet, per
+	// implementation and ttl.
+	Kubelet []KubeletResult
 
 	// LongTTL repeats handover and steal at a second, longer ttl.
 	LongTTL *Rerun
@@ -67,6 +70,7 @@ func (r *Results) WriteMarkdown(w io.Writer) {
 	r.writeSteal(w)
 	r.writeForced(w)
 	r.writeFailover(w)
+	r.writeKubelet(w)
 	r.writeRequests(w)
 	r.writeRerun(w)
 	r.writeCoordinated(w)
@@ -92,7 +96,8 @@ func (r *Results) writeHeader(w io.Writer) {
 	fmt.Fprintf(w, "to a ledger (internal/ledger), which gives the latencies and the overlap of two leaders' work.\n\n")
 	fmt.Fprintf(w, "Reproduce with `make bench`, which runs\n`go run ./internal/tools/cmd/bench -out docs/benchmarks.md` with `KUBE_BIN_DIR` pointing at the\n")
 	fmt.Fprintf(w, "binaries of `make kube-bins`; add `-quick` for a short development run, or `-sections scale -scale-cells\n")
-	fmt.Fprintf(w, "100x3,1000x3 -impls meshd,client-go` for chosen cells of the Scale section. This run's time is in the table.\n\n")
+	fmt.Fprintf(w, "100x3,1000x3 -impls meshd,client-go` for chosen cells of the Scale section, or `-sections kubelet` for the\n")
+	fmt.Fprintf(w, "failover after a crash reported by the kubelet alone. This run's time is in the table.\n\n")
 	t := newTable("", "")
 	t.right[1] = false
 	t.add("command", "`"+r.Command+"`")
@@ -210,6 +215,7 @@ func (r *Results) writeSummary(w io.Writer) {
 		t.add("failover after a crash: LeaseDuration + under 100 ms (from the dead leader's last renew)",
 			"meshd LeaseDuration + "+medP99(excess)+" (median / p99)", verdict(p < 100*time.Millisecond))
 	}
+	kubeletRow(t, r.Kubelet)
 	if m, ok := requestsFor(r.Requests, Meshd); ok && len(m.Errors) == 0 {
 		want := m.Window.Seconds() / r.Config.retry().Seconds()
 		got := m.Leader.Total()
@@ -302,6 +308,7 @@ func (r *Results) writeNotes(w io.Writer) {
 		"The default revision is changed through a shared StaticDefaultWatcher, so the change reaches both candidates at the same instant; with the real webhook watcher each would learn it one watch event later. meshd-polling still reacts to the change at once (the election triggers an attempt on a default change; istiod waits for its next retry) and steals by force, but its old leader notices only at its next renew, up to one retry period later, and both run until then. meshd's holder stops its work before it writes the record naming its successor.",
 		"In the forced-steal table, meshd's work starts about one lease after the change by design (the fence; a cooperating meshd holder is asked instead and needs no fence). client-go's elector stops its work at most RetryPeriod + RenewDeadline after its last renew, which is a RetryPeriod before its lease ends as the candidate saw it: that margin is what keeps the overlap at 0 ms, and also what a slow or paused holder would have to exceed to overlap.",
 		"In the failover table, followers time a lease from when they saw the holder's last write, so \"crash → start\" depends on where in the renew cycle the crash fell (the benchmark waits a random time before crashing); \"last renew → start − lease\" removes that.",
+		"In the table of failover after a crash reported by the kubelet, the benchmark plays the kubelet (the control plane has none): it writes each replica's Pod status through pods/status, the container running once the process has started and, 1 s after the SIGKILL, terminated. A real kubelet reports an exit within about a second of the runtime noticing it (its pod lifecycle event relist period); meshd's share of the figure is what follows the report. client-go ignores the report and waits for its lease, counted from the last renew it saw.",
 		"client-go starts OnStartedLeading in a goroutine and does not wait for it when a term ends; the benchmark's run functions return as soon as their context ends, so this creates no overlap here.",
 		"Settle times of meshd-polling and client-go with several replicas are bimodal: replicas that start together race to create each Lease, and a loser learns the leader only at its next jittered retry (1 to 2.2 retry periods, 7.5-16.5 s at ttl 30s). Whether a cell shows milliseconds or seconds depends on that race, so their settle figures and growth factors vary from run to run.",
 		"Client-side rate limiting is off (QPS < 0) in every counted clientset, so settle times show the electors and the API server, not a token bucket.",

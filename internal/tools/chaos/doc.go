@@ -20,7 +20,14 @@
 //
 // With Config.Sessions every instance runs with --sessions (meshd's own
 // Lease elections renew through one session Lease per process) and the
-// fault DeleteSession is drawn as well.
+// fault DeleteSession is drawn as well. With Config.Pods ("make chaos")
+// every instance runs in a Pod whose status the run writes as a kubelet
+// would (running at each start, a restart at each start after an exit),
+// with the downward-API environment that turns meshd's Pod-aware failover
+// on, and the fault KillReportedLeader is drawn as well: a SIGKILL whose
+// end the run reports a second later, on which followers may take over
+// before the lease ends. The ledgers then check that none did while the
+// killed process's work ran.
 //
 // internal/tools/cmd/chaos is the command line; test/reliability runs a short,
 // fixed-seed variant in the tests.

@@ -32,6 +32,9 @@ type instance struct {
 	args       []string
 	binary     string
 	dir        string
+	// pod, with Config.Pods, is the instance's Pod, whose status the run
+	// writes as the kubelet would.
+	pod *kubeletPod
 	// onExit, if set, is called when an incarnation exits; expected is
 	// false unless signal stopped it.
 	onExit func(in *instance, incarnation int, expected bool, err error)
@@ -50,6 +53,9 @@ func (in *instance) holder(incarnation int) string {
 
 // start launches a new incarnation.
 func (in *instance) start() error {
+	if in.pod != nil {
+		in.pod.alignStart()
+	}
 	in.mu.Lock()
 	defer in.mu.Unlock()
 	if in.run != nil && in.run.Running() {
@@ -69,13 +75,23 @@ func (in *instance) start() error {
 		"--self-signed-root",
 	}, in.args...)
 	idx := len(in.ledgers)
+	env := append(os.Environ(), "POD_NAME=", "REVISION=")
+	if in.pod != nil {
+		env = append(env, in.pod.env()...)
+	}
+	launched := time.Now()
 	run, err := proc.Start(proc.Spec{
 		Name: in.holder(incarnation), Path: in.binary, Args: args, LogPath: base + ".log",
-		Env:    append(os.Environ(), "POD_NAME=", "REVISION="),
+		Env:    env,
 		OnExit: func(err error) { in.exitedNow(idx, incarnation, err) },
 	})
 	if err != nil {
 		return err
+	}
+	if in.pod != nil {
+		if err := in.pod.reportRunning(context.Background(), launched); err != nil {
+			return fmt.Errorf("%s: %w", in.name, err)
+		}
 	}
 	in.incarnation = incarnation
 	in.ledgers = append(in.ledgers, LedgerFile{Path: ledgerPath, Holder: in.holder(incarnation)})
@@ -87,6 +103,9 @@ func (in *instance) start() error {
 // tells onExit.
 func (in *instance) exitedNow(idx, incarnation int, err error) {
 	end := Now()
+	if in.pod != nil {
+		in.pod.exited(time.Now(), err)
+	}
 	in.mu.Lock()
 	in.ledgers[idx].End = end
 	expected := in.expectExit

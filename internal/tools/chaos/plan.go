@@ -50,6 +50,12 @@ const (
 	// keeps leading and the session creates its Lease again at its next
 	// heartbeat.
 	DeleteSession Kind = "delete-session"
+	// KillReportedLeader SIGKILLs the leader, reports its container
+	// terminated (exit code 137) a second later as the kubelet of its node
+	// would, and starts it again after a pause, reported as a restart of
+	// the container (runs with Pods only): followers take over on the
+	// report instead of the lease.
+	KillReportedLeader Kind = "kill-leader-reported"
 )
 
 // AllKinds lists every kind that applies to every run, in the order reports
@@ -63,14 +69,19 @@ func AllKinds() []Kind {
 // sessions (Config.Sessions).
 func SessionKinds() []Kind { return []Kind{DeleteSession} }
 
-// KnownKinds is AllKinds followed by SessionKinds.
-func KnownKinds() []Kind { return append(AllKinds(), SessionKinds()...) }
+// PodKinds lists the kinds that apply only to runs whose instances run in
+// Pods (Config.Pods).
+func PodKinds() []Kind { return []Kind{KillReportedLeader} }
+
+// KnownKinds is AllKinds followed by SessionKinds and PodKinds.
+func KnownKinds() []Kind { return append(append(AllKinds(), SessionKinds()...), PodKinds()...) }
 
 // DefaultKinds is what a run draws from unless told otherwise: AllKinds,
-// and SessionKinds when the instances use sessions.
+// and SessionKinds when the instances use sessions (PodKinds are added
+// by a run with Pods).
 func DefaultKinds(sessions bool) []Kind {
 	if sessions {
-		return KnownKinds()
+		return append(AllKinds(), SessionKinds()...)
 	}
 	return AllKinds()
 }
@@ -154,7 +165,7 @@ func (f Fault) String() string {
 		fmt.Fprintf(&b, " for %v", f.Hold)
 	case SlowLeader:
 		fmt.Fprintf(&b, " +%v each way for %v", f.Latency, f.Hold)
-	case KillLeader, TermLeader:
+	case KillLeader, TermLeader, KillReportedLeader:
 		fmt.Fprintf(&b, ", restart after %v", f.RestartAfter)
 	case FlipDefault:
 		fmt.Fprintf(&b, " to %q", f.Revision)
@@ -210,7 +221,7 @@ func Plan(seed uint64, n int, kinds []Kind, ttl time.Duration, elections int, re
 		case SlowLeader:
 			f.Latency = round(between(ttl/2+ttl/16, ttl/2+ttl/4)) // above the renew deadline, ttl/2
 			f.Hold = 2 * ttl
-		case KillLeader, TermLeader:
+		case KillLeader, TermLeader, KillReportedLeader:
 			// Sometimes back before its lease ran out (it resumes its own
 			// record), sometimes after others took over.
 			f.RestartAfter = round(between(0, 2*ttl))

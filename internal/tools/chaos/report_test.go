@@ -50,7 +50,7 @@ func TestParseKinds(t *testing.T) {
 	if k, err := ParseKinds("all", false); err != nil || !reflect.DeepEqual(k, AllKinds()) {
 		t.Fatalf("all: %v, %v", k, err)
 	}
-	if k, err := ParseKinds("all", true); err != nil || !reflect.DeepEqual(k, KnownKinds()) || !slices.Contains(k, DeleteSession) {
+	if k, err := ParseKinds("all", true); err != nil || !reflect.DeepEqual(k, append(AllKinds(), SessionKinds()...)) || !slices.Contains(k, DeleteSession) {
 		t.Fatalf("all with sessions: %v, %v", k, err)
 	}
 	if k, err := ParseKinds(" kill-leader, delete-lock,kill-leader ", false); err != nil || len(k) != 2 {
@@ -77,7 +77,7 @@ func TestPlanWithoutSessionKindsIsUnchanged(t *testing.T) {
 		}
 	}
 	n := 0
-	for _, f := range Plan(7, 2*len(KnownKinds()), DefaultKinds(true), 4*time.Second, 4, []string{"stable", "canary"}) {
+	for _, f := range Plan(7, 2*len(DefaultKinds(true)), DefaultKinds(true), 4*time.Second, 4, []string{"stable", "canary"}) {
 		if f.Kind == DeleteSession {
 			n++
 		}
@@ -107,6 +107,48 @@ func TestSessionSettings(t *testing.T) {
 	}
 	if k := (Config{}).withDefaults().Kinds; slices.Contains(k, DeleteSession) {
 		t.Errorf("default kinds without sessions %v include %s", k, DeleteSession)
+	}
+}
+
+// The Pod kinds are drawn only by a run whose instances run in Pods, and
+// need it; the plans of runs without Pods do not change.
+func TestPodSettings(t *testing.T) {
+	for _, tc := range []struct {
+		cfg  Config
+		want string
+	}{
+		{Config{Kinds: []Kind{KillReportedLeader}}, "fault kind kill-leader-reported needs Pods"},
+		{Config{Pods: true, Kinds: []Kind{KillReportedLeader}}, ""},
+		{Config{Pods: true, Sessions: true}, ""},
+	} {
+		err := tc.cfg.CheckSettings()
+		if tc.want == "" && err != nil || tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)) {
+			t.Errorf("%+v: CheckSettings() = %v, want %q", tc.cfg, err, tc.want)
+		}
+	}
+	if k := (Config{Pods: true}).withDefaults().Kinds; !slices.Contains(k, KillReportedLeader) {
+		t.Errorf("default kinds with Pods %v lack %s", k, KillReportedLeader)
+	}
+	for _, sessions := range []bool{false, true} {
+		if k := (Config{Sessions: sessions}).withDefaults().Kinds; slices.Contains(k, KillReportedLeader) {
+			t.Errorf("default kinds without Pods %v include %s", k, KillReportedLeader)
+		}
+	}
+	if k, err := ParseKinds("kill-leader-reported", false); err != nil || !reflect.DeepEqual(k, []Kind{KillReportedLeader}) {
+		t.Fatalf("a Pod kind is parsed (CheckSettings refuses it without Pods): %v, %v", k, err)
+	}
+	n := 0
+	plan := Plan(7, 2*len(KnownKinds()), (Config{Pods: true}).withDefaults().Kinds, 4*time.Second, 4, []string{"stable", "canary"})
+	for _, f := range plan {
+		if f.Kind == KillReportedLeader {
+			n++
+			if f.RestartAfter < 0 || f.RestartAfter > 8*time.Second || !strings.Contains(f.String(), "restart after") {
+				t.Errorf("%v: restart after %v", f, f.RestartAfter)
+			}
+		}
+	}
+	if n != 2 {
+		t.Fatalf("kill-leader-reported drawn %d times in two rounds with Pods, want 2", n)
 	}
 }
 

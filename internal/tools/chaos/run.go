@@ -68,6 +68,12 @@ type Config struct {
 	// process. Racing mode only. It adds DeleteSession to the default
 	// kinds.
 	Sessions bool
+	// Pods runs every instance in a Pod of its own, whose status the run
+	// writes as the kubelet of its node would (running at each start, a
+	// restart at each start after the first), with POD_NAME, POD_NAMESPACE,
+	// POD_UID and CONTAINER_NAME set, so that meshd's Pod-aware failover
+	// is on. It adds KillReportedLeader to the default kinds.
+	Pods bool
 
 	// Log receives a line per step; default none.
 	Log io.Writer
@@ -88,6 +94,9 @@ func (c Config) withDefaults() Config {
 	}
 	if len(c.Kinds) == 0 {
 		c.Kinds = DefaultKinds(c.Sessions)
+		if c.Pods {
+			c.Kinds = append(c.Kinds, PodKinds()...)
+		}
 	}
 	if len(c.Revisions) == 0 {
 		c.Revisions = []string{"stable", "canary"}
@@ -142,6 +151,11 @@ func (c Config) CheckSettings() error {
 	for _, k := range SessionKinds() {
 		if !c.Sessions && slices.Contains(c.Kinds, k) {
 			errs = append(errs, fmt.Errorf("fault kind %s needs Sessions", k))
+		}
+	}
+	for _, k := range PodKinds() {
+		if !c.Pods && slices.Contains(c.Kinds, k) {
+			errs = append(errs, fmt.Errorf("fault kind %s needs Pods", k))
 		}
 	}
 	return errlist.Join(errs...)
@@ -358,6 +372,12 @@ func (r *runner) startInstances() error {
 			args: r.instanceArgs(),
 		}
 		in.onExit = r.exited
+		if r.cfg.Pods {
+			if in.pod, err = newKubeletPod(context.Background(), r.cfg.Cluster.Client, r.mesh.namespace, name); err != nil {
+				p.Close()
+				return err
+			}
+		}
 		r.instances = append(r.instances, in)
 		if err := in.start(); err != nil {
 			return err
@@ -513,6 +533,26 @@ func (r *runner) inject(ctx context.Context, n int, f Fault) FaultRecord {
 	lock := r.mesh.locks[f.Election]
 	instant := func() { rec.Start = Now(); rec.Heal, rec.Ref = rec.Start, rec.Start }
 	switch f.Kind {
+	case KillReportedLeader:
+		victim, desc := r.leader(ctx, lock)
+		rec.Target = desc
+		if victim == nil || victim.pod == nil {
+			instant()
+			rec.Err = errors.New("no instance in a Pod to kill")
+			break
+		}
+		killed := time.Now()
+		sent, err := victim.signal(syscall.SIGKILL, 10*time.Second)
+		rec.Start, rec.Ref, rec.Heal = sent, sent, Now()
+		rec.Err = err
+		sleep(ctx, time.Until(killed.Add(kubeletReportDelay)))
+		if err := victim.pod.reportTerminated(ctx, killed); err != nil {
+			rec.Err = errlist.Join(rec.Err, err)
+		}
+		sleep(ctx, f.RestartAfter)
+		if err := victim.start(); err != nil {
+			rec.Err = errlist.Join(rec.Err, err)
+		}
 	case KillLeader, TermLeader:
 		victim, desc := r.leader(ctx, lock)
 		rec.Target = desc

@@ -26,14 +26,17 @@ type HolderExit interface {
 // holderExited asks Config.HolderExit about the observed record when it
 // names another holder.
 func (le *LeaderElector) holderExited() bool {
-	if le.cfg.HolderExit == nil {
-		return false
-	}
 	le.mu.Lock()
 	rec, corrupt := le.observedRecord, le.observedCorrupt
 	le.mu.Unlock()
-	if corrupt || rec.HolderIdentity == "" || rec.HolderIdentity == le.cfg.Lock.Identity() {
-		return false
-	}
-	return le.cfg.HolderExit.Exited(rec)
+	return le.cfg.HolderExit != nil && !corrupt && rec.HolderIdentity != "" && rec.HolderIdentity != le.cfg.Lock.Identity() &&
+		le.cfg.HolderExit.Exited(rec)
+}
+
+// podMarkPending reports whether the holder's Pod mark (resourcelock
+// Config.HolderPod) is not yet, or no longer, what the lock object shows:
+// its renew cannot then be left to a session.
+func podMarkPending(lock resourcelock.Interface) bool {
+	p, ok := lock.(interface{ HolderPodPending() bool })
+	return ok && p.HolderPodPending()
 }

@@ -166,9 +166,10 @@ func later(a, b time.Time) time.Time {
 // renewedBySession credits the session's heartbeat to this term when the
 // lock names the session, and reports whether the renew due now can be
 // left to it. It cannot when the session is not current, when a request
-// waits for an answer (or a refusal would now be an acceptance), or when
-// the watch is broken: the holder then writes
-// its record, which also shows it whether someone took the lock meanwhile.
+// waits for an answer (or a refusal would now be an acceptance), when the
+// watch is broken, or when the lock's Pod mark is pending: the holder then
+// writes its record, which also shows it whether someone took the lock
+// meanwhile.
 func (le *LeaderElector) renewedBySession() bool {
 	if !le.sessionMode() || le.session.mixed.Load() {
 		return false
@@ -184,7 +185,8 @@ func (le *LeaderElector) renewedBySession() bool {
 		le.sessionRenew = sent
 		le.mu.Unlock()
 	}
-	return current && le.watch != nil && le.watch.healthy() && !le.requestToAnswer() && le.preferredSuccessor() == nil
+	return current && le.watch != nil && le.watch.healthy() && !le.requestToAnswer() && le.preferredSuccessor() == nil &&
+		!podMarkPending(le.cfg.Lock)
 }
 
 // SessionFallback reports whether this candidate, in session mode, renews

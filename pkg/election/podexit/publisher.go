@@ -16,7 +16,8 @@ import (
 // watch and supplies, as the resourcelock.HolderPodSource of the holder's
 // lock, the mark that lets followers watch that Pod. It has a mark only
 // once its Pod's status has shown this process's run (OwnRun); the mark is
-// carried by the holder's next write of its record.
+// carried by every write of the holder's record from then on, and a
+// holder writes its record at once when the mark changes (see Start).
 type Publisher struct {
 	client  kubernetes.Interface
 	watches *Watches
@@ -58,20 +59,29 @@ func (p *Publisher) Mark() (resourcelock.HolderPod, bool) {
 
 // Start follows the holder's own Pod until the returned function is
 // called; that function returns once the watch is no longer used by it.
-func (p *Publisher) Start() (stop func()) {
-	sub := p.watches.Subscribe(p.client, p.id.Namespace, p.id.Pod, p.see)
+// changed, if not nil, is called (from the watch's goroutine; it must not
+// block) when the mark changes, so that a holder writes it at once rather
+// than with its next renew, which with sessions may never come.
+func (p *Publisher) Start(changed func()) (stop func()) {
+	see := func(pod *corev1.Pod) {
+		if p.see(pod) && changed != nil {
+			changed()
+		}
+	}
+	sub := p.watches.Subscribe(p.client, p.id.Namespace, p.id.Pod, see)
 	if pod := sub.Pod(); pod != nil {
-		p.see(pod)
+		see(pod)
 	}
 	return sub.Close
 }
 
-// see judges a version of the holder's own Pod.
-func (p *Publisher) see(pod *corev1.Pod) {
+// see judges a version of the holder's own Pod; it reports whether the
+// mark changed (found, or withdrawn).
+func (p *Publisher) see(pod *corev1.Pod) (changed bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.doubt {
-		return
+		return false
 	}
 	if p.have {
 		// The kubelet never reports a later run of this container while
@@ -82,9 +92,10 @@ func (p *Publisher) see(pod *corev1.Pod) {
 				p.doubt = true
 				p.log.Error("own Pod reports a later run of this container than the one published; publishing no Pod mark from now on",
 					zap.Int32("published", p.mark.RestartCount), zap.Int32("reported", cs.RestartCount))
+				return true
 			}
 		}
-		return
+		return false
 	}
 	mark, ok, why := OwnRun(pod, p.id)
 	if !ok {
@@ -92,9 +103,10 @@ func (p *Publisher) see(pod *corev1.Pod) {
 			p.waiting = why
 			p.log.Info("not publishing a Pod mark yet; followers wait for the lease", zap.String("reason", why))
 		}
-		return
+		return false
 	}
 	p.mark, p.have = mark, true
-	p.log.Info("publishing the Pod mark with the next record write", zap.Int32("restartCount", mark.RestartCount),
+	p.log.Info("publishing the Pod mark with the holder's records", zap.Int32("restartCount", mark.RestartCount),
 		zap.Time("startedAt", mark.StartedAt.Time))
+	return true
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -222,7 +223,7 @@ func startFollowerNoWatch(t *testing.T, pod *corev1.Pod, mark *resourcelock.Hold
 
 // The holder publishes its run only once its own Pod's status shows it,
 // and withdraws the mark for good when a later run is reported while it
-// lives.
+// lives; it is told of each change, once.
 func TestPublisherPublishesOnlyItsOwnRun(t *testing.T) {
 	stale := runningPod()
 	meshdStatus(stale).RestartCount = 1
@@ -233,7 +234,8 @@ func TestPublisherPublishesOnlyItsOwnRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	stop := p.Start()
+	var changes atomic.Int32
+	stop := p.Start(func() { changes.Add(1) })
 	defer stop()
 	waitFor(t, "the watch lists", func() bool { return watches.Running() == 1 })
 	time.Sleep(100 * time.Millisecond)
@@ -253,6 +255,9 @@ func TestPublisherPublishesOnlyItsOwnRun(t *testing.T) {
 	}
 	write(runningPod())
 	waitFor(t, "the mark of this run", func() bool { m, ok := p.Mark(); return ok && m.RestartCount == 2 })
+	if n := changes.Load(); n != 1 {
+		t.Errorf("told of %d changes when the mark was found, want 1", n)
+	}
 
 	later := runningPod()
 	meshdStatus(later).RestartCount = 3
@@ -262,6 +267,9 @@ func TestPublisherPublishesOnlyItsOwnRun(t *testing.T) {
 	time.Sleep(50 * time.Millisecond)
 	if _, ok := p.Mark(); ok {
 		t.Error("a withdrawn mark came back")
+	}
+	if n := changes.Load(); n != 2 {
+		t.Errorf("told of %d changes after the mark was found and withdrawn, want 2", n)
 	}
 }
 

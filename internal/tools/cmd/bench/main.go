@@ -8,11 +8,12 @@
 //	go run ./internal/tools/cmd/bench -quick             # a short development run
 //	go run ./internal/tools/cmd/bench -sections scale -scale-cells 100x3,1000x3 -impls meshd,client-go
 //	go run ./internal/tools/cmd/bench -quick -sections handover -impls meshd -trace-handover  # where a handover's time goes
+//	go run ./internal/tools/cmd/bench -sections kubelet   # failover after a crash reported by the kubelet, alone
 //
 // The etcd and kube-apiserver binaries come from "make kube-bins"; set
 // KUBE_BIN_DIR=$PWD/.cache/kube/bin when not running through make. With
-// -replica the program is one replica process of the scale benchmark,
-// started by the benchmark itself.
+// -replica (-pod-replica) the program is one replica process of the scale
+// benchmark (of the kubelet failover), started by the benchmark itself.
 package main
 
 import (
@@ -51,16 +52,23 @@ type options struct {
 	replicaLogs    string
 	replicaHeap    string
 	traceHandover  bool
+	kubeletTTLs    string
+
+	// processStart is read first thing in main: a Pod replica's
+	// ProcessStart.
+	processStart time.Time
+	podReplica   bench.PodReplicaOptions
+	isPodChild   bool
 
 	replica bench.ReplicaOptions
 	isChild bool
 	impl    string
 }
 
-var allSections = []string{"handover", "steal", "failover", "requests", "long-ttl", "coordinated", "scale"}
+var allSections = []string{"handover", "steal", "failover", "kubelet", "requests", "long-ttl", "coordinated", "scale"}
 
 func main() {
-	var o options
+	o := options{processStart: time.Now()}
 	flag.StringVar(&o.out, "out", "", "write the Markdown report to this file too (make bench: docs/benchmarks.md)")
 	flag.DurationVar(&o.ttl, "ttl", 4*time.Second, "ttl (lease duration) of every implementation in the latency and request scenarios")
 	flag.IntVar(&o.trials, "trials", 10, "trials per latency and implementation")
@@ -76,6 +84,7 @@ func main() {
 	flag.StringVar(&o.impls, "impls", strings.Join(implNames(bench.Impls), ","),
 		"implementations to compare; "+strings.Join(implNames(bench.ScaleOnly), ",")+" runs in the scale section only")
 	flag.BoolVar(&o.traceHandover, "trace-handover", false, "print to stderr a timeline of every meshd handover trial (requests, watch deliveries, elector log, run functions)")
+	flag.StringVar(&o.kubeletTTLs, "kubelet-ttls", "4s,30s", "ttls of the kubelet section (failover after a crash reported by the kubelet), comma-separated")
 	flag.DurationVar(&o.timeout, "timeout", 60*time.Minute, "give up after this long")
 	// Replica mode, used by the benchmark itself.
 	flag.BoolVar(&o.isChild, "replica", false, "internal: run as one replica process of the scale benchmark")
@@ -87,6 +96,10 @@ func main() {
 	flag.StringVar(&o.replica.LogFile, "log-file", "", "internal (replica): file for meshd's elector logs")
 	flag.StringVar(&o.replica.RequestLog, "request-log", "", "internal (replica): file listing every API request sent")
 	flag.StringVar(&o.replica.HeapProfile, "heap-profile", "", "internal (replica): file for a heap profile taken at the end of the window")
+	flag.BoolVar(&o.isPodChild, "pod-replica", false, "internal: run as one replica process of the kubelet failover")
+	flag.StringVar(&o.podReplica.Lock, "lock", "", "internal (pod replica): name of the Lease")
+	flag.StringVar(&o.podReplica.Pod, "pod", "", "internal (pod replica): name of the replica's Pod")
+	flag.StringVar(&o.podReplica.UID, "pod-uid", "", "internal (pod replica): UID of the replica's Pod")
 	flag.StringVar(&o.replicaLogs, "replica-logs", "", "directory for the elector logs and request logs of every scale replica (for diagnosis)")
 	flag.StringVar(&o.replicaHeap, "replica-heap-profiles", "", "directory for a heap profile of every scale replica, taken at the end of its window (for diagnosis)")
 	flag.Parse()
@@ -97,9 +110,12 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	var err error
-	if o.isChild {
+	switch {
+	case o.isPodChild:
+		err = runPodReplica(ctx, o)
+	case o.isChild:
 		err = runReplica(ctx, o)
-	} else {
+	default:
 		err = run(ctx, o)
 	}
 	if err != nil {
@@ -120,6 +136,23 @@ func runReplica(ctx context.Context, o options) error {
 	o.replica.Impl = impl
 	o.replica.TTL = o.ttl
 	return bench.RunReplica(ctx, o.replica, os.Stdin, os.Stdout)
+}
+
+func runPodReplica(ctx context.Context, o options) error {
+	impl, err := bench.ParseImpl(o.impl)
+	if err != nil {
+		return err
+	}
+	r := o.podReplica
+	r.Impl, r.TTL, r.ProcessStart = impl, o.ttl, o.processStart
+	r.Namespace, r.Identity, r.Kubeconfig = o.replica.Namespace, o.replica.Identity, o.replica.Kubeconfig
+	return bench.RunPodReplica(ctx, r, os.Stdin, os.Stdout)
+}
+
+// podReplicaArgs is the command line of a Pod replica process.
+func podReplicaArgs(r bench.PodReplicaOptions) []string {
+	return []string{"-pod-replica", "-impl", string(r.Impl), "-ttl", r.TTL.String(), "-namespace", r.Namespace,
+		"-identity", r.Identity, "-kubeconfig", r.Kubeconfig, "-lock", r.Lock, "-pod", r.Pod, "-pod-uid", r.UID}
 }
 
 // replicaArgs is the command line of a replica process.
@@ -189,6 +222,10 @@ func run(ctx context.Context, o options) error {
 	if err := long.Validate(); err != nil && sections["long-ttl"] {
 		return fmt.Errorf("-long-ttl, -long-trials: %w", err)
 	}
+	kubeletTTLs, err := parseTTLs(o.kubeletTTLs)
+	if err != nil && sections["kubelet"] {
+		return fmt.Errorf("-kubelet-ttls: %w", err)
+	}
 	if o.scaleTTL < 2*time.Second {
 		return fmt.Errorf("-scale-ttl %v: must be at least 2s", o.scaleTTL)
 	}
@@ -250,6 +287,9 @@ func run(ctx context.Context, o options) error {
 		for _, impl := range impls {
 			res.Failover = append(res.Failover, bench.RunTakeover(ctx, env, cfg, impl, false))
 		}
+	}
+	if sections["kubelet"] {
+		runKubelet(ctx, env, cfg, kubeletTTLs, impls, bench.KubeletSpawn{Executable: exe, Args: podReplicaArgs}, res)
 	}
 	if sections["requests"] {
 		// Counts do not depend on timing: run the implementations at once.
@@ -321,6 +361,47 @@ func runCoordinated(ctx context.Context, cfg bench.Config, res *bench.Results) e
 	c := bench.RunCoordinated(ctx, env, cfg)
 	res.Coordinated = &c
 	return nil
+}
+
+// runKubelet measures the failover after a crash reported by the kubelet
+// at each ttl, for meshd and client-go, every implementation and ttl at
+// the same time: the trials mostly wait (for a lease, or a pause).
+func runKubelet(ctx context.Context, env *bench.Env, cfg bench.Config, ttls []time.Duration, impls []bench.Impl, spawn bench.KubeletSpawn, res *bench.Results) {
+	var runs []bench.KubeletResult
+	for _, ttl := range ttls {
+		for _, impl := range impls {
+			if impl == bench.Meshd || impl == bench.ClientGo {
+				runs = append(runs, bench.KubeletResult{Impl: impl, TTL: ttl})
+			}
+		}
+	}
+	logf("failover after a crash reported by the kubelet %v later (%d trials, ttls %v, side by side)", bench.KubeletReportDelay, cfg.Trials, ttls)
+	var wg sync.WaitGroup
+	for i := range runs {
+		wg.Go(func() {
+			c := cfg
+			c.TTL = runs[i].TTL
+			runs[i] = bench.RunKubeletFailover(ctx, env, c, runs[i].Impl, spawn)
+		})
+	}
+	wg.Wait()
+	res.Kubelet = runs
+}
+
+// parseTTLs reads a comma-separated list of ttls.
+func parseTTLs(s string) ([]time.Duration, error) {
+	var out []time.Duration
+	for _, f := range strings.Split(s, ",") {
+		d, err := time.ParseDuration(strings.TrimSpace(f))
+		if err != nil {
+			return nil, err
+		}
+		if err := (bench.Config{TTL: d, Trials: 1}).Validate(); err != nil {
+			return nil, err
+		}
+		out = append(out, d)
+	}
+	return out, nil
 }
 
 // rerun measures handover and steal at cfg's ttl, every implementation at

@@ -4,6 +4,7 @@
 //
 //	go run ./internal/tools/cmd/chaos -duration 3m -seed 42
 //	go run ./internal/tools/cmd/chaos -duration 3m -seed 42 -sessions
+//	go run ./internal/tools/cmd/chaos -duration 1m -pods -kinds kill-leader-reported,kill-leader
 //
 // It prints the seed first: the same seed injects the same sequence of
 // faults. It exits 0 when every check passed, 1 when one failed and 2 when
@@ -20,6 +21,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -48,6 +50,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		quiet     = fs.Bool("quiet", false, "print only the seed and the report, not every fault")
 		mode      = fs.String("election-mode", "racing", "meshd --election-mode; a coordinated mode starts the control plane with coordinated leader election on")
 		sessions  = fs.Bool("sessions", false, "start every meshd with --sessions (racing mode only); \"all\" kinds then include "+kindNames(chaos.SessionKinds()))
+		pods      = fs.Bool("pods", false, "run every meshd in a Pod whose status the run writes as the kubelet would (Pod-aware failover on); \"all\" kinds then include "+kindNames(chaos.PodKinds()))
 	)
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -67,8 +70,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "chaos: %v\n", err)
 		return 2
 	}
+	if k := strings.TrimSpace(*kinds); *pods && (k == "" || k == "all") {
+		selected = append(selected, chaos.PodKinds()...)
+	}
 	settings := chaos.Config{Duration: *duration, MaxFaults: *maxFaults, Instances: *instances, TTL: *ttl, Kinds: selected,
-		ElectionMode: *mode, Sessions: *sessions}
+		ElectionMode: *mode, Sessions: *sessions, Pods: *pods}
 	if err := settings.CheckSettings(); err != nil {
 		fmt.Fprintf(stderr, "chaos: %v\n", err)
 		return 2
@@ -148,6 +154,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		Log:          progress,
 		ElectionMode: *mode,
 		Sessions:     *sessions,
+		Pods:         *pods,
 	})
 	if err != nil {
 		if errors.Is(err, context.Canceled) {

@@ -19,6 +19,7 @@ func TestBadFlagsFailBeforeAnythingStarts(t *testing.T) {
 		{[]string{"-duration", "2h"}, "bounded to an hour"},
 		{[]string{"extra"}, "unexpected arguments"},
 		{[]string{"-kinds", "delete-session"}, "fault kind delete-session needs Sessions"},
+		{[]string{"-kinds", "kill-leader-reported"}, "fault kind kill-leader-reported needs Pods"},
 		{[]string{"-sessions", "-election-mode", "coordinated"}, "Sessions apply to racing elections only"},
 		{[]string{"-no-such-flag"}, "flag provided but not defined"},
 	} {

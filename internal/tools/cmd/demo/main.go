@@ -13,7 +13,11 @@
 //     instance takes over once the lease runs out; then it comes back;
 //  5. a leader is stopped with SIGTERM: it releases its locks, and the
 //     handover is timed;
-//  6. a summary of every measured time.
+//  6. two more meshd processes run in Pods at ttl 30s; the leader is
+//     killed with SIGKILL, the demo reports its container terminated a
+//     second later as the kubelet would, and the follower takes over on
+//     that report instead of the lease; the demo says why that is safe;
+//  7. a summary of every measured time.
 //
 // A table of who leads what is kept on screen (printed after each step when
 // the output is not a terminal). The demo stops everything it started and

@@ -24,7 +24,7 @@ const (
 )
 
 func (d *demo) story() error {
-	steps := []func() error{d.step1, d.step2, d.step3, d.step4, d.step5}
+	steps := []func() error{d.step1, d.step2, d.step3, d.step4, d.step5, d.step6}
 	for _, step := range steps {
 		if err := step(); err != nil {
 			return err
@@ -268,7 +268,7 @@ func (d *demo) step5() error {
 	return d.checkPerRevision(false)
 }
 
-// ---- 6 ----
+// ---- 7 ----
 
 func (d *demo) summary() {
 	// The final state stays on screen above the summary.
@@ -276,7 +276,7 @@ func (d *demo) summary() {
 		d.pollOnce(d.ctx)
 	}
 	d.scr.close()
-	d.scr.heading("6. Summary")
+	d.scr.heading("7. Summary")
 	ttl := d.opts.ttl
 	d.scr.note("ttl %v: lease duration %v, renew deadline %v, retry period %v.", ttl, ttl, ttl/2, ttl/4)
 	d.scr.note("LOCK: until the new holder's record reached a watch. LEADS: until the new leader said")
@@ -298,6 +298,7 @@ func (d *demo) summary() {
 	d.scr.note("For comparison, istiod's elector with the same ttl waits for its next jittered retry,")
 	d.scr.note("%s to %s, after a default change or a graceful release, and %s to %s after a crash.",
 		ms(ttl/4), ms(ttl*55/100), ms(ttl), ms(ttl*21/10))
+	d.scr.note("At ttl %v (step 6) it waits %s to %s after a crash, whatever the kubelet reports.", podTTL, ms(podTTL), ms(podTTL*3/2))
 
 	// The same view from the CLI.
 	ctx, cancel := context.WithTimeout(d.ctx, 10*time.Second)
