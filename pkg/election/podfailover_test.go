@@ -107,7 +107,7 @@ func TestPodMarkIsPublishedOnlyWhileTheWorkRuns(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer pub.Start()()
+	defer pub.Start(nil)()
 	eventually(t, "the publisher sees its run", func() bool { _, ok := pub.Mark(); return ok })
 	var working atomic.Bool
 	source := (&podAware{publisher: pub}).source(working.Load)

@@ -252,7 +252,7 @@ func (c *candidate) start() error {
 			}
 			return pub.Mark()
 		}
-		stopPods = append(stopPods, pub.Start())
+		stopPods = append(stopPods, pub.Start(nil))
 	}
 	lock, err := resourcelock.New(c.w.sched.LockKind, c.w.sched.Namespace, c.w.sched.LockName, client, lockCfg)
 	if err != nil {
