@@ -31,6 +31,10 @@ type lockWatch struct {
 	// ok is true from the first successful list or event until the watch
 	// reports an error, and again from the next event.
 	ok atomic.Bool
+	// joining is set while the hub subscribes this watch: what it delivers
+	// meanwhile is its cache replayed, which it hands over even while the
+	// shared watch is broken, so it says nothing of the watch's health.
+	joining atomic.Bool
 	// listed is closed the first time the watch reports itself healthy.
 	listed     chan struct{}
 	listedOnce sync.Once
@@ -83,10 +87,12 @@ func (w *lockWatch) healthy() bool { return w.ok.Load() }
 // call this watch again (and, if this was the last elector on that watch,
 // once the watch has stopped).
 func (w *lockWatch) start() (stop func()) {
+	w.joining.Store(true)
 	unsubscribe := w.le.cfg.Hub.Subscribe(w.lock, resourcelock.Subscriber{
 		OnObject: w.deliver,
 		OnHealth: w.setHealth,
 	})
+	w.joining.Store(false)
 	return func() {
 		unsubscribe()
 		w.ok.Store(false)
@@ -116,9 +122,10 @@ func (w *lockWatch) wake() {
 }
 
 // deliver is called by the hub with the newest object (or a deletion). A
-// delivery says nothing of the watch's health: the hub hands a subscriber
-// that joins its cached object even while the shared watch is broken (and
-// reports health itself, through setHealth, before any live event).
+// live delivery means the watch works; the cached object the hub hands a
+// subscriber that joins does not (the hub hands it over even while the
+// shared watch is broken and no watch is open), so a delivery while
+// joining leaves the health to the hub's own report.
 func (w *lockWatch) deliver(obj any, deleted bool) {
 	w.mu.Lock()
 	if len(w.pending) == maxPending {
@@ -127,6 +134,9 @@ func (w *lockWatch) deliver(obj any, deleted bool) {
 	}
 	w.pending = append(w.pending, delivered{obj: obj, deleted: deleted})
 	w.mu.Unlock()
+	if !w.joining.Load() {
+		w.setHealth(true)
+	}
 	w.wake()
 }
 

@@ -88,20 +88,30 @@ func TestBrokenWatchWakesTheLoop(t *testing.T) {
 	}
 }
 
-// A delivery is no sign of health: a hub hands an elector that subscribes
-// (every Run does) its cached object even while the shared watch is broken
-// and no watch is open. Counted healthy, the elector decided from that
+// The cache a hub replays to an elector that subscribes (every Run does) is
+// no sign of health: the hub hands it over even while the shared watch is
+// broken and no watch is open. Counted healthy, the elector decided from that
 // stale object, and after each conflict waited for a delivery that could
 // not come, instead of reading the lock (simulation, session seed 3349 as
-// drawn before the combinations: the entitled candidate waited 4.6s).
-func TestDeliveryDoesNotMakeTheWatchHealthy(t *testing.T) {
+// drawn before the combinations: the entitled candidate waited 4.6s). A
+// live delivery is, as the hub counts it: without it an elector that
+// subscribed to a new watch waited for the hub's poll of its sync before it
+// acted on a release it had been delivered.
+func TestJoiningReplayDoesNotMakeTheWatchHealthy(t *testing.T) {
 	h := newHarness(t)
 	le := h.elector("a", "", nil, nil)
 	w := newLockWatch(le, le.cfg.Lock.(resourcelock.Watchable))
+	w.joining.Store(true)
 	w.deliver(&corev1.ConfigMap{}, false)
 	if w.healthy() {
-		t.Fatal("a delivery made the watch healthy")
+		t.Fatal("the cache replayed to a joining watch made it healthy")
 	}
+	w.joining.Store(false)
+	w.deliver(&corev1.ConfigMap{}, false)
+	if !w.healthy() {
+		t.Fatal("a live delivery did not make the watch healthy")
+	}
+	w.setHealth(false)
 	w.setHealth(true)
 	if !w.healthy() {
 		t.Fatal("the hub's report of health did not")
