@@ -35,9 +35,10 @@ type lockWatch struct {
 	// meanwhile is its cache replayed, which it hands over even while the
 	// shared watch is broken, so it says nothing of the watch's health.
 	joining atomic.Bool
-	// listed is closed the first time the watch reports itself healthy.
-	listed     chan struct{}
-	listedOnce sync.Once
+	// up is closed when the watch becomes healthy after start (under mu);
+	// start opens a new one when the watch is not healthy then.
+	up       chan struct{}
+	upClosed bool
 
 	// recordGone is set by ingest when the lock object was deleted or
 	// replaced by one without a record while this candidate holds it; the
@@ -67,7 +68,7 @@ func (w *lockWatch) takeRecordGone() bool {
 }
 
 func newLockWatch(le *LeaderElector, lock resourcelock.Watchable) *lockWatch {
-	return &lockWatch{le: le, lock: lock, events: make(chan struct{}, 1), listed: make(chan struct{})}
+	return &lockWatch{le: le, lock: lock, events: make(chan struct{}, 1), up: make(chan struct{})}
 }
 
 // watchEvents is the channel the election loop selects on; nil (never ready)
@@ -82,11 +83,23 @@ func (le *LeaderElector) watchEvents() <-chan struct{} {
 // healthy reports whether the watch can be trusted to report every change.
 func (w *lockWatch) healthy() bool { return w.ok.Load() }
 
+// healthyNow is closed once the watch is healthy after its last start.
+func (w *lockWatch) healthyNow() <-chan struct{} {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.up
+}
+
 // start follows the lock through the elector's watch hub until the
 // returned function is called; that function returns once the hub will not
 // call this watch again (and, if this was the last elector on that watch,
 // once the watch has stopped).
 func (w *lockWatch) start() (stop func()) {
+	w.mu.Lock()
+	if w.upClosed && !w.ok.Load() {
+		w.up, w.upClosed = make(chan struct{}), false
+	}
+	w.mu.Unlock()
 	w.joining.Store(true)
 	unsubscribe := w.le.cfg.Hub.Subscribe(w.lock, resourcelock.Subscriber{
 		OnObject: w.deliver,
@@ -103,7 +116,12 @@ func (w *lockWatch) start() (stop func()) {
 func (w *lockWatch) setHealth(ok bool) {
 	if ok {
 		w.ok.Store(true)
-		w.listedOnce.Do(func() { close(w.listed) })
+		w.mu.Lock()
+		if !w.upClosed {
+			close(w.up)
+			w.upClosed = true
+		}
+		w.mu.Unlock()
 		return
 	}
 	if w.ok.Swap(false) {
