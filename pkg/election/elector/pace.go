@@ -48,20 +48,9 @@ func NewPacer() *Pacer {
 	}
 }
 
-// tryFirst makes the first attempt of a Run: with a watch, once the watch
-// is healthy (at most firstSyncWait), so that the attempt decides from
-// what it delivers and a lock it shows released is yielded to better
-// candidates as a watch event would be (every Run subscribes anew, and
-// what the hub replays to a subscriber is no sign of a working watch); the
-// elector's very first attempt is also paced (see paceFirstAttempt). It
-// reports whether the lock was taken.
+// tryFirst makes the first attempt of a Run: the elector's very first one
+// is paced (see paceFirstAttempt). It reports whether the lock was taken.
 func (le *LeaderElector) tryFirst(ctx context.Context) bool {
-	if le.watch != nil {
-		le.awaitListed(ctx)
-		if le.watch.healthy() && le.yieldOnRelease(le.clock.Now()) {
-			return false
-		}
-	}
 	release := le.paceFirstAttempt(ctx)
 	defer release()
 	if ctx.Err() != nil {
@@ -70,8 +59,9 @@ func (le *LeaderElector) tryFirst(ctx context.Context) bool {
 	return le.tryAcquire(ctx)
 }
 
-// paceFirstAttempt runs once per elector, before its first attempt. It
-// waits for a token and a slot,
+// paceFirstAttempt runs once per elector, before its first attempt. With a
+// watch it waits (at most firstSyncWait) for the shared watch's first list,
+// so that the attempt decides from it; then it waits for a token and a slot,
 // unless the watch shows the lock held by someone this candidate may not
 // take it from. The returned function gives the slot back, if one was taken.
 func (le *LeaderElector) paceFirstAttempt(ctx context.Context) (release func()) {
@@ -80,6 +70,9 @@ func (le *LeaderElector) paceFirstAttempt(ctx context.Context) (release func()) 
 		return release
 	}
 	le.paced = true
+	if le.watch != nil {
+		le.awaitListed(ctx)
+	}
 	pacer := le.cfg.Pacer
 	turn := pacer.tokens.Reserve()
 	wait := time.NewTimer(turn.Delay())
@@ -96,7 +89,7 @@ func (le *LeaderElector) paceFirstAttempt(ctx context.Context) (release func()) 
 	return pacer.slots.release
 }
 
-// awaitListed waits until the watch is healthy, ctx ends or firstSyncWait
+// awaitListed waits until the watch has listed, ctx ends or firstSyncWait
 // has passed, and takes in what the watch delivered.
 func (le *LeaderElector) awaitListed(ctx context.Context) {
 	deadline := time.NewTimer(firstSyncWait)
