@@ -29,7 +29,7 @@ func TestEveryAcceptedCombinationIsDrawn(t *testing.T) {
 		t.Fatalf("%d classic and %d session combinations do not fit the budgets of %d and %d schedules",
 			len(classic), len(sessions), freshClassicBudget, freshSessionBudget)
 	}
-	// The dimensions of issue 19 each appear in every value.
+	// Every dimension of the configuration appears in every value.
 	seen := map[string]bool{}
 	for _, c := range all {
 		for _, v := range []string{"mode=" + c.Mode, "election=" + c.Election, "lock=" + c.Lock, "sessions=" + c.Sessions,
