@@ -291,16 +291,7 @@ func (p *podProc) awaitHello(ctx context.Context, timeout time.Duration) (time.T
 
 // stop closes the replica's input and kills it if it has not exited
 // within a few seconds.
-func (p *podProc) stop() {
-	p.stdin.Close()
-	select {
-	case <-p.done:
-		return
-	case <-time.After(5 * time.Second):
-	}
-	_ = p.cmd.Process.Kill()
-	<-p.done
-}
+func (p *podProc) stop() { closeOrKill(p.cmd, p.stdin, p.done) }
 
 // RunKubeletFailover measures the failover after a crash reported by the
 // kubelet for impl at cfg.TTL, over cfg.Trials trials.

@@ -461,15 +461,20 @@ func (p *replicaProc) await(ctx context.Context, event string, timeout time.Dura
 
 // kill closes the replica's input, which makes it exit, and kills it if it
 // has not exited within a few seconds.
-func (p *replicaProc) kill() {
-	p.stdin.Close()
+func (p *replicaProc) kill() { closeOrKill(p.cmd, p.stdin, p.done) }
+
+// closeOrKill closes a replica process's input, which makes it exit, and
+// kills it if done has not closed within a few seconds; it returns once
+// done has closed.
+func closeOrKill(cmd *exec.Cmd, stdin io.Closer, done <-chan struct{}) {
+	stdin.Close()
 	select {
-	case <-p.done:
+	case <-done:
 		return
 	case <-time.After(5 * time.Second):
 	}
-	_ = p.cmd.Process.Kill()
-	<-p.done
+	_ = cmd.Process.Kill()
+	<-done
 }
 
 // limitedWriter keeps the first max bytes written to it.
