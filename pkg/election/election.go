@@ -13,6 +13,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/clock"
 
+	"github.com/meshd-io/meshd/internal/protocol/handover"
 	"github.com/meshd-io/meshd/pkg/election/coordinated"
 	"github.com/meshd-io/meshd/pkg/election/elector"
 	"github.com/meshd-io/meshd/pkg/election/session"
@@ -285,9 +286,15 @@ func (l *LeaderElection) electorConfig(lock resourcelock.Interface, o *options, 
 	default:
 		cfg.YieldOnRelease = l.releaseYield
 	}
-	if cooperative {
-		cfg.HandoverGrace = max(o.handoverGrace, 2*retryPeriod) // a polling holder answers within a RetryPeriod
-		cfg.AcceptHandover = l.shouldHandOver
+	if hl, ok := lock.(resourcelock.HandoverLock); ok && cooperative {
+		cfg.Handover = handover.New(handover.Config{
+			Name: cfg.Name, Lock: hl,
+			Grace:    max(o.handoverGrace, 2*retryPeriod), // a polling holder answers within a RetryPeriod
+			Accept:   l.shouldHandOver,
+			Outranks: cfg.KeyComparison, YieldDelay: cfg.YieldOnRelease,
+			LeaseDuration: leaseDuration, RetryPeriod: retryPeriod,
+			Logger: o.logger, Metrics: o.metrics,
+		})
 	}
 	return cfg
 }

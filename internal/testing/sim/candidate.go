@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/meshd-io/meshd/internal/protocol/handover"
 	"github.com/meshd-io/meshd/pkg/election/elector"
 	"github.com/meshd-io/meshd/pkg/election/session"
 	"github.com/meshd-io/meshd/pkg/resourcelock"
@@ -181,8 +182,10 @@ func (c *candidate) electorConfig(lock resourcelock.Interface) elector.Config {
 		Logger:          c.w.electorLogger(c.id),
 	}
 	if c.spec.Cooperative {
-		cfg.HandoverGrace = t.HandoverGrace
-		cfg.AcceptHandover = c.shouldHandOver
+		cfg.Handover = handover.New(handover.Config{
+			Name: cfg.Name, Lock: lock.(resourcelock.HandoverLock), Grace: t.HandoverGrace, Accept: c.shouldHandOver,
+			Outranks: cfg.KeyComparison, LeaseDuration: t.LeaseDuration, RetryPeriod: t.RetryPeriod, Logger: cfg.Logger,
+		})
 	}
 	return cfg
 }

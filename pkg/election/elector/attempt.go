@@ -91,7 +91,8 @@ func (le *LeaderElector) answerRequest(ctx context.Context) (outcome, error) {
 	if le.handover == nil {
 		return readNeeded, nil
 	}
-	h, err := le.handover.answer(ctx, le.clock.Now())
+	now := le.clock.Now()
+	h, err := le.handover.Answer(ctx, now, le.stopWithin(now))
 	switch {
 	case err != nil:
 		return failed, err
@@ -203,7 +204,7 @@ func (le *LeaderElector) decideAndWrite(ctx context.Context, renewing bool, rec 
 				return heldByOther, nil
 			}
 			if le.handover != nil {
-				if since, ok := le.handover.namedSince(rec, now); ok {
+				if since, ok := le.namedSince(le.handover.AskedAt(), rec, now); ok {
 					// Handed the lock on request: the record is a valid
 					// term already, and the work starts on it alone.
 					le.namedFrom = since
@@ -282,11 +283,11 @@ func (le *LeaderElector) mayPreempt(ctx context.Context, rec *resourcelock.Recor
 	if le.handover == nil {
 		return acquired, nil
 	}
-	step, err := le.handover.ask(ctx, rec, now)
+	force, err := le.handover.Ask(ctx, rec, now)
 	switch {
 	case err != nil:
 		return failed, err
-	case step == takeByForce:
+	case force:
 		return acquired, nil
 	}
 	return heldByOther, nil

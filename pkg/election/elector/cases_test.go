@@ -269,8 +269,8 @@ func TestPollingSlowHolderIsNotPreemptedWhileItStops(t *testing.T) {
 
 func TestTimingRelationsAreValidated(t *testing.T) {
 	lock, _ := resourcelock.NewConfigMapLock(kubetest.NewClientset().CoreV1(), ns, lockName, resourcelock.Config{Identity: "a"})
-	_, err := New(Config{Lock: lock, LeaseDuration: 4 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: time.Second,
-		StopTimeout: 3 * time.Second, HandoverGrace: time.Second, Callbacks: Callbacks{OnStartedLeading: waitDone}})
+	_, err := New(cooperative(Config{Lock: lock, LeaseDuration: 4 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: time.Second,
+		StopTimeout: 3 * time.Second, Callbacks: Callbacks{OnStartedLeading: waitDone}}, time.Second, nil))
 	if !errors.Is(err, ErrInvalidConfig) {
 		t.Fatalf("err = %v", err)
 	}

@@ -118,24 +118,18 @@ type Config struct {
 	// which never makes the first attempt wait.
 	Pacer *Pacer
 
-	// HandoverGrace, when positive, turns on cooperative preemption (see
-	// handover.go and docs/handover.md). A candidate entitled by
-	// KeyComparison to take the lock from a holder that advertises
-	// cooperation (see resourcelock.HandoverAnnotationKey) first asks it to
-	// hand over. The holder answers at once through its watch, or at its
-	// next renew: it accepts, with the time within which its work will
-	// have stopped, or refuses. HandoverGrace is how long the candidate
-	// waits for an answer before it takes the lock by force (with the
-	// fenced start); it must exceed RetryPeriod. An accepted request is
+	// Handover, if set, turns on cooperative preemption (docs/handover.md;
+	// package internal/protocol/handover implements it). A candidate
+	// entitled by KeyComparison to take the lock from a holder that
+	// advertises cooperation (see resourcelock.HandoverAnnotationKey) first
+	// asks it to hand over. The holder answers at once through its watch,
+	// or at its next renew: it accepts, with the time within which its work
+	// will have stopped, or refuses. The candidate waits Handover.Grace()
+	// for an answer before it takes the lock by force (with the fenced
+	// start); the grace must exceed RetryPeriod. An accepted request is
 	// never followed by force: the holder names the candidate once its work
-	// stopped. A refused one is repeated after Trigger or after a lease.
-	// The lock must implement resourcelock.HandoverLock.
-	HandoverGrace time.Duration
-	// AcceptHandover tells a holder whether to honour a request from a
-	// candidate with the given key; it is asked again at every renew and on
-	// Trigger for a request it refused, while the request is fresh. Requests
-	// older than LeaseDuration are ignored. Nil refuses every request.
-	AcceptHandover func(candidateKey string) bool
+	// stopped. The lock must implement resourcelock.HandoverLock.
+	Handover Handover
 
 	// Coordination, when set, makes this a candidate of a coordinated
 	// election (docs/coordinated.md): it never races for the lock and never
@@ -144,7 +138,7 @@ type Config struct {
 	// names another candidate as preferred holder stops its work, renewing
 	// meanwhile, and then hands the lock to that candidate. The lock must
 	// implement resourcelock.CoordinatedLock; KeyComparison and
-	// HandoverGrace must be unset.
+	// Handover must be unset.
 	Coordination *Coordination
 
 	// Session, when set, lets the program's session renew this candidate's
@@ -219,15 +213,13 @@ func (c *Config) Validate() error {
 			add("Watch needs a lock that can be watched; %T cannot", c.Lock)
 		}
 	}
-	if c.HandoverGrace < 0 {
-		add("HandoverGrace %v must not be negative", c.HandoverGrace)
-	} else if c.HandoverGrace > 0 && c.Lock != nil {
-		if _, ok := c.Lock.(resourcelock.HandoverLock); !ok {
-			add("HandoverGrace needs a lock that supports handover; %T does not", c.Lock)
+	if c.Handover != nil {
+		if _, ok := c.Lock.(resourcelock.HandoverLock); !ok && c.Lock != nil {
+			add("Handover needs a lock that supports handover; %T does not", c.Lock)
 		}
-	}
-	if c.HandoverGrace > 0 && c.HandoverGrace <= c.RetryPeriod {
-		add("HandoverGrace %v must be greater than RetryPeriod %v (a polling holder answers at its next renew)", c.HandoverGrace, c.RetryPeriod)
+		if g := c.Handover.Grace(); g <= c.RetryPeriod {
+			add("HandoverGrace %v must be greater than RetryPeriod %v (a polling holder answers at its next renew)", g, c.RetryPeriod)
+		}
 	}
 	if c.StopTimeout < 0 {
 		add("StopTimeout %v must not be negative", c.StopTimeout)

@@ -45,8 +45,8 @@ func (c *Coordination) problems(cfg *Config) []string {
 	if _, ok := cfg.Lock.(resourcelock.CoordinatedLock); cfg.Lock != nil && !ok {
 		msgs = append(msgs, "Coordination needs a lock that carries a preferred holder (a Lease)")
 	}
-	if cfg.KeyComparison != nil || cfg.HandoverGrace > 0 {
-		msgs = append(msgs, "a coordinated candidate never takes the lock from its holder: KeyComparison and HandoverGrace must be unset")
+	if cfg.KeyComparison != nil || cfg.Handover != nil {
+		msgs = append(msgs, "a coordinated candidate never takes the lock from its holder: KeyComparison and Handover must be unset")
 	}
 	if c.Patience < 0 {
 		msgs = append(msgs, "Coordination.Patience must not be negative")

@@ -60,8 +60,9 @@
 // SetPreemptionSuspended, LeaderElector.Preemption) until the candidate's
 // comparison no longer outranks the holder.
 //
-// With Config.HandoverGrace a candidate first asks a cooperating holder to
-// hand over (handover.go, docs/handover.md). The holder answers: it accepts
+// With Config.Handover (the protocol of package internal/protocol/handover,
+// behind the Handover interface; docs/handover.md) a candidate first asks a
+// cooperating holder to hand over. The holder answers: it accepts
 // with the time within which its work will have stopped, or refuses. An
 // accepted request is followed by the record naming the candidate once the
 // holder's work stopped, and the candidate starts on that record without a
@@ -69,7 +70,7 @@
 // request (every other candidate saw the record, and timed its lease, after
 // that); a refused one is never followed by force. Only a
 // holder that does not cooperate (istiod, client-go) or does not answer
-// within HandoverGrace is preempted by force.
+// within the grace (Handover.Grace) is preempted by force.
 //
 // After a forced steal the elector holds the lock at once but starts
 // OnStartedLeading only at the old holder's last renew as observed here
@@ -148,7 +149,7 @@
 //
 //	LeaseDuration >= 1s, LeaseDuration > RenewDeadline > JitterFactor x RetryPeriod > 0
 //	StopTimeout < LeaseDuration - RetryPeriod     (a holder's promised stop fits its lease)
-//	HandoverGrace > RetryPeriod                   (a polling holder answers at its next renew)
+//	Handover.Grace() > RetryPeriod                (a polling holder answers at its next renew)
 //
 // # Guarantees and limits
 //

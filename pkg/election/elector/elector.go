@@ -63,8 +63,8 @@ type LeaderElector struct {
 
 	// watch is set when Config.Watch is; see watch.go.
 	watch *lockWatch
-	// handover is set when cooperative preemption is on; see handover.go.
-	handover *handoverProtocol
+	// handover is Config.Handover: nil unless cooperative; see protocol.go.
+	handover Handover
 	// damper limits steals; see damper.go.
 	damper stealDamper
 	// session is set in session mode; see session.go.
@@ -110,12 +110,13 @@ func New(cfg Config) (*LeaderElector, error) {
 		return nil, err
 	}
 	le := &LeaderElector{
-		cfg:     cfg,
-		log:     cfg.Logger,
-		clock:   cfg.Clock,
-		metrics: cfg.Metrics,
-		trigger: make(chan struct{}, 1),
-		damper:  stealDamper{retry: cfg.RetryPeriod, lease: cfg.LeaseDuration},
+		cfg:      cfg,
+		log:      cfg.Logger,
+		clock:    cfg.Clock,
+		metrics:  cfg.Metrics,
+		trigger:  make(chan struct{}, 1),
+		damper:   stealDamper{retry: cfg.RetryPeriod, lease: cfg.LeaseDuration},
+		handover: cfg.Handover,
 	}
 	switch {
 	case le.log == nil:
@@ -146,9 +147,6 @@ func New(cfg Config) (*LeaderElector, error) {
 	}
 	if cfg.Watch {
 		le.watch = newLockWatch(le, cfg.Lock.(resourcelock.Watchable))
-	}
-	if cfg.HandoverGrace > 0 {
-		le.handover = newHandoverProtocol(le, cfg.Lock.(resourcelock.HandoverLock))
 	}
 	if cfg.Session != nil {
 		le.session.lock = cfg.Lock.(resourcelock.SessionLock)
@@ -285,7 +283,7 @@ func (le *LeaderElector) acquire(ctx context.Context) bool {
 		case <-le.trigger:
 			timer.Stop()
 			if le.handover != nil {
-				le.handover.triggered()
+				le.handover.Triggered()
 			}
 			tryNow = true
 		case <-le.watchEvents():
@@ -364,7 +362,7 @@ func (le *LeaderElector) followerWait() time.Duration {
 	// An expired lock is a race like a released one: lesser candidates
 	// let better ones go first.
 	deadline := end.Add(le.yieldDelay())
-	for _, at := range []time.Time{le.damper.wakeAt(now), le.handoverWake()} {
+	for _, at := range []time.Time{le.damper.wakeAt(now), le.handoverWake(now)} {
 		if !at.IsZero() && at.Before(deadline) {
 			deadline = at
 		}
@@ -399,11 +397,11 @@ func (le *LeaderElector) emptyWake(now time.Time) time.Time {
 }
 
 // handoverWake is when the handover state may change by itself.
-func (le *LeaderElector) handoverWake() time.Time {
+func (le *LeaderElector) handoverWake(now time.Time) time.Time {
 	if le.handover == nil {
 		return time.Time{}
 	}
-	return le.handover.wakeAt()
+	return le.handover.WakeAt(now)
 }
 
 // worthTrying reports whether the record last observed may let this
@@ -434,7 +432,7 @@ func (le *LeaderElector) worthTrying() bool {
 // a lease that no one renews.
 func (le *LeaderElector) withdraw() {
 	me := le.cfg.Lock.Identity()
-	asked := le.handover != nil && !le.handover.askedAt.IsZero()
+	asked := le.handover != nil && !le.handover.AskedAt().IsZero()
 	if !asked && le.GetLeader() != me {
 		return // never asked, never named: nothing to undo
 	}
@@ -444,7 +442,7 @@ func (le *LeaderElector) withdraw() {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), le.cfg.RenewDeadline)
 	defer cancel()
-	if le.handover.withdraw(ctx) {
+	if le.retract(ctx) {
 		le.release()
 	}
 }

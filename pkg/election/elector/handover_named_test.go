@@ -149,15 +149,13 @@ func TestNamedSince(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	le, err := New(Config{
+	le, err := New(cooperative(Config{
 		Name: lockName, Lock: lock,
 		LeaseDuration: 4 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: time.Second,
-		Callbacks:      Callbacks{OnStartedLeading: noErr(func(ctx context.Context) { <-ctx.Done() })},
-		KeyComparison:  func(string) bool { return true },
-		AcceptHandover: func(string) bool { return true },
-		HandoverGrace:  3 * time.Second,
-		Clock:          h.clock,
-	})
+		Callbacks:     Callbacks{OnStartedLeading: noErr(func(ctx context.Context) { <-ctx.Done() })},
+		KeyComparison: func(string) bool { return true },
+		Clock:         h.clock,
+	}, 3*time.Second, func(string) bool { return true }))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -184,8 +182,8 @@ func TestNamedSince(t *testing.T) {
 			if tc.edit != nil {
 				tc.edit(&rec)
 			}
-			le.handover.askedAt, le.startAt = tc.askedAt, tc.fence
-			since, ok := le.handover.namedSince(&rec, now)
+			le.startAt = tc.fence
+			since, ok := le.namedSince(tc.askedAt, &rec, now)
 			if ok != tc.want {
 				t.Fatalf("namedSince = %v, %v; want ok %v", since, ok, tc.want)
 			}

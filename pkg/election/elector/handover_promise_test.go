@@ -23,14 +23,13 @@ func (h *harness) cooperativeElector(identity string, accept *atomic.Bool) *Lead
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	le, err := New(Config{
+	le, err := New(cooperative(Config{
 		Name: lockName, Lock: lock,
 		LeaseDuration: 4 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: time.Second,
-		Callbacks:      Callbacks{OnStartedLeading: noErr(func(ctx context.Context) { <-ctx.Done() })},
-		AcceptHandover: func(string) bool { return accept.Load() },
-		HandoverGrace:  2 * time.Second, StopTimeout: time.Second,
-		Clock: h.clock,
-	})
+		Callbacks:   Callbacks{OnStartedLeading: noErr(func(ctx context.Context) { <-ctx.Done() })},
+		StopTimeout: time.Second,
+		Clock:       h.clock,
+	}, 2*time.Second, func(string) bool { return accept.Load() }))
 	if err != nil {
 		h.t.Fatal(err)
 	}
@@ -135,7 +134,7 @@ func TestCandidateAsksAgainWhenAnAcceptedRequestIsNotHonoured(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.setHandover(string(raw))
-	waitFor(t, "c to see the answer", func() bool { return c.le.handoverWake().After(h.clock.Now()) })
+	waitFor(t, "c to see the answer", func() bool { return c.le.handoverWake(h.clock.Now()).After(h.clock.Now()) })
 	for i := 0; i < 5; i++ { // to t0+1.25s: before the promise is broken
 		h.steps(1, 250*time.Millisecond)
 		h.renewAs(holder)

@@ -29,14 +29,13 @@ func TestSessionHolderReconsidersARefusal(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	le, err := New(Config{
+	le, err := New(cooperative(Config{
 		Name: lockName, Lock: lock,
 		LeaseDuration: 4 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: time.Second,
-		Callbacks:      Callbacks{OnStartedLeading: noErr(func(ctx context.Context) { <-ctx.Done() })},
-		AcceptHandover: func(string) bool { return entitled.Load() },
-		HandoverGrace:  2 * time.Second, StopTimeout: time.Second,
-		Watch: true, Session: s, Clock: h.clock,
-	})
+		Callbacks:   Callbacks{OnStartedLeading: noErr(func(ctx context.Context) { <-ctx.Done() })},
+		StopTimeout: time.Second,
+		Watch:       true, Session: s, Clock: h.clock,
+	}, 2*time.Second, func(string) bool { return entitled.Load() }))
 	if err != nil {
 		t.Fatal(err)
 	}

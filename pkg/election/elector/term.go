@@ -314,7 +314,7 @@ func (le *LeaderElector) nextRenew() time.Duration {
 // handover request addressed to this holder that it has not answered yet.
 // Refused requests are reconsidered at every renew and on Trigger.
 func (le *LeaderElector) requestPending() bool {
-	return le.handover != nil && le.handover.lock.Handover().Pending(le.cfg.Lock.Identity())
+	return le.handover != nil && le.handoverLock().Handover().Pending(le.cfg.Lock.Identity())
 }
 
 // requestToAnswer reports whether the holder has a request to answer now:
@@ -323,7 +323,7 @@ func (le *LeaderElector) requestPending() bool {
 // session only when there is none; otherwise the refusal would stand for
 // as long as the session lives.
 func (le *LeaderElector) requestToAnswer() bool {
-	return le.requestPending() || (le.handover != nil && le.handover.reconsiders(le.clock.Now()))
+	return le.requestPending() || (le.handover != nil && le.handover.Reconsiders(le.clock.Now()))
 }
 
 // stopWork cancels the callback and waits for it to return, renewing the
@@ -461,7 +461,7 @@ func (le *LeaderElector) finish(end termEnd) {
 		le.handOver(h, end.brief)
 	case end.byCallback || le.cfg.ReleaseOnCancel:
 		if le.handover != nil {
-			if h := le.handover.successor(le.clock.Now()); h != nil {
+			if h := le.handover.Successor(le.clock.Now()); h != nil {
 				le.handOver(*h, false)
 				return
 			}
@@ -548,7 +548,7 @@ func (le *LeaderElector) writeSuccessor(h resourcelock.Handover, brief bool, don
 // requestStands reports whether the lock object last seen still carries the
 // request of h's candidate.
 func (le *LeaderElector) requestStands(h resourcelock.Handover) bool {
-	cur := le.handover.lock.Handover()
+	cur := le.handoverLock().Handover()
 	return cur.Candidate == h.Candidate && cur.CandidateKey == h.CandidateKey
 }
 
@@ -573,7 +573,7 @@ func successorRecord(prev resourcelock.Record, h resourcelock.Handover, leaseSec
 // briefLeaseSeconds is the lease, in whole seconds, of a successor named
 // at the fence on a request made a while before (see holdUntilFence): a
 // RetryPeriod, rounded up. A live candidate looks at the lock when the stop
-// it was promised is due (see handoverProtocol.wakeAt) and renews; one that
+// it was promised is due (see Handover.WakeAt) and renews; one that
 // has gone keeps the election without a leader for that long, which fits
 // in the RetryPeriod that failover allows beyond a lease.
 func (le *LeaderElector) briefLeaseSeconds() int {

@@ -80,13 +80,11 @@ func (h *harness) start(o candidateOpts) *candidate {
 	if o.stopTimeout == 0 {
 		o.stopTimeout = time.Second
 	}
-	le, err := New(Config{
+	le, err := New(cooperative(Config{
 		Name: lockName, Lock: lock,
 		LeaseDuration: 4 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: time.Second,
 		Callbacks:             Callbacks{OnStartedLeading: work},
 		KeyComparison:         o.stealFn,
-		AcceptHandover:        o.acceptFn,
-		HandoverGrace:         o.grace,
 		StopTimeout:           o.stopTimeout,
 		StartAtOnceAfterSteal: o.startAtOnce,
 		ReleaseOnCancel:       true,
@@ -94,7 +92,7 @@ func (h *harness) start(o candidateOpts) *candidate {
 		Clock:                 h.clock,
 		Metrics:               o.metrics,
 		Logger:                zaptest.NewLogger(h.t).Named(o.identity),
-	})
+	}, o.grace, o.acceptFn))
 	if err != nil {
 		h.t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package elector
+package electionmetrics
 
 import "github.com/prometheus/client_golang/prometheus"
 
@@ -21,8 +21,6 @@ type PrometheusMetrics struct {
 	suspended    *prometheus.GaugeVec
 	runFailed    *prometheus.CounterVec
 }
-
-var _ Metrics = (*PrometheusMetrics)(nil)
 
 // NewPrometheusMetrics creates the metrics and registers them with reg.
 func NewPrometheusMetrics(reg prometheus.Registerer) (*PrometheusMetrics, error) {

@@ -1,0 +1,24 @@
+package elector
+
+import (
+	"time"
+
+	"github.com/meshd-io/meshd/internal/protocol/handover"
+	"github.com/meshd-io/meshd/pkg/resourcelock"
+)
+
+// cooperative returns cfg with cooperative preemption of the given grace
+// and acceptance rule, wired as package election wires it; a grace of zero
+// or less leaves cfg without it.
+func cooperative(cfg Config, grace time.Duration, accept func(candidateKey string) bool) Config {
+	if grace <= 0 {
+		return cfg
+	}
+	cfg.Handover = handover.New(handover.Config{
+		Name: cfg.Name, Lock: cfg.Lock.(resourcelock.HandoverLock), Grace: grace, Accept: accept,
+		Outranks: cfg.KeyComparison, YieldDelay: cfg.YieldOnRelease,
+		LeaseDuration: cfg.LeaseDuration, RetryPeriod: cfg.RetryPeriod,
+		Logger: cfg.Logger, Metrics: cfg.Metrics,
+	})
+	return cfg
+}
