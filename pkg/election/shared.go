@@ -6,8 +6,9 @@ import (
 	"os"
 	"sync"
 
+	"github.com/meshd-io/meshd/internal/pacing"
+
 	"github.com/meshd-io/meshd/pkg/election/coordinated"
-	"github.com/meshd-io/meshd/pkg/election/elector"
 	"github.com/meshd-io/meshd/pkg/election/podexit"
 	"github.com/meshd-io/meshd/pkg/election/session"
 	"github.com/meshd-io/meshd/pkg/resourcelock"
@@ -38,7 +39,7 @@ type Shared struct {
 	watchers *revisions.SharedWatchers
 	sessions *session.Sessions
 	rosters  *coordinated.Rosters
-	pacer    *elector.Pacer
+	pacer    *pacing.Pacer
 	pods     *podexit.Watches
 
 	identityOnce sync.Once
@@ -56,7 +57,7 @@ func NewShared() *Shared {
 		// also delivers its lock.
 		sessions: session.NewSessions(hub),
 		rosters:  coordinated.NewRosters(),
-		pacer:    elector.NewPacer(),
+		pacer:    pacing.NewPacer(),
 		pods:     podexit.NewWatches(),
 	}
 }

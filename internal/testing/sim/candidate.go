@@ -8,6 +8,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/meshd-io/meshd/internal/pacing"
+
 	"github.com/meshd-io/meshd/internal/protocol/handover"
 	"github.com/meshd-io/meshd/pkg/election/elector"
 	"github.com/meshd-io/meshd/pkg/election/session"
@@ -207,7 +209,7 @@ func (c *candidate) start() error {
 	// What a process shares among its elections is its own, made anew at
 	// every start: nothing of one process (or of one World) reaches
 	// another. The session follows Leases through the elector's hub.
-	cfg.Hub, cfg.Pacer = resourcelock.NewWatchHub(), elector.NewPacer()
+	cfg.Hub, cfg.Pacer = resourcelock.NewWatchHub(), pacing.NewPacer()
 	var member *session.Member
 	if c.spec.Session {
 		t := c.w.sched.Timing

@@ -81,11 +81,11 @@ func (le *LeaderElector) renewFast(ctx context.Context) (outcome, error) {
 // handOff when it accepted one, readNeeded when there was nothing to act on.
 // A leader whose callback is stopping answers nothing.
 func (le *LeaderElector) answerRequest(ctx context.Context) (outcome, error) {
-	if le.stopping {
+	if le.loop.stopping {
 		return readNeeded, nil
 	}
 	if h := le.preferredSuccessor(); h != nil {
-		le.handTo = h
+		le.loop.handTo = h
 		return handOff, nil
 	}
 	if le.handover == nil {
@@ -97,7 +97,7 @@ func (le *LeaderElector) answerRequest(ctx context.Context) (outcome, error) {
 	case err != nil:
 		return failed, err
 	case h != nil:
-		le.handTo = h
+		le.loop.handTo = h
 		return handOff, nil
 	}
 	return readNeeded, nil
@@ -179,8 +179,8 @@ func (le *LeaderElector) decideAndWrite(ctx context.Context, renewing bool, rec 
 	desired := le.desired(now)
 	if rec.HolderIdentity == me {
 		if !renewing {
-			if !le.inherited.IsZero() {
-				if now.Before(le.inherited) {
+			if !le.fence.inherited.IsZero() {
+				if now.Before(le.fence.inherited) {
 					// An earlier process of this identity wrote the record:
 					// it is that process's, whose work may run until its
 					// lease has passed by this observation. Leave it as
@@ -189,7 +189,7 @@ func (le *LeaderElector) decideAndWrite(ctx context.Context, renewing bool, rec 
 					// taking the lock when it runs out.
 					return heldByOther, nil
 				}
-				le.inherited = time.Time{}
+				le.fence.inherited = time.Time{}
 			}
 			if h := le.promisedSuccessor(now); h != nil {
 				// This holder accepted a request in its last term and its
@@ -198,7 +198,7 @@ func (le *LeaderElector) decideAndWrite(ctx context.Context, renewing bool, rec 
 				// of a lock it took by force has passed (the candidate
 				// starts at once, and the previous holder's work may still
 				// run). Until then the lock is left as it is.
-				if !le.startAt.After(now) {
+				if !le.fence.startAt.After(now) {
 					le.handOver(*h, false)
 				}
 				return heldByOther, nil
@@ -207,7 +207,7 @@ func (le *LeaderElector) decideAndWrite(ctx context.Context, renewing bool, rec 
 				if since, ok := le.namedSince(le.handover.AskedAt(), rec, now); ok {
 					// Handed the lock on request: the record is a valid
 					// term already, and the work starts on it alone.
-					le.namedFrom = since
+					le.loop.namedFrom = since
 					le.log.Info("the holder handed the lock over on request; leading on its record")
 					return acquired, nil
 				}
@@ -230,7 +230,7 @@ func (le *LeaderElector) decideAndWrite(ctx context.Context, renewing bool, rec 
 		}
 		return le.write(ctx, desired, now)
 	}
-	le.vacantSince = time.Time{}
+	le.loop.vacantSince = time.Time{}
 	if le.coordinated() {
 		return heldByOther, nil // the coordinator moves a held lock, never a candidate
 	}
@@ -302,7 +302,7 @@ func (le *LeaderElector) stole(rec *resourcelock.Record, fence, now time.Time) {
 	le.fenceAt(fence, now)
 	msg := fmt.Sprintf("%s took the lock from %s (key %q)", le.cfg.Lock.Identity(), rec.HolderIdentity, rec.HolderKey)
 	le.log.Info("took the lock from a lower-priority holder", zap.String("holder", rec.HolderIdentity),
-		zap.String("holderKey", rec.HolderKey), zap.Time("workStartsAt", le.startAt))
+		zap.String("holderKey", rec.HolderKey), zap.Time("workStartsAt", le.fence.startAt))
 	le.cfg.Lock.RecordEvent(corev1.EventTypeNormal, ReasonLeaderElection, msg)
 }
 
@@ -322,8 +322,8 @@ func (le *LeaderElector) recordDestroyed(now time.Time) {
 // fence, unless Config.StartAtOnceAfterSteal; a later fence already set
 // stays.
 func (le *LeaderElector) fenceAt(fence, now time.Time) {
-	if !le.cfg.StartAtOnceAfterSteal && fence.After(now) && fence.After(le.startAt) {
-		le.startAt = fence
+	if !le.cfg.StartAtOnceAfterSteal && fence.After(now) && fence.After(le.fence.startAt) {
+		le.fence.startAt = fence
 	}
 }
 

@@ -116,7 +116,7 @@ type Config struct {
 	// Pacer paces this elector's first attempt together with those of the
 	// other electors given the same pacer. Nil means a pacer of its own,
 	// which never makes the first attempt wait.
-	Pacer *Pacer
+	Pacer Pacer
 
 	// Handover, if set, turns on cooperative preemption (docs/handover.md;
 	// package internal/protocol/handover implements it). A candidate
@@ -230,7 +230,7 @@ func (c *Config) Validate() error {
 	if c.Callbacks.OnStartedLeading == nil {
 		add("Callbacks.OnStartedLeading must be set")
 	}
-	if c.Pacer != nil && c.Pacer.tokens == nil {
+	if c.Pacer != nil && !c.Pacer.Built() {
 		add("Pacer was not built by NewPacer")
 	}
 	if c.Session != nil {

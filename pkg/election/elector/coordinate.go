@@ -73,10 +73,10 @@ func (le *LeaderElector) leaveVacant(now time.Time) bool {
 	if !le.coordinated() {
 		return false
 	}
-	if le.vacantSince.IsZero() {
-		le.vacantSince = now
+	if le.loop.vacantSince.IsZero() {
+		le.loop.vacantSince = now
 	}
-	return now.Before(le.vacantSince.Add(le.patience()))
+	return now.Before(le.loop.vacantSince.Add(le.patience()))
 }
 
 // acquiredVacancy notes that this candidate took the lock: a coordinated
@@ -85,20 +85,20 @@ func (le *LeaderElector) acquiredVacancy() {
 	// A lock a coordinator assigned was observed naming this candidate,
 	// which cleared vacantSince; only a lock taken by this candidate's own
 	// write after its patience leaves it set.
-	if le.coordinated() && !le.vacantSince.IsZero() {
+	if le.coordinated() && !le.loop.vacantSince.IsZero() {
 		le.log.Warn("no coordinator assigned the vacant lock within the patience; took it as a racing candidate would",
 			zap.Duration("patience", le.patience()))
 	}
-	le.vacantSince = time.Time{}
+	le.loop.vacantSince = time.Time{}
 }
 
 // vacancyWake is when a coordinated candidate that saw the lock vacant may
 // take it itself; zero when it waits for nothing.
 func (le *LeaderElector) vacancyWake() time.Time {
-	if !le.coordinated() || le.vacantSince.IsZero() {
+	if !le.coordinated() || le.loop.vacantSince.IsZero() {
 		return time.Time{}
 	}
-	return le.vacantSince.Add(le.patience())
+	return le.loop.vacantSince.Add(le.patience())
 }
 
 // preferredSuccessor returns the candidate named as preferred holder in
@@ -146,8 +146,8 @@ func (le *LeaderElector) yieldDelay() time.Duration {
 // yieldWake is when a candidate that yields after a release tries; zero
 // when it does not yield.
 func (le *LeaderElector) yieldWake(now time.Time) time.Time {
-	if le.yieldAt.After(now) {
-		return le.yieldAt
+	if le.loop.yieldAt.After(now) {
+		return le.loop.yieldAt
 	}
 	return time.Time{}
 }
@@ -167,6 +167,6 @@ func (le *LeaderElector) yieldOnRelease(now time.Time) bool {
 	if d <= 0 {
 		return false
 	}
-	le.yieldAt = now.Add(d)
+	le.loop.yieldAt = now.Add(d)
 	return true
 }

@@ -41,11 +41,11 @@ func TestPreferredHolderThatLeftIsNotHandedTheLock(t *testing.T) {
 		l.Annotations[resourcelock.LeasePreferredHolderKeyAnnotation] = "stable"
 	})
 	mustAttempt(t, le, true, handOff)
-	if le.handTo == nil || le.handTo.Candidate != "b" {
-		t.Fatalf("hand over to %+v, want b", le.handTo)
+	if le.loop.handTo == nil || le.loop.handTo.Candidate != "b" {
+		t.Fatalf("hand over to %+v, want b", le.loop.handTo)
 	}
 	alive.Store(false) // b's candidacy lapsed while a's work stopped
-	le.finish(termEnd{stillHeld: true, handTo: le.handTo})
+	le.finish(termEnd{stillHeld: true, handTo: le.loop.handTo})
 	if rec := resourcelock.LeaseToRecord(h.lease()); rec.HolderIdentity != "" {
 		t.Fatalf("record after the preferred holder left = %+v, want released", rec)
 	}

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meshd-io/meshd/internal/pacing"
+
 	"go.uber.org/goleak"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -502,7 +504,7 @@ func TestConfigValidationReportsEveryProblem(t *testing.T) {
 			Callbacks: Callbacks{OnStartedLeading: waitDone}},
 			[]string{"at least 1s"}},
 		{"zero pacer", Config{Lock: lock, LeaseDuration: 4 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: 500 * time.Millisecond,
-			Callbacks: Callbacks{OnStartedLeading: waitDone}, Pacer: &Pacer{}},
+			Callbacks: Callbacks{OnStartedLeading: waitDone}, Pacer: &pacing.Pacer{}},
 			[]string{"Pacer was not built by NewPacer"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

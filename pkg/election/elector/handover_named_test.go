@@ -182,7 +182,7 @@ func TestNamedSince(t *testing.T) {
 			if tc.edit != nil {
 				tc.edit(&rec)
 			}
-			le.startAt = tc.fence
+			le.fence.startAt = tc.fence
 			since, ok := le.namedSince(tc.askedAt, &rec, now)
 			if ok != tc.want {
 				t.Fatalf("namedSince = %v, %v; want ok %v", since, ok, tc.want)

@@ -69,7 +69,7 @@ func TestHandoverWriteIsRetriedAfterAFailure(t *testing.T) {
 	h.acceptedRequest("a")
 	mustAttempt(t, le, true, handOff) // the holder reads the request and accepts it
 	h.failUpdates(1)
-	le.handOver(*le.handTo, false)
+	le.handOver(*le.loop.handTo, false)
 	if rec := h.record(); rec.HolderIdentity != "c" {
 		t.Fatalf("record after a failed handover write = %+v, want c as holder", rec)
 	}

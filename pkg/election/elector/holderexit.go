@@ -30,7 +30,7 @@ func (le *LeaderElector) holderExited() bool {
 		return false
 	}
 	le.mu.Lock()
-	rec, corrupt := le.observedRecord, le.observedCorrupt
+	rec, corrupt := le.obs.record, le.obs.corrupt
 	le.mu.Unlock()
 	if corrupt || rec.HolderIdentity == "" || rec.HolderIdentity == le.cfg.Lock.Identity() {
 		return false

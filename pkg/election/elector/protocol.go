@@ -66,7 +66,7 @@ func (le *LeaderElector) handoverLock() resourcelock.HandoverLock {
 // lease.
 func (le *LeaderElector) stopWithin(now time.Time) time.Duration {
 	within := le.cfg.StopTimeout + le.cfg.RetryPeriod
-	return min(max(within, le.startAt.Sub(now)), le.cfg.LeaseDuration)
+	return min(max(within, le.fence.startAt.Sub(now)), le.cfg.LeaseDuration)
 }
 
 // namedSince is for a candidate that asked at askedAt and finds the record
@@ -92,7 +92,7 @@ func (le *LeaderElector) namedSince(askedAt time.Time, rec *resourcelock.Record,
 		return time.Time{}, false
 	case rec.HolderKey != le.cfg.Lock.Key() || honouredLease(*rec) < le.cfg.LeaseDuration:
 		return time.Time{}, false
-	case le.startAt.After(now) || le.sessionMode():
+	case le.fence.startAt.After(now) || le.sessionMode():
 		return time.Time{}, false
 	}
 	return askedAt, true

@@ -125,7 +125,7 @@ func (le *LeaderElector) sessionUntil(now, recordEnd time.Time) time.Time {
 		return time.Time{}
 	}
 	le.mu.Lock()
-	holder, ref := le.observedRecord.HolderIdentity, le.observedSession
+	holder, ref := le.obs.record.HolderIdentity, le.obs.session
 	le.mu.Unlock()
 	if holder == "" || holder == le.cfg.Lock.Identity() || ref == "" {
 		return time.Time{}
@@ -152,7 +152,7 @@ func (le *LeaderElector) sessionUntil(now, recordEnd time.Time) time.Time {
 func (le *LeaderElector) holderNamesSession() bool {
 	le.mu.Lock()
 	defer le.mu.Unlock()
-	return le.observedSession != ""
+	return le.obs.session != ""
 }
 
 // later returns the later of two times.
@@ -178,10 +178,10 @@ func (le *LeaderElector) renewedBySession() bool {
 		return false
 	}
 	sent, current := le.cfg.Session.Renewed()
-	if sent.After(le.lastRenew) {
-		le.lastRenew = sent
+	if sent.After(le.loop.lastRenew) {
+		le.loop.lastRenew = sent
 		le.mu.Lock()
-		le.sessionRenew = sent
+		le.state.sessionRenew = sent
 		le.mu.Unlock()
 	}
 	return current && le.watch != nil && le.watch.healthy() && !le.requestToAnswer() && le.preferredSuccessor() == nil

@@ -41,7 +41,7 @@ func TestSessionHolderReconsidersARefusal(t *testing.T) {
 	}
 	mustAttempt(t, le, false, acquired)
 	le.watch.ok.Store(true)
-	le.lastRenew = t0
+	le.loop.lastRenew = t0
 
 	req, _ := json.Marshal(resourcelock.Handover{Holder: "a", Candidate: "c", CandidateKey: "canary", RequestTime: &metav1.Time{Time: t0}})
 	h.setHandover(string(req))

@@ -145,7 +145,7 @@ func TestHolderLeavesRenewalsToACurrentSession(t *testing.T) {
 	if m, ok := h.mark(); !ok || m != (resourcelock.SessionMark{Holder: "a", Session: "s/1"}) {
 		t.Fatalf("mark after acquiring: %+v (present %v)", m, ok)
 	}
-	le.lastRenew = t0
+	le.loop.lastRenew = t0
 	h.verbs()
 	for i := 1; i <= 3; i++ {
 		h.clock.SetTime(t0.Add(time.Duration(i) * time.Second))
@@ -154,8 +154,8 @@ func TestHolderLeavesRenewalsToACurrentSession(t *testing.T) {
 			t.Fatalf("renew %d ended the term: %+v", i, end)
 		}
 		assertVerbs(t, h.verbs())
-		if !le.lastRenew.Equal(s.sent) {
-			t.Fatalf("renew %d: the term's last renew is %v, want the heartbeat's %v", i, le.lastRenew, s.sent)
+		if !le.loop.lastRenew.Equal(s.sent) {
+			t.Fatalf("renew %d: the term's last renew is %v, want the heartbeat's %v", i, le.loop.lastRenew, s.sent)
 		}
 	}
 	if err := le.Check(0); err != nil {
@@ -221,8 +221,8 @@ func TestForcedStealFromASessionHolderIsFenced(t *testing.T) {
 	le.watch.ok.Store(false)
 	h.clock.SetTime(t0.Add(time.Second))
 	mustAttempt(t, le, false, acquired)
-	if want := t0.Add(time.Second + 2*time.Second); le.startAt.Before(want) {
-		t.Errorf("work may start at %v, before the holder's renew deadline after the steal (%v)", le.startAt, want)
+	if want := t0.Add(time.Second + 2*time.Second); le.fence.startAt.Before(want) {
+		t.Errorf("work may start at %v, before the holder's renew deadline after the steal (%v)", le.fence.startAt, want)
 	}
 }
 

@@ -54,7 +54,7 @@ func (le *LeaderElector) lead(ctx context.Context) {
 	t := &term{done: make(chan struct{})}
 	t.ctx, t.cancel = context.WithCancel(ctx)
 	defer t.cancel()
-	le.lastRenew = le.acquiredAt
+	le.loop.lastRenew = le.loop.acquiredAt
 	le.setLeading(true)
 	le.metrics.Acquired(le.cfg.Name)
 	le.cfg.Lock.RecordEvent(corev1.EventTypeNormal, ReasonLeaderElection, le.cfg.Lock.Identity()+" became leader")
@@ -85,7 +85,7 @@ func (le *LeaderElector) startCallback(t *term) {
 // it may start: after a forced steal, when the old holder's work must have
 // stopped. The caller stops the timer.
 func (le *LeaderElector) fenceTimer(t *term) clockTimer {
-	wait := le.startAt.Sub(le.clock.Now())
+	wait := le.fence.startAt.Sub(le.clock.Now())
 	if wait <= 0 {
 		le.startCallback(t)
 		return nil
@@ -188,7 +188,7 @@ func (le *LeaderElector) leaderSawEvent() *termEnd {
 		le.lostTo()
 		return &termEnd{}
 	}
-	if h := le.preferredSuccessor(); h != nil && !le.stopping {
+	if h := le.preferredSuccessor(); h != nil && !le.loop.stopping {
 		le.log.Info("the coordinator prefers another holder; handing the lock over once the work stopped",
 			zap.String("candidate", h.Candidate), zap.String("candidateKey", h.CandidateKey))
 		return &termEnd{stillHeld: true, handTo: h}
@@ -200,7 +200,7 @@ func (le *LeaderElector) leaderSawEvent() *termEnd {
 // while it goes on.
 func (le *LeaderElector) renewOnce(ctx context.Context) *termEnd {
 	bySession := le.renewedBySession()
-	remaining := le.cfg.RenewDeadline - le.clock.Since(le.lastRenew)
+	remaining := le.cfg.RenewDeadline - le.clock.Since(le.loop.lastRenew)
 	if remaining <= 0 {
 		le.log.Warn("renew deadline passed; stopping leadership", zap.Duration("renewDeadline", le.cfg.RenewDeadline))
 		return &termEnd{}
@@ -217,7 +217,7 @@ func (le *LeaderElector) renewOnce(ctx context.Context) *termEnd {
 	switch out {
 	case acquired:
 		if after := le.storedRenewTime(); before.IsZero() || !after.Equal(before) || le.cfg.RenewDeadline < minSecondsDeadline {
-			le.lastRenew = sent
+			le.loop.lastRenew = sent
 		} else {
 			// The lock stores times in whole seconds (a ConfigMap) and this
 			// renew fell in the second of the previous one: the record did
@@ -229,8 +229,8 @@ func (le *LeaderElector) renewOnce(ctx context.Context) *termEnd {
 		le.lostTo()
 		return &termEnd{}
 	case handOff:
-		le.log.Info("handing the lock over on request", zap.String("candidate", le.handTo.Candidate), zap.String("candidateKey", le.handTo.CandidateKey))
-		return &termEnd{stillHeld: true, handTo: le.handTo}
+		le.log.Info("handing the lock over on request", zap.String("candidate", le.loop.handTo.Candidate), zap.String("candidateKey", le.loop.handTo.CandidateKey))
+		return &termEnd{stillHeld: true, handTo: le.loop.handTo}
 	case failed:
 		if ctx.Err() != nil {
 			return &termEnd{stillHeld: true}
@@ -272,7 +272,7 @@ func (le *LeaderElector) lostTo() {
 	rec, _ := le.Observed()
 	le.log.Info("another holder took the lock; stopping leadership at once", zap.String("holder", rec.HolderIdentity))
 	now := le.clock.Now()
-	if rec.HolderIdentity != "" && now.Before(le.lastRenew.Add(le.cfg.LeaseDuration)) {
+	if rec.HolderIdentity != "" && now.Before(le.loop.lastRenew.Add(le.cfg.LeaseDuration)) {
 		disputed := le.cfg.KeyComparison != nil && le.cfg.KeyComparison(rec.HolderKey)
 		le.damper.stolen(now, rec.HolderKey, disputed)
 	}
@@ -297,7 +297,7 @@ func (le *LeaderElector) callbackEnded(t *term) termEnd {
 // left, so that there is still a renew before the deadline; only in the last
 // quarter of a RetryPeriod does the elector just wait for the deadline.
 func (le *LeaderElector) nextRenew() time.Duration {
-	left := le.cfg.RenewDeadline - le.clock.Since(le.lastRenew)
+	left := le.cfg.RenewDeadline - le.clock.Since(le.loop.lastRenew)
 	switch {
 	case left <= 0:
 		return 0
@@ -335,8 +335,8 @@ func (le *LeaderElector) stopWork(t *term, end *termEnd) {
 	if !t.started {
 		return
 	}
-	le.stopping = true
-	defer func() { le.stopping = false }()
+	le.loop.stopping = true
+	defer func() { le.loop.stopping = false }()
 	overdue := le.clock.NewTimer(le.cfg.StopTimeout)
 	defer overdue.Stop()
 	renewT := le.clock.NewTimer(le.nextRenew())
@@ -376,7 +376,7 @@ func (le *LeaderElector) stopWork(t *term, end *termEnd) {
 // handover whose wait ctx cuts short, becomes leaving the lock to expire:
 // others then wait a lease from this holder's last renew, past the fence.
 func (le *LeaderElector) holdUntilFence(ctx context.Context, t *term, end *termEnd) {
-	wait := le.startAt.Sub(le.clock.Now())
+	wait := le.fence.startAt.Sub(le.clock.Now())
 	if t.started || wait <= 0 || !end.stillHeld || !le.givesAway(*end) {
 		return
 	}
@@ -386,8 +386,8 @@ func (le *LeaderElector) holdUntilFence(ctx context.Context, t *term, end *termE
 		return
 	}
 	le.log.Info("giving the lock up once the previous holder's lease has run out", zap.Duration("wait", wait))
-	le.stopping = true
-	defer func() { le.stopping = false }()
+	le.loop.stopping = true
+	defer func() { le.loop.stopping = false }()
 	fence := le.clock.NewTimer(wait)
 	defer fence.Stop()
 	renewT := le.clock.NewTimer(le.nextRenew())
@@ -583,7 +583,7 @@ func (le *LeaderElector) briefLeaseSeconds() int {
 // fenceLeft returns a timer for what is left of the fence, or nil once it
 // has passed.
 func (le *LeaderElector) fenceLeft() clockTimer {
-	if wait := le.startAt.Sub(le.clock.Now()); wait > 0 {
+	if wait := le.fence.startAt.Sub(le.clock.Now()); wait > 0 {
 		return le.clock.NewTimer(wait)
 	}
 	return nil

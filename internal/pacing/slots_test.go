@@ -1,4 +1,4 @@
-package elector
+package pacing
 
 import (
 	"fmt"
@@ -65,16 +65,5 @@ func TestSlotQueueBoundsHoldersAndSurvivesLeaving(t *testing.T) {
 			}
 			q.leave(next)
 		})
-	}
-}
-
-func TestSlotPriorityDiffersByIdentity(t *testing.T) {
-	h := newHarness(t)
-	a, b := h.elector("a", "", nil, nil), h.elector("b", "", nil, nil)
-	if a.slotPriority() == b.slotPriority() {
-		t.Fatal("two identities share a slot priority for the same lock")
-	}
-	if a.slotPriority() != h.elector("a", "", nil, nil).slotPriority() {
-		t.Fatal("the slot priority of one candidate and lock is not stable")
 	}
 }

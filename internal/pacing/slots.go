@@ -1,15 +1,14 @@
-package elector
+package pacing
 
 import (
 	"container/heap"
-	"hash/fnv"
 	"sync"
 )
 
 // slotQueue is a counting semaphore whose waiters are served lowest
 // priority value first, not in the order they came. The first attempts of a
 // process wait in one, each with a priority derived from its candidate and
-// lock (see slotPriority), so that processes starting the same elections
+// lock (see the elector's slotPriority), so that processes starting the same elections
 // at the same time work through a backlog in different orders: each then
 // mostly creates lock objects that the others have not created yet, and
 // learns of the rest from its watch, instead of all of them racing to
@@ -73,15 +72,6 @@ func (q *slotQueue) release() {
 		return
 	}
 	close(heap.Pop(&q.waiters).(*slotWaiter).granted)
-}
-
-// slotPriority orders le's first attempt among those of its process: a hash
-// of its identity and lock, so the order differs from one process (and
-// identity) to the next.
-func (le *LeaderElector) slotPriority() uint64 {
-	h := fnv.New64a()
-	_, _ = h.Write([]byte(le.cfg.Lock.Identity() + "\x00" + le.cfg.Lock.Describe()))
-	return h.Sum64()
 }
 
 // slotHeap is a min-heap of waiters by priority, then arrival.
