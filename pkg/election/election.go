@@ -8,6 +8,10 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/meshd-io/meshd/internal/protocol/sessions"
+
+	"github.com/meshd-io/meshd/internal/protocol/coordination"
+
 	"github.com/hashicorp/go-multierror"
 	"go.uber.org/zap"
 	"k8s.io/client-go/kubernetes"
@@ -264,13 +268,13 @@ func (l *LeaderElection) electorConfig(lock resourcelock.Interface, o *options, 
 		StartAtOnceAfterSteal: o.startAtOnce,
 		Callbacks:             elector.Callbacks{OnStartedLeading: l.runLeading},
 	}
-	if l.session != nil {
-		cfg.Session = l.session
+	if sl, ok := lock.(sessions.Lock); ok && l.session != nil {
+		cfg.Session = sessions.New(sessions.Config{Name: cfg.Name, Heartbeat: l.session, Lock: sl, RetryPeriod: retryPeriod, Logger: o.logger})
 	}
 	cfg.HolderExit = l.pod.hook()
 	switch {
 	case l.candidacy != nil:
-		cfg.Coordination = &elector.Coordination{
+		cfg.Coordination = coordination.New(coordination.Config{
 			Live: l.candidacy.live,
 			Successor: func() (string, string, bool) {
 				if l.spec.Mode == OldestEmulationVersion {
@@ -278,7 +282,8 @@ func (l *LeaderElection) electorConfig(lock resourcelock.Interface, o *options, 
 				}
 				return l.candidacy.successor(l.defaultRevision())
 			},
-		}
+			LeaseDuration: leaseDuration, YieldDelay: l.releaseYield,
+		})
 		cfg.YieldOnRelease = l.releaseYield // ranks the fallback when no coordinator decides
 	case l.prioritized:
 		cfg.KeyComparison = l.shouldSteal

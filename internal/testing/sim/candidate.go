@@ -8,6 +8,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/meshd-io/meshd/internal/protocol/sessions"
+
 	"github.com/meshd-io/meshd/internal/pacing"
 
 	"github.com/meshd-io/meshd/internal/protocol/handover"
@@ -222,7 +224,9 @@ func (c *candidate) start() error {
 		if err != nil {
 			return fmt.Errorf("session of %s: %w", c.id, err)
 		}
-		cfg.Session = member
+		cfg.Session = sessions.New(sessions.Config{
+			Name: cfg.Name, Heartbeat: member, Lock: lock.(sessions.Lock), RetryPeriod: t.RetryPeriod, Logger: cfg.Logger,
+		})
 	}
 	le, err := elector.New(cfg)
 	if err != nil {

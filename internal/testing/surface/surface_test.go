@@ -15,11 +15,11 @@ const (
 	targetExported   = 160
 	ceilingExported  = 395
 	targetCoreLines  = 1500
-	ceilingCoreLines = 2036
+	ceilingCoreLines = 2005
 	targetCoreFields = 15
-	ceilingFields    = 14
+	ceilingFields    = 13
 	targetFuncLines  = 50
-	ceilingFuncLines = 83
+	ceilingFuncLines = 45
 )
 
 const (

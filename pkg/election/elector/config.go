@@ -132,17 +132,19 @@ type Config struct {
 	Handover Handover
 
 	// Coordination, when set, makes this a candidate of a coordinated
-	// election (docs/coordinated.md): it never races for the lock and never
+	// election (docs/coordinated.md; package internal/protocol/coordination
+	// implements it): it never races for the lock and never
 	// takes it from a holder; it leads when a coordinator (or the previous
 	// holder) writes its identity into the record. A holder whose lock
 	// names another candidate as preferred holder stops its work, renewing
 	// meanwhile, and then hands the lock to that candidate. The lock must
 	// implement resourcelock.CoordinatedLock; KeyComparison and
 	// Handover must be unset.
-	Coordination *Coordination
+	Coordination Coordination
 
 	// Session, when set, lets the program's session renew this candidate's
-	// record while it leads (see "Sessions" in the package doc): the holder
+	// record while it leads (see "Sessions" in the package doc; package
+	// internal/protocol/sessions implements it): the holder
 	// names its session in a mark next to the record and stops rewriting
 	// the record every RetryPeriod; followers that use sessions too judge
 	// it alive while its session is. Use it only when every candidate of
@@ -150,7 +152,7 @@ type Config struct {
 	// them renews its record itself from then on. The lock must be
 	// a *resourcelock.LeaseLock; Watch must be set and Coordination unset,
 	// and the session must follow Leases through Hub.
-	Session Session
+	Session Sessions
 
 	// HolderExit, if set, may end the lease of the observed holder before
 	// it runs out, on proof that the holder's process has exited (see
@@ -188,6 +190,17 @@ func TimingFromTTL(ttl time.Duration) (leaseDuration, renewDeadline, retryPeriod
 func (c *Config) Validate() error {
 	var errs *multierror.Error
 	add := func(format string, args ...any) { errs = multierror.Append(errs, fmt.Errorf(format, args...)) }
+	c.validateTiming(add)
+	c.validateProtocols(add)
+	if errs == nil {
+		return nil
+	}
+	errs.ErrorFormat = listErrors
+	return fmt.Errorf("%w: %w", ErrInvalidConfig, errs)
+}
+
+// validateTiming reports the problems of the lock and the timings.
+func (c *Config) validateTiming(add func(format string, args ...any)) {
 	if c.Lock == nil {
 		add("Lock must be set")
 	} else if c.Lock.Identity() == "" {
@@ -208,6 +221,12 @@ func (c *Config) Validate() error {
 	if float64(c.RenewDeadline) <= JitterFactor*float64(c.RetryPeriod) {
 		add("RenewDeadline %v must be greater than %.1f x RetryPeriod %v", c.RenewDeadline, JitterFactor, c.RetryPeriod)
 	}
+}
+
+// validateProtocols reports the problems of the watch, the protocols, the
+// stop timeout, the callback and the pacer: what each needs of the lock and
+// of the other settings.
+func (c *Config) validateProtocols(add func(format string, args ...any)) {
 	if c.Watch && c.Lock != nil {
 		if _, ok := c.Lock.(resourcelock.Watchable); !ok {
 			add("Watch needs a lock that can be watched; %T cannot", c.Lock)
@@ -248,14 +267,9 @@ func (c *Config) Validate() error {
 			add("Session cannot be combined with Coordination")
 		}
 	}
-	for _, msg := range c.Coordination.problems(c) {
+	for _, msg := range c.coordinationProblems() {
 		add("%s", msg)
 	}
-	if errs == nil {
-		return nil
-	}
-	errs.ErrorFormat = listErrors
-	return fmt.Errorf("%w: %w", ErrInvalidConfig, errs)
 }
 
 // ErrInvalidConfig is wrapped by every validation error.

@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meshd-io/meshd/internal/protocol/coordination"
+
 	coordinationv1 "k8s.io/api/coordination/v1"
 	"k8s.io/utils/ptr"
 
@@ -28,7 +30,7 @@ func TestPreferredHolderThatLeftIsNotHandedTheLock(t *testing.T) {
 		Name: lockName, Lock: lock,
 		LeaseDuration: 4 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: time.Second,
 		Callbacks:    Callbacks{OnStartedLeading: waitDone},
-		Coordination: &Coordination{Live: func(string) bool { return alive.Load() }},
+		Coordination: coordination.New(coordination.Config{Live: func(string) bool { return alive.Load() }, LeaseDuration: 4 * time.Second}),
 		Clock:        h.clock,
 	})
 	if err != nil {

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meshd-io/meshd/internal/protocol/coordination"
+
 	"go.uber.org/zap/zaptest"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -51,7 +53,7 @@ func (h *harness) startOnLease(o coordOpts) *candidate {
 		YieldOnRelease:  o.yield,
 	}
 	if o.yield == nil {
-		cfg.Coordination = &Coordination{Successor: o.successor}
+		cfg.Coordination = coordination.New(coordination.Config{Successor: o.successor, LeaseDuration: cfg.LeaseDuration})
 	}
 	le, err := New(cfg)
 	if err != nil {
@@ -228,7 +230,7 @@ func TestCoordinationValidation(t *testing.T) {
 		LeaseDuration: 4 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: time.Second,
 		Callbacks:     Callbacks{OnStartedLeading: waitDone},
 		KeyComparison: func(string) bool { return true },
-		Coordination:  &Coordination{Patience: -time.Second},
+		Coordination:  coordination.New(coordination.Config{Patience: -time.Second, LeaseDuration: 4 * time.Second}),
 	})
 	if !errors.Is(err, ErrInvalidConfig) {
 		t.Fatalf("err = %v, want ErrInvalidConfig", err)

@@ -6,6 +6,24 @@
 // The package knows nothing about meshes, revisions or clusters: it sees a key
 // and a comparison. The mesh policy lives in package election.
 //
+// # Core and protocols
+//
+// The elector is a core that knows one record, one clock and one lock: it
+// observes the record, acquires, renews, releases, lets a lease expire,
+// starts and stops a term, and keeps the fence as a value. Every protocol
+// beyond that is a value the program builds and passes in Config, which the
+// core asks a question at a few points and which holds no reference back
+// into the core: Handover (cooperative preemption), Sessions (renewal by a
+// process's session), Coordination (a coordinator picks the holder),
+// HolderExit (proof that a holder's process exited) and Pacer (pacing of
+// first attempts). Package election builds them from the packages under
+// internal/protocol and internal/pacing; the steal damper is a value inside
+// the core. Each interface states what the core promises it: every method
+// is called from the election loop, with the clock reading of the decision
+// in progress, after the core has read or been delivered the lock object
+// whose annotations the protocol reads; the record, the fence and the end
+// of a term stay the core's.
+//
 // # Timing
 //
 // A candidate that does not hold the lock tries to take it every RetryPeriod
@@ -91,7 +109,8 @@
 // # Sessions
 //
 // With Config.Session a holder's record is kept alive by its process's
-// session (package election/session: one heartbeat Lease per process)
+// session (package election/session: one heartbeat Lease per process,
+// plugged in through package internal/protocol/sessions)
 // instead of one write per RetryPeriod. The holder names its session in a
 // mark next to the record (resourcelock.SessionMark) and, while the
 // session is current, its watch healthy and no request waits for an

@@ -67,8 +67,6 @@ type LeaderElector struct {
 	handover Handover
 	// damper limits steals; see damper.go.
 	damper stealDamper
-	// session is set in session mode; see session.go.
-	session sessionState
 
 	loop  loopState  // used only by the goroutine running Run
 	fence fenceState // used only by the goroutine running Run
@@ -86,7 +84,6 @@ type loopState struct {
 	stopping       bool                   // the callback is stopping: renew, answer nothing
 	handTo         *resourcelock.Handover // the request accepted by the last renew
 	paced          bool                   // the first attempt has been paced; see pace.go
-	vacantSince    time.Time              // coordinated: when the lock was first seen vacant; see coordinate.go
 	yieldAt        time.Time              // the try after a release, when yielding to better candidates
 	namedFrom      time.Time              // set by an attempt that leads on a record naming this candidate without a write
 	reportedLeader string                 // the holder last reported to OnNewLeader
@@ -164,9 +161,6 @@ func New(cfg Config) (*LeaderElector, error) {
 	}
 	if cfg.Watch {
 		le.watch = newLockWatch(le, cfg.Lock.(resourcelock.Watchable))
-	}
-	if cfg.Session != nil {
-		le.session.lock = cfg.Lock.(resourcelock.SessionLock)
 	}
 	return le, nil
 }
@@ -371,8 +365,14 @@ func (le *LeaderElector) followerWait() time.Duration {
 	if !corrupt {
 		lease = honouredLease(rec)
 	}
+	return le.heldWait(poll, seen.Add(lease))
+}
+
+// heldWait is followerWait for a lock held by another holder whose record
+// runs out at end by this candidate's observation; poll is the jittered
+// retry period.
+func (le *LeaderElector) heldWait(poll time.Duration, end time.Time) time.Duration {
 	now := le.clock.Now()
-	end := seen.Add(lease)
 	if alive := le.sessionUntil(now, end); alive.After(end) {
 		end = alive // the holder's session keeps it alive longer
 	}

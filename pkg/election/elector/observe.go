@@ -48,9 +48,11 @@ func (le *LeaderElector) observe(rec *resourcelock.Record, raw []byte, now time.
 		le.fence.inherited = now.Add(honouredLease(*rec))
 	}
 	if rec.HolderIdentity != "" {
-		le.loop.vacantSince = time.Time{} // a holder renewed or took it: no longer vacant
+		le.occupied() // a holder renewed or took it: no longer vacant
 	}
-	le.noteSessionAware(rec)
+	if le.sessionMode() {
+		le.cfg.Session.NoteHolder(rec.HolderIdentity)
+	}
 	le.reportLeader(rec.HolderIdentity)
 	le.warnLongLease(rec)
 }
@@ -63,12 +65,7 @@ func (le *LeaderElector) observe(rec *resourcelock.Record, raw []byte, now time.
 // no such mark. Without sessions a restart under the same identity cannot
 // be told apart; identities are unique per process by default.
 func (le *LeaderElector) writtenByEarlierProcess(rec *resourcelock.Record) bool {
-	me := le.cfg.Lock.Identity()
-	if rec.HolderIdentity != me || !le.sessionMode() {
-		return false
-	}
-	mark, ok := le.session.lock.SessionMark()
-	return ok && mark.Holder == me && mark.Session != "" && mark.Session != le.cfg.Session.Ref()
+	return rec.HolderIdentity == le.cfg.Lock.Identity() && le.sessionMode() && le.cfg.Session.EarlierProcess()
 }
 
 // noteTerm notes when this candidate saw the term of rec's holder begin;

@@ -34,7 +34,7 @@ func TestSessionHolderReconsidersARefusal(t *testing.T) {
 		LeaseDuration: 4 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: time.Second,
 		Callbacks:   Callbacks{OnStartedLeading: noErr(func(ctx context.Context) { <-ctx.Done() })},
 		StopTimeout: time.Second,
-		Watch:       true, Session: s, Clock: h.clock,
+		Watch:       true, Session: inSession(lock, time.Second, s), Clock: h.clock,
 	}, 2*time.Second, func(string) bool { return entitled.Load() }))
 	if err != nil {
 		t.Fatal(err)
@@ -92,7 +92,7 @@ func TestSessionNeedsALeaseLock(t *testing.T) {
 		ok   bool
 	}{{"ConfigMap", cmLock, false}, {"Lease", leaseLock, true}} {
 		_, err := New(Config{Lock: c.lock, LeaseDuration: 4 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: time.Second,
-			Watch: true, Session: s, Callbacks: Callbacks{OnStartedLeading: waitDone}})
+			Watch: true, Session: inSession(c.lock, time.Second, s), Callbacks: Callbacks{OnStartedLeading: waitDone}})
 		switch {
 		case c.ok && err != nil:
 			t.Errorf("%s: %v", c.name, err)

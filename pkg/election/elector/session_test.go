@@ -53,7 +53,7 @@ func (h *harness) sessionElector(identity string, s *fakeSession) *LeaderElector
 		Name: lockName, Lock: lock,
 		LeaseDuration: 4 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: time.Second,
 		Callbacks: Callbacks{OnStartedLeading: noErr(func(ctx context.Context) { <-ctx.Done() })},
-		Watch:     true, Session: s, Clock: h.clock,
+		Watch:     true, Session: inSession(lock, time.Second, s), Clock: h.clock,
 	})
 	if err != nil {
 		h.t.Fatal(err)

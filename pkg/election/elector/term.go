@@ -118,49 +118,21 @@ func (le *LeaderElector) fencePassed(t *term) (end *termEnd, renewFirst bool) {
 // holder appeared, or no renew succeeded for RenewDeadline), a candidate is
 // granted the lock, or the callback returns.
 func (le *LeaderElector) renew(ctx context.Context, t *term) termEnd {
-	fence := le.fenceTimer(t)
-	defer func() {
-		if fence != nil {
-			fence.Stop()
-		}
-	}()
-	timer := le.clock.NewTimer(le.nextRenew())
-	defer timer.Stop()
+	r := &renewal{fence: le.fenceTimer(t), timer: le.clock.NewTimer(le.nextRenew())}
+	defer r.stop()
 	// A request may already wait: one addressed to this candidate while the
 	// previous holder was handing the lock to it.
 	answerNow := le.requestPending()
-	startOnRenew := false // the fence passed; start after the next successful renew
 	for {
 		if !answerNow {
-			select {
-			case <-ctx.Done():
-				return termEnd{stillHeld: true}
-			case <-timerC(fence):
-				if fence = le.fenceLeft(); fence != nil {
-					continue // the fence moved (see recordDestroyed)
-				}
-				if end, renewFirst := le.fencePassed(t); end != nil {
-					return *end
-				} else if !renewFirst {
-					continue
-				}
-				startOnRenew = true
-			case <-t.doneCh():
-				return le.callbackEnded(t)
-			case <-le.trigger:
-				// The comparison may have changed: reconsider a refused request.
-			case <-timer.C():
-			case <-le.watchEvents():
-				if end := le.leaderSawEvent(); end != nil {
-					return *end
-				}
-				// Renew at once to answer a request, or to write the
-				// record again into a lock object deleted or re-created.
-				if gone := le.watch.takeRecordGone(); !gone && !le.requestPending() {
-					continue
-				}
+			end, renewNow := le.renewWait(ctx, t, r)
+			if end != nil {
+				return *end
 			}
-			timer.Stop()
+			if !renewNow {
+				continue
+			}
+			r.timer.Stop()
 		}
 		answerNow = false
 		if end := le.renewOnce(ctx); end != nil {
@@ -168,14 +140,62 @@ func (le *LeaderElector) renew(ctx context.Context, t *term) termEnd {
 		}
 		// A renew that did not end the term either succeeded (no error:
 		// still the holder) or failed (try again at the next renew).
-		if startOnRenew && le.LastError() == nil {
-			startOnRenew = false
-			if fence = le.fenceLeft(); fence == nil { // else this renew moved the fence
+		if r.startOnRenew && le.LastError() == nil {
+			r.startOnRenew = false
+			if r.fence = le.fenceLeft(); r.fence == nil { // else this renew moved the fence
 				le.startCallback(t)
 			}
 		}
-		timer.Reset(le.nextRenew())
+		r.timer.Reset(le.nextRenew())
 	}
+}
+
+// renewal is the timers of one term's renew loop.
+type renewal struct {
+	fence        clockTimer // fires at the fence; nil once the callback may start
+	timer        clockTimer // fires at the next renew
+	startOnRenew bool       // the fence passed; start after the next successful renew
+}
+
+func (r *renewal) stop() {
+	if r.fence != nil {
+		r.fence.Stop()
+	}
+	r.timer.Stop()
+}
+
+// renewWait waits for the next thing that happens to a leader: it returns
+// the end of the term, or whether to renew now (false: wait again).
+func (le *LeaderElector) renewWait(ctx context.Context, t *term, r *renewal) (end *termEnd, renewNow bool) {
+	select {
+	case <-ctx.Done():
+		return &termEnd{stillHeld: true}, false
+	case <-timerC(r.fence):
+		if r.fence = le.fenceLeft(); r.fence != nil {
+			return nil, false // the fence moved (see recordDestroyed)
+		}
+		end, renewFirst := le.fencePassed(t)
+		if end != nil || !renewFirst {
+			return end, false
+		}
+		r.startOnRenew = true
+	case <-t.doneCh():
+		end := le.callbackEnded(t)
+		return &end, false
+	case <-le.trigger:
+		// The comparison may have changed: reconsider a refused request.
+	case <-r.timer.C():
+	case <-le.watchEvents():
+		if end := le.leaderSawEvent(); end != nil {
+			return end, false
+		}
+		// Renew at once to answer a request, or to write the record again
+		// into a lock object deleted or re-created.
+		if gone := le.watch.takeRecordGone(); !gone && !le.requestPending() {
+			return nil, false
+		}
+	}
+	return nil, true
 }
 
 // leaderSawEvent ingests a watch event while leading; it returns the end

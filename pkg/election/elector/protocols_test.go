@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/meshd-io/meshd/internal/protocol/handover"
+	"github.com/meshd-io/meshd/internal/protocol/sessions"
 	"github.com/meshd-io/meshd/pkg/resourcelock"
 )
 
@@ -21,4 +22,10 @@ func cooperative(cfg Config, grace time.Duration, accept func(candidateKey strin
 		Logger: cfg.Logger, Metrics: cfg.Metrics,
 	})
 	return cfg
+}
+
+// inSession returns session mode on lock for the heartbeat s, wired as
+// package election wires it.
+func inSession(lock resourcelock.Interface, retry time.Duration, s sessions.Heartbeat) Sessions {
+	return sessions.New(sessions.Config{Name: lockName, Heartbeat: s, Lock: lock.(sessions.Lock), RetryPeriod: retry})
 }
