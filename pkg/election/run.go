@@ -12,7 +12,6 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/meshd-io/meshd/pkg/election/elector"
 	"github.com/meshd-io/meshd/pkg/revisions"
 )
 
@@ -350,7 +349,7 @@ func (l *LeaderElection) recordFailure(err error) {
 		l.metrics.RunFailed(l.lockName)
 	}
 	if l.lock != nil {
-		l.lock.RecordEvent(corev1.EventTypeWarning, elector.ReasonRunFailed, "run function failed: "+err.Error())
+		l.lock.RecordEvent(corev1.EventTypeWarning, reasonRunFailed, "run function failed: "+err.Error())
 	}
 }
 
@@ -387,3 +386,7 @@ func (b backoff) after(n int) time.Duration {
 	}
 	return min(d, b.max)
 }
+
+// reasonRunFailed is the reason of the Event recorded when a run function
+// fails.
+const reasonRunFailed = "RunFunctionFailed"

@@ -328,7 +328,7 @@ func (le *LeaderElector) stole(rec *resourcelock.Record, fence, now time.Time) {
 	msg := fmt.Sprintf("%s took the lock from %s (key %q)", le.cfg.Lock.Identity(), rec.HolderIdentity, rec.HolderKey)
 	le.log.Info("took the lock from a lower-priority holder", zap.String("holder", rec.HolderIdentity),
 		zap.String("holderKey", rec.HolderKey), zap.Time("workStartsAt", le.fence.startAt))
-	le.cfg.Lock.RecordEvent(corev1.EventTypeNormal, ReasonLeaderElection, msg)
+	le.cfg.Lock.RecordEvent(corev1.EventTypeNormal, reasonLeaderElection, msg)
 }
 
 // recordDestroyed is called when this holder finds its lock object missing

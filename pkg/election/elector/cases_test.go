@@ -130,7 +130,7 @@ func TestDisagreeingCandidatesDoNotStorm(t *testing.T) {
 	if ma.get("cycle")+mb.get("cycle") == 0 || ma.get("suspended")+mb.get("suspended") == 0 {
 		t.Fatal("cycle not counted in metrics")
 	}
-	if events.count(corev1.EventTypeWarning, ReasonPreemptionSuspended) == 0 {
+	if events.count(corev1.EventTypeWarning, reasonPreemptionSuspended) == 0 {
 		t.Fatal("no PreemptionSuspended event")
 	}
 	if !strings.Contains(pa.String()+pb.String(), "suspended after") {

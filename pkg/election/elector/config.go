@@ -18,14 +18,6 @@ import (
 // [RetryPeriod, RetryPeriod*(1+JitterFactor)), as client-go does.
 const JitterFactor = 1.2
 
-// KeyComparison is consulted only when the lock is held by another identity
-// and has not expired. It receives the holder's key and returns true when this
-// candidate should take the lock anyway.
-//
-// Comparisons of all candidates must not allow cycles (A takes from B and B
-// from A), or the lock would be stolen back and forth forever.
-type KeyComparison func(holderKey string) bool
-
 // Callbacks are invoked on leadership changes.
 type Callbacks struct {
 	// OnStartedLeading runs in its own goroutine when leadership is gained
@@ -71,8 +63,12 @@ type Config struct {
 	Callbacks Callbacks
 
 	// KeyComparison, if set, allows taking an unexpired lock from a holder
-	// with a lesser key.
-	KeyComparison KeyComparison
+	// with a lesser key. It is consulted only when the lock is held by
+	// another identity and has not expired: it receives the holder's key
+	// and returns true when this candidate should take the lock anyway.
+	// Comparisons of all candidates must not allow cycles (A takes from B
+	// and B from A), or the lock would be stolen back and forth forever.
+	KeyComparison func(holderKey string) bool
 
 	// ReleaseOnCancel writes an empty holder when the Run context is
 	// cancelled while leading, so that others can take over at once.

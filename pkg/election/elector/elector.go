@@ -31,15 +31,16 @@ const MaxLeaseDuration = time.Hour
 // it, not on it.
 const expirySlack = time.Millisecond
 
-// Event reasons recorded on the lock object.
+// Event reasons the elector records on the lock object. ReasonCorruptRecord
+// is exported for programs that watch for it; the others are stated in
+// the docs where they arise (RunFunctionFailed is package election's).
 const (
-	ReasonLeaderElection      = "LeaderElection"
+	reasonLeaderElection      = "LeaderElection"
 	ReasonCorruptRecord       = "CorruptLeaderRecord"
-	ReasonLeaseTooLong        = "LeaseDurationTooLong"
-	ReasonPreemptionSuspended = "PreemptionSuspended"
-	ReasonPreemptionResumed   = "PreemptionResumed"
-	ReasonRunFailed           = "RunFunctionFailed"
-	ReasonRunStuck            = "RunFunctionStuck"
+	reasonLeaseTooLong        = "LeaseDurationTooLong"
+	reasonPreemptionSuspended = "PreemptionSuspended"
+	reasonPreemptionResumed   = "PreemptionResumed"
+	reasonRunStuck            = "RunFunctionStuck"
 )
 
 // clockTimer is the timer of the injected clock.
@@ -473,11 +474,11 @@ func (le *LeaderElector) reportPreemption(suspended bool, msg string) {
 	le.metrics.SetPreemptionSuspended(le.cfg.Name, suspended)
 	if suspended {
 		le.log.Warn(msg)
-		le.cfg.Lock.RecordEvent(corev1.EventTypeWarning, ReasonPreemptionSuspended, msg)
+		le.cfg.Lock.RecordEvent(corev1.EventTypeWarning, reasonPreemptionSuspended, msg)
 		return
 	}
 	le.log.Info(msg)
-	le.cfg.Lock.RecordEvent(corev1.EventTypeNormal, ReasonPreemptionResumed, msg)
+	le.cfg.Lock.RecordEvent(corev1.EventTypeNormal, reasonPreemptionResumed, msg)
 }
 
 func (le *LeaderElector) setLastError(err error) {

@@ -124,7 +124,7 @@ func annotationsOf(obj runtime.Object) map[string]string {
 	return m.GetAnnotations()
 }
 
-func (h *harness) elector(identity, key string, cmp KeyComparison, onStart func(context.Context)) *LeaderElector {
+func (h *harness) elector(identity, key string, cmp func(holderKey string) bool, onStart func(context.Context)) *LeaderElector {
 	h.t.Helper()
 	lock, err := resourcelock.NewConfigMapLock(h.client.CoreV1(), ns, lockName, resourcelock.Config{Identity: identity, Key: key})
 	if err != nil {

@@ -268,7 +268,7 @@ func (le *LeaderElector) warnLongLease(rec *resourcelock.Record) {
 	le.loop.warnedLease = seen
 	le.log.Warn("the lock holder wrote a lease longer than the maximum; honouring only the maximum",
 		zap.String("holder", rec.HolderIdentity), zap.Int("leaseDurationSeconds", rec.LeaseDurationSeconds), zap.Duration("max", MaxLeaseDuration))
-	le.cfg.Lock.RecordEvent(corev1.EventTypeWarning, ReasonLeaseTooLong,
+	le.cfg.Lock.RecordEvent(corev1.EventTypeWarning, reasonLeaseTooLong,
 		fmt.Sprintf("%s wrote leaseDurationSeconds %d; candidates honour at most %v", rec.HolderIdentity, rec.LeaseDurationSeconds, MaxLeaseDuration))
 }
 

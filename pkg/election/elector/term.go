@@ -57,14 +57,14 @@ func (le *LeaderElector) lead(ctx context.Context) {
 	le.loop.lastRenew = le.loop.acquiredAt
 	le.setLeading(true)
 	le.metrics.Acquired(le.cfg.Name)
-	le.cfg.Lock.RecordEvent(corev1.EventTypeNormal, ReasonLeaderElection, le.cfg.Lock.Identity()+" became leader")
+	le.cfg.Lock.RecordEvent(corev1.EventTypeNormal, reasonLeaderElection, le.cfg.Lock.Identity()+" became leader")
 
 	end := le.renew(ctx, t)
 	le.setLeading(false)
 	le.stopWork(t, &end)
 	le.holdUntilFence(ctx, t, &end)
 	le.finish(end)
-	le.cfg.Lock.RecordEvent(corev1.EventTypeNormal, ReasonLeaderElection, le.cfg.Lock.Identity()+" stopped leading")
+	le.cfg.Lock.RecordEvent(corev1.EventTypeNormal, reasonLeaderElection, le.cfg.Lock.Identity()+" stopped leading")
 	if le.cfg.Callbacks.OnStoppedLeading != nil {
 		le.cfg.Callbacks.OnStoppedLeading()
 	}
@@ -370,7 +370,7 @@ func (le *LeaderElector) stopWork(t *term, end *termEnd) {
 			le.setStuck(true)
 			le.log.Error("the run callback has not stopped; keeping the lock so that no successor starts beside it, and failing the health check",
 				zap.Duration("stopTimeout", le.cfg.StopTimeout), zap.Bool("lockHeld", end.stillHeld))
-			le.cfg.Lock.RecordEvent(corev1.EventTypeWarning, ReasonRunStuck, "run callback has not stopped within "+le.cfg.StopTimeout.String())
+			le.cfg.Lock.RecordEvent(corev1.EventTypeWarning, reasonRunStuck, "run callback has not stopped within "+le.cfg.StopTimeout.String())
 			overdue.Reset(le.cfg.LeaseDuration)
 		case <-renewT.C():
 			le.holdWhileStopping(end)
@@ -511,7 +511,7 @@ func (le *LeaderElector) release() {
 func (le *LeaderElector) handOver(h resourcelock.Handover, brief bool) {
 	if le.writeSuccessor(h, brief, "handed the lock over") {
 		le.metrics.HandedOver(le.cfg.Name)
-		le.cfg.Lock.RecordEvent(corev1.EventTypeNormal, ReasonLeaderElection,
+		le.cfg.Lock.RecordEvent(corev1.EventTypeNormal, reasonLeaderElection,
 			fmt.Sprintf("%s handed the lock over to %s (key %q)", le.cfg.Lock.Identity(), h.Candidate, h.CandidateKey))
 	}
 }
