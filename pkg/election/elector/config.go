@@ -110,8 +110,8 @@ type Config struct {
 	// for it alone.
 	Hub *resourcelock.WatchHub
 	// Pacer paces this elector's first attempt together with those of the
-	// other electors given the same pacer. Nil means a pacer of its own,
-	// which never makes the first attempt wait.
+	// other electors given the same pacer. Nil: the first attempt is not
+	// paced, as a pacer of its own would never make it wait.
 	Pacer Pacer
 
 	// Handover, if set, turns on cooperative preemption (docs/handover.md;

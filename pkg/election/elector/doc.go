@@ -49,8 +49,9 @@
 // is shared by all the electors given the same hub (Config.Hub) on the same
 // client, namespace and lock kind, and the first attempts of all electors
 // given the same pacer (Config.Pacer) pass through one token bucket. Both
-// are objects the program creates and passes in; an elector given none has
-// its own, and shares nothing with any other.
+// are objects the program creates and passes in; an elector given no hub
+// has its own, one given no pacer is not paced, and neither shares anything
+// with any other.
 //
 // Only a change of the record itself (holder, key, lease, times,
 // transitions) restarts the lease: a label, a foreign annotation or a
