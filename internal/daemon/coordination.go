@@ -4,8 +4,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
+	"github.com/meshd-io/meshd/internal/election/coordinated"
 	"github.com/meshd-io/meshd/pkg/election"
-	"github.com/meshd-io/meshd/pkg/election/coordinated"
 )
 
 // setUpCoordination settles the mode of the Lease elections and, when

@@ -18,7 +18,7 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/meshd-io/meshd/pkg/election/coordinated"
+	"github.com/meshd-io/meshd/internal/election/coordinated"
 	"github.com/meshd-io/meshd/pkg/resourcelock"
 )
 

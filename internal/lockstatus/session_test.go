@@ -10,7 +10,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/utils/ptr"
 
-	"github.com/meshd-io/meshd/pkg/election/session"
+	"github.com/meshd-io/meshd/internal/election/session"
 	"github.com/meshd-io/meshd/pkg/resourcelock"
 )
 

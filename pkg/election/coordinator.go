@@ -8,7 +8,7 @@ import (
 
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/meshd-io/meshd/pkg/election/coordinated"
+	"github.com/meshd-io/meshd/internal/election/coordinated"
 	"github.com/meshd-io/meshd/pkg/revisions"
 )
 

@@ -13,9 +13,9 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/clock"
 
-	"github.com/meshd-io/meshd/pkg/election/coordinated"
+	"github.com/meshd-io/meshd/internal/election/coordinated"
+	"github.com/meshd-io/meshd/internal/election/session"
 	"github.com/meshd-io/meshd/pkg/election/elector"
-	"github.com/meshd-io/meshd/pkg/election/session"
 	"github.com/meshd-io/meshd/pkg/resourcelock"
 	"github.com/meshd-io/meshd/pkg/revisions"
 )

@@ -1,6 +1,6 @@
 package election
 
-import "github.com/meshd-io/meshd/pkg/election/priority"
+import "github.com/meshd-io/meshd/internal/election/priority"
 
 // RemotePrefix marks the holder key of an instance that serves a remote
 // cluster: its key is RemotePrefix + revision.

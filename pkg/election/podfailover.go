@@ -7,8 +7,8 @@ import (
 	"go.uber.org/zap"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/meshd-io/meshd/internal/election/podexit"
 	"github.com/meshd-io/meshd/pkg/election/elector"
-	"github.com/meshd-io/meshd/pkg/election/podexit"
 	"github.com/meshd-io/meshd/pkg/resourcelock"
 )
 

@@ -8,8 +8,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/meshd-io/meshd/internal/election/session"
 	"github.com/meshd-io/meshd/pkg/election/elector"
-	"github.com/meshd-io/meshd/pkg/election/session"
 	"github.com/meshd-io/meshd/pkg/resourcelock"
 )
 

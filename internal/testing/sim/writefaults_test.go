@@ -10,7 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 
-	"github.com/meshd-io/meshd/pkg/election/session"
+	"github.com/meshd-io/meshd/internal/election/session"
 	"github.com/meshd-io/meshd/pkg/resourcelock"
 )
 

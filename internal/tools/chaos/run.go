@@ -20,13 +20,13 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/meshd-io/meshd/internal/election/coordinated"
+	"github.com/meshd-io/meshd/internal/election/session"
 	"github.com/meshd-io/meshd/internal/errlist"
 	"github.com/meshd-io/meshd/internal/testing/faultproxy"
 	"github.com/meshd-io/meshd/internal/testing/testcluster"
 	"github.com/meshd-io/meshd/pkg/election"
-	"github.com/meshd-io/meshd/pkg/election/coordinated"
 	"github.com/meshd-io/meshd/pkg/election/elector"
-	"github.com/meshd-io/meshd/pkg/election/session"
 	"github.com/meshd-io/meshd/pkg/resourcelock"
 	"github.com/meshd-io/meshd/pkg/revisions"
 )
