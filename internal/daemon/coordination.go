@@ -46,8 +46,8 @@ func (d *Daemon) newCoordinator() error {
 	if err := d.metricsReg.Register(decisions); err != nil {
 		return err
 	}
-	le, err := d.group.NewCoordinator(d.cfg.Namespace, d.cfg.Identity, func(lease string, dec coordinated.Decision) {
-		decisions.WithLabelValues(lease, string(dec)).Inc()
+	le, err := d.group.NewCoordinator(d.cfg.Namespace, d.cfg.Identity, func(lease, decision string) {
+		decisions.WithLabelValues(lease, decision).Inc()
 	})
 	if err != nil {
 		return err
