@@ -8,6 +8,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/meshd-io/meshd/internal/election/podexit"
+	"github.com/meshd-io/meshd/internal/lockmeta"
 	"github.com/meshd-io/meshd/pkg/election/elector"
 	"github.com/meshd-io/meshd/pkg/resourcelock"
 )
@@ -19,7 +20,7 @@ type PodIdentity = podexit.Identity
 // WithPodIdentity says which Pod and container this process runs in: while
 // it holds a lock, it publishes that Pod, container and run of the
 // container next to its record (the annotation
-// resourcelock.HolderPodAnnotationKey), once its own Pod's status shows
+// lockmeta.HolderPodAnnotationKey), once its own Pod's status shows
 // this run, so that followers with WithPodFailover take over as soon as
 // the kubelet reports the run ended instead of waiting for the lease
 // (docs/handover.md, "Pod-aware failover"). Set id.ProcessStart to a clock
@@ -89,7 +90,7 @@ func newPodAware(client kubernetes.Interface, o *options, log *zap.Logger) (*pod
 
 // source is the lock's supplier of this holder's Pod mark; nil without a
 // Pod identity, which leaves the annotation to others.
-func (p *podAware) source() resourcelock.HolderPodSource {
+func (p *podAware) source() lockmeta.HolderPodSource {
 	if p == nil || p.publisher == nil {
 		return nil
 	}

@@ -9,8 +9,8 @@ import (
 	"github.com/meshd-io/meshd/internal/election/coordinated"
 	"github.com/meshd-io/meshd/internal/election/podexit"
 	"github.com/meshd-io/meshd/internal/election/session"
+	"github.com/meshd-io/meshd/internal/lockwatch"
 	"github.com/meshd-io/meshd/pkg/election/elector"
-	"github.com/meshd-io/meshd/pkg/resourcelock"
 	"github.com/meshd-io/meshd/pkg/revisions"
 )
 
@@ -34,7 +34,7 @@ import (
 // goroutines awaited, with its last. It therefore needs no Close. It is safe
 // for concurrent use. The zero value is not usable: call NewShared.
 type Shared struct {
-	hub      *resourcelock.WatchHub
+	hub      *lockwatch.WatchHub
 	watchers *revisions.SharedWatchers
 	sessions *session.Sessions
 	rosters  *coordinated.Rosters
@@ -47,7 +47,7 @@ type Shared struct {
 
 // NewShared returns a Shared that runs nothing yet.
 func NewShared() *Shared {
-	hub := resourcelock.NewWatchHub()
+	hub := lockwatch.NewWatchHub()
 	return &Shared{
 		hub:      hub,
 		watchers: revisions.NewSharedWatchers(),

@@ -10,6 +10,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/watchlist"
+
+	"github.com/meshd-io/meshd/internal/lockmeta"
 )
 
 // EventRecorder is the subset of client-go's record.EventRecorder a lock uses.
@@ -29,10 +31,10 @@ type Config struct {
 	// annotation naming the new holder, which tells candidates that the
 	// holder honours handover requests (see HandoverAnnotationKey).
 	Cooperative bool
-	// HolderPod, if set, supplies the Pod mark (HolderPodAnnotationKey)
+	// HolderPod, if set, supplies the Pod mark (lockmeta.HolderPodAnnotationKey)
 	// that every write of a record naming Identity carries; any other write
 	// removes the mark. Nil leaves the annotation as the lock finds it.
-	HolderPod HolderPodSource
+	HolderPod lockmeta.HolderPodSource
 }
 
 // Lock kinds accepted by New.

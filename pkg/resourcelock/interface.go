@@ -33,10 +33,6 @@ const (
 	// LeaseHolderKeyAnnotation is the Lease annotation that holds the holder key.
 	// It is removed when the key is empty.
 	LeaseHolderKeyAnnotation = "leader.istio.io/holder-key"
-	// LeasePreferredHolderKeyAnnotation is the Lease annotation in which a
-	// coordinator writes the holder key of spec.preferredHolder. It goes
-	// with spec.preferredHolder and is removed with it.
-	LeasePreferredHolderKeyAnnotation = "meshd.io/preferred-holder-key"
 )
 
 // ErrCorruptRecord is wrapped by the error Get returns when the object exists

@@ -7,6 +7,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	"k8s.io/client-go/util/watchlist"
+
+	"github.com/meshd-io/meshd/internal/lockmeta"
 )
 
 // LeaseLock maps the record onto a coordination.k8s.io/v1 Lease. The holder
@@ -39,7 +41,7 @@ func (l *LeaseLock) PreferredHolder() (identity, key string) {
 	if !l.valid || l.obj.Spec.PreferredHolder == nil {
 		return "", ""
 	}
-	return *l.obj.Spec.PreferredHolder, l.obj.Annotations[LeasePreferredHolderKeyAnnotation]
+	return *l.obj.Spec.PreferredHolder, l.obj.Annotations[lockmeta.LeasePreferredHolderKeyAnnotation]
 }
 
 // leaseKind is where the record lives in a Lease.
@@ -101,7 +103,7 @@ func ApplyRecordToLease(r Record, lease *coordinationv1.Lease) {
 	holder := r.HolderIdentity
 	if p := lease.Spec.PreferredHolder; p != nil && (*p == holder || lease.Spec.HolderIdentity == nil || *lease.Spec.HolderIdentity != holder) {
 		lease.Spec.PreferredHolder = nil
-		delete(lease.Annotations, LeasePreferredHolderKeyAnnotation)
+		delete(lease.Annotations, lockmeta.LeasePreferredHolderKeyAnnotation)
 	}
 	duration := clampInt32(r.LeaseDurationSeconds)
 	transitions := clampInt32(r.LeaderTransitions)

@@ -7,6 +7,8 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/meshd-io/meshd/internal/lockmeta"
 )
 
 // MultiLock holds one election in two lock objects at once, typically a
@@ -118,15 +120,15 @@ func writeOrCreate(ctx context.Context, l Interface, r Record) error {
 
 // Handover implements HandoverLock with Primary's annotation; the zero value
 // when Primary cannot hand over.
-func (m *MultiLock) Handover() Handover {
+func (m *MultiLock) Handover() lockmeta.Handover {
 	if h, ok := m.Primary.(HandoverLock); ok {
 		return h.Handover()
 	}
-	return Handover{}
+	return lockmeta.Handover{}
 }
 
 // RequestHandover implements HandoverLock on Primary's object.
-func (m *MultiLock) RequestHandover(ctx context.Context, h Handover) error {
+func (m *MultiLock) RequestHandover(ctx context.Context, h lockmeta.Handover) error {
 	if hl, ok := m.Primary.(HandoverLock); ok {
 		return hl.RequestHandover(ctx, h)
 	}

@@ -10,6 +10,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/meshd-io/meshd/internal/lockmeta"
 )
 
 // kubeObject is a pointer to a Kubernetes object type such as
@@ -92,7 +94,7 @@ func (l *objectLock[T, L]) Get(ctx context.Context) (*Record, []byte, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	obj.SetManagedFields(nil) // see trimForCache
+	obj.SetManagedFields(nil) // as the shared watch trims what it caches (package lockwatch)
 	l.set(obj)
 	return l.decode()
 }
@@ -146,28 +148,28 @@ func (l *objectLock[T, L]) write(ctx context.Context, obj T) error {
 	if err != nil {
 		return err
 	}
-	updated.SetManagedFields(nil) // see trimForCache
+	updated.SetManagedFields(nil) // as the shared watch trims what it caches (package lockwatch)
 	l.set(updated)
 	return nil
 }
 
 // Handover implements HandoverLock.
-func (l *objectLock[T, L]) Handover() Handover {
+func (l *objectLock[T, L]) Handover() lockmeta.Handover {
 	if !l.valid {
-		return Handover{}
+		return lockmeta.Handover{}
 	}
-	return readHandover(l.obj.GetAnnotations())
+	return lockmeta.ReadHandover(l.obj.GetAnnotations())
 }
 
 // RequestHandover implements HandoverLock.
-func (l *objectLock[T, L]) RequestHandover(ctx context.Context, h Handover) error {
+func (l *objectLock[T, L]) RequestHandover(ctx context.Context, h lockmeta.Handover) error {
 	base, err := l.writable(ctx)
 	if err != nil {
 		return err
 	}
 	obj := l.kind.copyObject(base)
 	meta := metav1.ObjectMeta{Annotations: obj.GetAnnotations()}
-	writeHandover(&meta, h)
+	lockmeta.WriteHandover(&meta, h)
 	obj.SetAnnotations(meta.Annotations)
 	return l.write(ctx, obj)
 }

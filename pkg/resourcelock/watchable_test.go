@@ -9,6 +9,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/meshd-io/meshd/internal/lockmeta"
 )
 
 func TestObserveTakesOnlyNewerVersionsOfItsOwnObject(t *testing.T) {
@@ -57,7 +59,7 @@ func TestCooperativeWritesAdvertiseTheHolder(t *testing.T) {
 	if h := l.Handover(); h.Holder != "a" || h.Candidate != "" {
 		t.Fatalf("after create: %+v", h)
 	}
-	if err := l.RequestHandover(ctx, Handover{Holder: "a", Candidate: "c", CandidateKey: "stable"}); err != nil {
+	if err := l.RequestHandover(ctx, lockmeta.Handover{Holder: "a", Candidate: "c", CandidateKey: "stable"}); err != nil {
 		t.Fatal(err)
 	}
 	if h := l.Handover(); !h.Requested("a") || h.Requested("b") {
@@ -72,7 +74,7 @@ func TestCooperativeWritesAdvertiseTheHolder(t *testing.T) {
 	if err := l.Update(ctx, Record{LeaseDurationSeconds: 1}); err != nil {
 		t.Fatal(err)
 	}
-	if _, found := l.obj.Annotations[HandoverAnnotationKey]; found {
+	if _, found := l.obj.Annotations[lockmeta.HandoverAnnotationKey]; found {
 		t.Fatal("a release left the handover annotation behind")
 	}
 }

@@ -10,6 +10,8 @@ import (
 	"go.uber.org/goleak"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+
+	"github.com/meshd-io/meshd/internal/lockwatch"
 )
 
 // The shared watch and a lock's own watch ask for no timeout, so that the
@@ -50,8 +52,10 @@ func TestWatchesLeaveTheirDurationToTheAPIServer(t *testing.T) {
 	}
 	watchable := lock.(Watchable)
 	for name, lw := range map[string]func() func(){
-		"shared watch": func() func() { return NewWatchHub().Subscribe(watchable, Subscriber{}) },
-		"own watch":    func() func() { return NewWatchHub().Subscribe(privateOnly{watchable}, Subscriber{}) },
+		"shared watch": func() func() { return lockwatch.NewWatchHub().Subscribe(watchable, lockwatch.Subscriber{}) },
+		"own watch": func() func() {
+			return lockwatch.NewWatchHub().Subscribe(privateOnly{watchable}, lockwatch.Subscriber{})
+		},
 	} {
 		stop := lw()
 		plain := false

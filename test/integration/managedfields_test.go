@@ -9,6 +9,7 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/meshd-io/meshd/internal/lockwatch"
 	"github.com/meshd-io/meshd/internal/testing/testcluster"
 	"github.com/meshd-io/meshd/pkg/resourcelock"
 )
@@ -36,7 +37,7 @@ func TestLockWritesKeepOtherManagersFields(t *testing.T) {
 	watchable := lock.(resourcelock.Watchable)
 	var mu sync.Mutex
 	var seen *coordinationv1.Lease
-	unsubscribe := resourcelock.NewWatchHub().Subscribe(watchable, resourcelock.Subscriber{
+	unsubscribe := lockwatch.NewWatchHub().Subscribe(watchable, lockwatch.Subscriber{
 		OnObject: func(obj any, deleted bool) {
 			if l, ok := obj.(*coordinationv1.Lease); ok && !deleted {
 				mu.Lock()

@@ -7,6 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/meshd-io/meshd/internal/lockmeta"
 	"github.com/meshd-io/meshd/pkg/resourcelock"
 )
 
@@ -27,9 +28,9 @@ type Judge struct {
 	wake      func()
 	closed    bool
 	sub       *Subscription
-	following string                 // namespace/name of the Pod sub follows
-	mark      resourcelock.HolderPod // the mark last asked about
-	reported  string                 // the last judgement logged
+	following string             // namespace/name of the Pod sub follows
+	mark      lockmeta.HolderPod // the mark last asked about
+	reported  string             // the last judgement logged
 }
 
 // NewJudge returns a judge that reads holders' marks from marks (the
@@ -69,7 +70,7 @@ func (j *Judge) Exited(rec resourcelock.Record) bool {
 
 // follow makes the judge follow the Pod mark names (none for nil) and
 // returns the subscription; nil once closed.
-func (j *Judge) follow(mark *resourcelock.HolderPod) *Subscription {
+func (j *Judge) follow(mark *lockmeta.HolderPod) *Subscription {
 	j.mu.Lock()
 	key := ""
 	if mark != nil && !j.closed {

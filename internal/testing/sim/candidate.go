@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/meshd-io/meshd/internal/election/session"
+	"github.com/meshd-io/meshd/internal/lockwatch"
 	"github.com/meshd-io/meshd/pkg/election/elector"
 	"github.com/meshd-io/meshd/pkg/resourcelock"
 )
@@ -204,7 +205,7 @@ func (c *candidate) start() error {
 	// What a process shares among its elections is its own, made anew at
 	// every start: nothing of one process (or of one World) reaches
 	// another. The session follows Leases through the elector's hub.
-	cfg.Hub, cfg.Pacer = resourcelock.NewWatchHub(), elector.NewPacer()
+	cfg.Hub, cfg.Pacer = lockwatch.NewWatchHub(), elector.NewPacer()
 	var member *session.Member
 	if c.spec.Session {
 		t := c.w.sched.Timing

@@ -11,6 +11,7 @@ import (
 	"go.uber.org/zap"
 	"k8s.io/utils/clock"
 
+	"github.com/meshd-io/meshd/internal/lockwatch"
 	"github.com/meshd-io/meshd/pkg/resourcelock"
 )
 
@@ -112,7 +113,7 @@ type Config struct {
 	// lock, shared with the other electors (and sessions) given the same
 	// hub. Nil means a hub of this elector's own, which opens one watch
 	// for it alone.
-	Hub *resourcelock.WatchHub
+	Hub *lockwatch.WatchHub
 	// Pacer paces this elector's first attempt together with those of the
 	// other electors given the same pacer. Nil means a pacer of its own,
 	// which never makes the first attempt wait.
@@ -121,7 +122,7 @@ type Config struct {
 	// HandoverGrace, when positive, turns on cooperative preemption (see
 	// handover.go and docs/handover.md). A candidate entitled by
 	// KeyComparison to take the lock from a holder that advertises
-	// cooperation (see resourcelock.HandoverAnnotationKey) first asks it to
+	// cooperation (see lockmeta.HandoverAnnotationKey) first asks it to
 	// hand over. The holder answers at once through its watch, or at its
 	// next renew: it accepts, with the time within which its work will
 	// have stopped, or refuses. HandoverGrace is how long the candidate

@@ -5,6 +5,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/meshd-io/meshd/internal/lockmeta"
 	"github.com/meshd-io/meshd/pkg/resourcelock"
 )
 
@@ -103,7 +104,7 @@ func (le *LeaderElector) vacancyWake() time.Time {
 
 // preferredSuccessor returns the candidate named as preferred holder in
 // the lock object last seen, when it is another one than this holder.
-func (le *LeaderElector) preferredSuccessor() *resourcelock.Handover {
+func (le *LeaderElector) preferredSuccessor() *lockmeta.Handover {
 	if !le.coordinated() {
 		return nil
 	}
@@ -114,13 +115,13 @@ func (le *LeaderElector) preferredSuccessor() *resourcelock.Handover {
 	if live := le.cfg.Coordination.Live; live != nil && !live(name) {
 		return nil
 	}
-	return &resourcelock.Handover{Holder: le.cfg.Lock.Identity(), Candidate: name, CandidateKey: key}
+	return &lockmeta.Handover{Holder: le.cfg.Lock.Identity(), Candidate: name, CandidateKey: key}
 }
 
 // directedSuccessor is who a holder ending its term gracefully hands the
 // lock to when no candidate asked: the preferred holder, else the best live
 // candidate Coordination.Successor knows. Nil: release.
-func (le *LeaderElector) directedSuccessor() *resourcelock.Handover {
+func (le *LeaderElector) directedSuccessor() *lockmeta.Handover {
 	if h := le.preferredSuccessor(); h != nil {
 		return h
 	}
@@ -131,7 +132,7 @@ func (le *LeaderElector) directedSuccessor() *resourcelock.Handover {
 	if !ok || name == "" || name == le.cfg.Lock.Identity() {
 		return nil
 	}
-	return &resourcelock.Handover{Holder: le.cfg.Lock.Identity(), Candidate: name, CandidateKey: key}
+	return &lockmeta.Handover{Holder: le.cfg.Lock.Identity(), Candidate: name, CandidateKey: key}
 }
 
 // yieldDelay is how long this candidate lets better ones go first when the

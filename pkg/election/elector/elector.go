@@ -12,6 +12,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/clock"
 
+	"github.com/meshd-io/meshd/internal/lockmeta"
+	"github.com/meshd-io/meshd/internal/lockwatch"
 	"github.com/meshd-io/meshd/pkg/resourcelock"
 )
 
@@ -71,17 +73,17 @@ type LeaderElector struct {
 	session sessionState
 
 	// Used only by the goroutine running Run.
-	acquiredAt  time.Time              // when the attempt that won the current term started
-	lastRenew   time.Time              // when the last successful renew of this term was sent
-	startAt     time.Time              // the fence: the callback starts no earlier
-	inherited   time.Time              // fence of a record naming this identity that this process found at first sight
-	emptySince  time.Time              // when the lock object was first seen missing or without a record
-	stopping    bool                   // the callback is stopping: renew, answer nothing
-	handTo      *resourcelock.Handover // the request accepted by the last renew
-	paced       bool                   // the first attempt has been paced; see pace.go
-	vacantSince time.Time              // coordinated: when the lock was first seen vacant; see coordinate.go
-	yieldAt     time.Time              // the try after a release, when yielding to better candidates
-	namedFrom   time.Time              // set by an attempt that leads on a record naming this candidate without a write
+	acquiredAt  time.Time          // when the attempt that won the current term started
+	lastRenew   time.Time          // when the last successful renew of this term was sent
+	startAt     time.Time          // the fence: the callback starts no earlier
+	inherited   time.Time          // fence of a record naming this identity that this process found at first sight
+	emptySince  time.Time          // when the lock object was first seen missing or without a record
+	stopping    bool               // the callback is stopping: renew, answer nothing
+	handTo      *lockmeta.Handover // the request accepted by the last renew
+	paced       bool               // the first attempt has been paced; see pace.go
+	vacantSince time.Time          // coordinated: when the lock was first seen vacant; see coordinate.go
+	yieldAt     time.Time          // the try after a release, when yielding to better candidates
+	namedFrom   time.Time          // set by an attempt that leads on a record naming this candidate without a write
 
 	mu              sync.Mutex
 	leading         bool
@@ -137,7 +139,7 @@ func New(cfg Config) (*LeaderElector, error) {
 		le.cfg.Pacer = NewPacer()
 	}
 	if cfg.Watch && le.cfg.Hub == nil {
-		le.cfg.Hub = resourcelock.NewWatchHub()
+		le.cfg.Hub = lockwatch.NewWatchHub()
 	}
 	// A sink that can create an election's series at 0 does so now, so that
 	// rates and alerts see a zero rather than no data.

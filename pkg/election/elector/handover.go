@@ -9,6 +9,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/meshd-io/meshd/internal/lockmeta"
 	"github.com/meshd-io/meshd/pkg/resourcelock"
 )
 
@@ -90,7 +91,7 @@ func (p *handoverProtocol) ask(ctx context.Context, rec *resourcelock.Record, no
 }
 
 // followUp follows this candidate's own request.
-func (p *handoverProtocol) followUp(h resourcelock.Handover, now time.Time) askStep {
+func (p *handoverProtocol) followUp(h lockmeta.Handover, now time.Time) askStep {
 	if h.Answer != "" && p.heard != h.Answer {
 		p.heard, p.answeredAt = h.Answer, now
 		p.le.log.Info("the holder answered the handover request", zap.String("holder", h.Holder),
@@ -112,14 +113,14 @@ func (p *handoverProtocol) followUp(h resourcelock.Handover, now time.Time) askS
 // once the holder has let the time it promised, and a RetryPeriod more,
 // pass without naming this candidate (it crashed and came back under its
 // identity, or its write failed and it went on renewing).
-func (p *handoverProtocol) mayAskAgain(h resourcelock.Handover, now time.Time) bool {
+func (p *handoverProtocol) mayAskAgain(h lockmeta.Handover, now time.Time) bool {
 	if h.Answer == "" {
 		return false
 	}
 	if p.heard != h.Answer {
 		p.followUp(h, now) // note the answer first
 	}
-	if h.Answer == resourcelock.AnswerAccepted {
+	if h.Answer == lockmeta.AnswerAccepted {
 		return !now.Before(p.promiseBroken(h))
 	}
 	return p.askAgain || !now.Before(p.answeredAt.Add(p.le.cfg.LeaseDuration))
@@ -128,7 +129,7 @@ func (p *handoverProtocol) mayAskAgain(h resourcelock.Handover, now time.Time) b
 // promiseBroken is when an accepted request that has not been honoured
 // counts as broken: the promised stop, and a RetryPeriod for the write
 // naming this candidate, after the answer was seen.
-func (p *handoverProtocol) promiseBroken(h resourcelock.Handover) time.Time {
+func (p *handoverProtocol) promiseBroken(h lockmeta.Handover) time.Time {
 	return p.answeredAt.Add(time.Duration(h.StopWithinMillis)*time.Millisecond + p.le.cfg.RetryPeriod)
 }
 
@@ -136,9 +137,9 @@ func (p *handoverProtocol) promiseBroken(h resourcelock.Handover) time.Time {
 // its course first: one this candidate does not outrank, or one the holder
 // accepted. A request left unanswered for longer than the grace period is
 // not deferred to.
-func (p *handoverProtocol) deferToOther(h resourcelock.Handover, now time.Time) bool {
+func (p *handoverProtocol) deferToOther(h lockmeta.Handover, now time.Time) bool {
 	me := p.le.cfg.Lock.Identity()
-	if !h.Requested(h.Holder) || h.Candidate == me || h.Answer == resourcelock.AnswerRefused || p.stale(h, now) {
+	if !h.Requested(h.Holder) || h.Candidate == me || h.Answer == lockmeta.AnswerRefused || p.stale(h, now) {
 		return false
 	}
 	if h.Answer == "" && p.le.cfg.KeyComparison != nil && p.le.cfg.KeyComparison(h.CandidateKey) {
@@ -147,13 +148,13 @@ func (p *handoverProtocol) deferToOther(h resourcelock.Handover, now time.Time) 
 	if p.other != h.Candidate {
 		p.other, p.otherSeenAt = h.Candidate, now
 	}
-	return h.Answer == resourcelock.AnswerAccepted || now.Before(p.otherSeenAt.Add(p.grace))
+	return h.Answer == lockmeta.AnswerAccepted || now.Before(p.otherSeenAt.Add(p.grace))
 }
 
 // request writes this candidate's request.
 func (p *handoverProtocol) request(ctx context.Context, rec *resourcelock.Record, now time.Time) error {
 	le := p.le
-	req := resourcelock.Handover{
+	req := lockmeta.Handover{
 		Holder:       rec.HolderIdentity,
 		Candidate:    le.cfg.Lock.Identity(),
 		CandidateKey: le.cfg.Lock.Key(),
@@ -205,15 +206,15 @@ func (p *handoverProtocol) wakeAt() time.Time {
 		return time.Time{}
 	case p.heard == "":
 		return p.unanswered.Add(p.grace)
-	case p.heard == resourcelock.AnswerRefused:
+	case p.heard == lockmeta.AnswerRefused:
 		return p.answeredAt.Add(p.le.cfg.LeaseDuration)
-	case p.heard == resourcelock.AnswerAccepted:
+	case p.heard == lockmeta.AnswerAccepted:
 		// Look when the holder promised to name this candidate, and again
 		// when the promise counts as broken; nothing once the annotation
 		// no longer carries this candidate's accepted request (it was
 		// handed the lock, or the holder's term moved on).
 		h := p.lock.Handover()
-		if h.Candidate != p.le.cfg.Lock.Identity() || h.Answer != resourcelock.AnswerAccepted {
+		if h.Candidate != p.le.cfg.Lock.Identity() || h.Answer != lockmeta.AnswerAccepted {
 			return time.Time{}
 		}
 		now := p.le.clock.Now()
@@ -231,7 +232,7 @@ func (p *handoverProtocol) wakeAt() time.Time {
 // than a lease is cleared without an answer; one from a candidate that
 // AcceptHandover does not entitle now is refused (and accepted later if the
 // candidate becomes entitled while the request is fresh).
-func (p *handoverProtocol) answer(ctx context.Context, now time.Time) (*resourcelock.Handover, error) {
+func (p *handoverProtocol) answer(ctx context.Context, now time.Time) (*lockmeta.Handover, error) {
 	le := p.le
 	me := le.cfg.Lock.Identity()
 	h := p.lock.Handover()
@@ -245,18 +246,18 @@ func (p *handoverProtocol) answer(ctx context.Context, now time.Time) (*resource
 	// when the holder no longer agrees.
 	if p.stale(h, now) {
 		le.log.Info("ignoring a stale handover request", zap.String("candidate", h.Candidate), zap.Any("requestTime", h.RequestTime))
-		return nil, p.write(ctx, resourcelock.Handover{Holder: me})
+		return nil, p.write(ctx, lockmeta.Handover{Holder: me})
 	}
 	if p.accept == nil || !p.accept(h.CandidateKey) {
-		if h.Answer == resourcelock.AnswerRefused {
+		if h.Answer == lockmeta.AnswerRefused {
 			return nil, nil
 		}
-		h.Answer, h.AnswerTime = resourcelock.AnswerRefused, &metav1.Time{Time: now}
+		h.Answer, h.AnswerTime = lockmeta.AnswerRefused, &metav1.Time{Time: now}
 		le.log.Info("refused a handover request from a candidate that is not entitled",
 			zap.String("candidate", h.Candidate), zap.String("candidateKey", h.CandidateKey))
 		return nil, p.write(ctx, h)
 	}
-	h.Answer, h.AnswerTime = resourcelock.AnswerAccepted, &metav1.Time{Time: now}
+	h.Answer, h.AnswerTime = lockmeta.AnswerAccepted, &metav1.Time{Time: now}
 	h.StopWithinMillis = p.stopWithin(now).Milliseconds()
 	if err := p.write(ctx, h); err != nil {
 		return nil, fmt.Errorf("accept the handover request of %s: %w", h.Candidate, err)
@@ -298,13 +299,13 @@ func (p *handoverProtocol) namedSince(rec *resourcelock.Record, now time.Time) (
 // promisedSuccessor returns the request this holder accepted and has not
 // yet honoured, when the lock still names this holder and the request is
 // fresh and still entitled; nil otherwise.
-func (le *LeaderElector) promisedSuccessor(now time.Time) *resourcelock.Handover {
+func (le *LeaderElector) promisedSuccessor(now time.Time) *lockmeta.Handover {
 	p := le.handover
 	if p == nil {
 		return nil
 	}
 	h := p.lock.Handover()
-	if !h.Requested(le.cfg.Lock.Identity()) || h.Answer != resourcelock.AnswerAccepted ||
+	if !h.Requested(le.cfg.Lock.Identity()) || h.Answer != lockmeta.AnswerAccepted ||
 		p.stale(h, now) || p.accept == nil || !p.accept(h.CandidateKey) {
 		return nil
 	}
@@ -320,9 +321,9 @@ func (p *handoverProtocol) reconsiders(now time.Time) bool {
 		return false
 	}
 	switch h.Answer {
-	case resourcelock.AnswerAccepted:
+	case lockmeta.AnswerAccepted:
 		return true
-	case resourcelock.AnswerRefused:
+	case lockmeta.AnswerRefused:
 		return p.accept != nil && p.accept(h.CandidateKey)
 	}
 	return false
@@ -331,7 +332,7 @@ func (p *handoverProtocol) reconsiders(now time.Time) bool {
 // successor returns the candidate this holder should hand the lock to when
 // its term ends for another reason: a fresh request from a candidate that is
 // entitled now. Nil when there is none.
-func (p *handoverProtocol) successor(now time.Time) *resourcelock.Handover {
+func (p *handoverProtocol) successor(now time.Time) *lockmeta.Handover {
 	h := p.lock.Handover()
 	if !h.Requested(p.le.cfg.Lock.Identity()) || p.stale(h, now) || p.accept == nil || !p.accept(h.CandidateKey) {
 		return nil
@@ -352,7 +353,7 @@ func (p *handoverProtocol) stopWithin(now time.Time) time.Duration {
 
 // stale reports whether a request is too old (or too far in the future) to
 // act on: more than a lease away from now, or without a time.
-func (p *handoverProtocol) stale(h resourcelock.Handover, now time.Time) bool {
+func (p *handoverProtocol) stale(h lockmeta.Handover, now time.Time) bool {
 	if h.RequestTime == nil {
 		return true
 	}
@@ -361,7 +362,7 @@ func (p *handoverProtocol) stale(h resourcelock.Handover, now time.Time) bool {
 }
 
 // write stores h in the annotation, counting the request.
-func (p *handoverProtocol) write(ctx context.Context, h resourcelock.Handover) error {
+func (p *handoverProtocol) write(ctx context.Context, h lockmeta.Handover) error {
 	p.le.metrics.Request(p.le.cfg.Name, "update")
 	return p.lock.RequestHandover(ctx, h)
 }
@@ -386,7 +387,7 @@ func (p *handoverProtocol) withdraw(ctx context.Context) bool {
 		if h.Candidate != me {
 			return false
 		}
-		err = p.write(ctx, resourcelock.Handover{Holder: h.Holder})
+		err = p.write(ctx, lockmeta.Handover{Holder: h.Holder})
 		if err == nil {
 			le.log.Info("withdrew the handover request")
 			return false

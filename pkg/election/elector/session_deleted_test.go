@@ -14,6 +14,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/meshd-io/meshd/internal/ledger"
+	"github.com/meshd-io/meshd/internal/lockmeta"
 	"github.com/meshd-io/meshd/internal/testing/kubetest"
 	"github.com/meshd-io/meshd/pkg/resourcelock"
 )
@@ -149,7 +150,7 @@ func TestDeletedLockOfASessionHolderIsNotTaken(t *testing.T) {
 	if obj.Spec.HolderIdentity == nil || *obj.Spec.HolderIdentity != "a" {
 		t.Fatalf("recreated lock names holder %v, want a", obj.Spec.HolderIdentity)
 	}
-	if mark := obj.Annotations[resourcelock.SessionAnnotationKey]; mark == "" {
+	if mark := obj.Annotations[lockmeta.SessionAnnotationKey]; mark == "" {
 		t.Fatal("recreated lock carries no session mark")
 	}
 }

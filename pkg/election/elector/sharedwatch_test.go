@@ -16,6 +16,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/meshd-io/meshd/internal/lockwatch"
 	"github.com/meshd-io/meshd/internal/testing/kubetest"
 	"github.com/meshd-io/meshd/pkg/resourcelock"
 )
@@ -42,12 +43,12 @@ func heldLease(name, holder string) *coordinationv1.Lease {
 // shared is what the electors of one test program share: nil fields give
 // each elector its own.
 type shared struct {
-	hub   *resourcelock.WatchHub
+	hub   *lockwatch.WatchHub
 	pacer *Pacer
 }
 
 // newShared returns a hub and a pacer for the electors of one program.
-func newShared() shared { return shared{hub: resourcelock.NewWatchHub(), pacer: NewPacer()} }
+func newShared() shared { return shared{hub: lockwatch.NewWatchHub(), pacer: NewPacer()} }
 
 // runWatching runs a watching elector on the Lease name until the test ends,
 // sharing what sh holds with the other electors given it.

@@ -7,6 +7,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/meshd-io/meshd/internal/lockwatch"
 	"github.com/meshd-io/meshd/pkg/resourcelock"
 )
 
@@ -83,7 +84,7 @@ func (w *lockWatch) healthy() bool { return w.ok.Load() }
 // call this watch again (and, if this was the last elector on that watch,
 // once the watch has stopped).
 func (w *lockWatch) start() (stop func()) {
-	unsubscribe := w.le.cfg.Hub.Subscribe(w.lock, resourcelock.Subscriber{
+	unsubscribe := w.le.cfg.Hub.Subscribe(w.lock, lockwatch.Subscriber{
 		OnObject: w.deliver,
 		OnHealth: w.setHealth,
 	})
