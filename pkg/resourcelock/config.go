@@ -43,7 +43,7 @@ const (
 	LeasesResourceLock     = "leases"
 	// ConfigMapsLeasesResourceLock holds both a ConfigMap (primary) and a
 	// Lease of the same name: the migration step from ConfigMap to Lease
-	// (see MultiLock).
+	// (see NewMultiLock).
 	ConfigMapsLeasesResourceLock = "configmapsleases"
 	// LeasesConfigMapsResourceLock holds both, the Lease as primary: the
 	// migration step from Lease back to ConfigMap.

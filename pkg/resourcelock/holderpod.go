@@ -10,7 +10,7 @@ import (
 )
 
 // HolderPodReader is a lock that reads the HolderPod mark of the object
-// version it saw last. LeaseLock, ConfigMapLock and MultiLock (its
+// version it saw last. LeaseLock, ConfigMapLock and multiLock (its
 // Primary's) implement it.
 type HolderPodReader interface {
 	// HolderPod returns the mark of the object version last seen; false
@@ -21,7 +21,7 @@ type HolderPodReader interface {
 var (
 	_ HolderPodReader = (*LeaseLock)(nil)
 	_ HolderPodReader = (*ConfigMapLock)(nil)
-	_ HolderPodReader = (*MultiLock)(nil)
+	_ HolderPodReader = (*multiLock)(nil)
 )
 
 // HolderPod implements HolderPodReader.
@@ -33,7 +33,7 @@ func (l *objectLock[T, L]) HolderPod() (lockmeta.HolderPod, bool) {
 }
 
 // HolderPod implements HolderPodReader with Primary's mark.
-func (m *MultiLock) HolderPod() (lockmeta.HolderPod, bool) {
+func (m *multiLock) HolderPod() (lockmeta.HolderPod, bool) {
 	if r, ok := m.Primary.(HolderPodReader); ok {
 		return r.HolderPod()
 	}

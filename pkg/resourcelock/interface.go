@@ -8,9 +8,9 @@
 //   - LeaseLock maps the record onto a coordination.k8s.io/v1 Lease spec and
 //     keeps the holder key in the annotation leader.istio.io/holder-key.
 //
-// Both are one generic object lock with a small adapter per kind. A
-// MultiLock holds a ConfigMap and a Lease together, to move an election from
-// one kind to the other during a rolling update.
+// Both are one generic object lock with a small adapter per kind. The lock
+// NewMultiLock returns holds a ConfigMap and a Lease together, to move an
+// election from one kind to the other during a rolling update.
 //
 // Every write is an optimistic-concurrency update of the object last read or
 // written through the same lock: a write that races another one fails with a

@@ -14,12 +14,12 @@ import (
 	"github.com/meshd-io/meshd/internal/lockmeta"
 )
 
-func newMulti(t *testing.T, identity string) (*MultiLock, func() (Record, Record)) {
+func newMulti(t *testing.T, identity string) (*multiLock, func() (Record, Record)) {
 	m, both, _ := newMultiOn(t, identity)
 	return m, both
 }
 
-func newMultiOn(t *testing.T, identity string) (*MultiLock, func() (Record, Record), *fake.Clientset) {
+func newMultiOn(t *testing.T, identity string) (*multiLock, func() (Record, Record), *fake.Clientset) {
 	t.Helper()
 	cs := newClientset(t)
 	l, err := New(ConfigMapsLeasesResourceLock, testNamespace, testName, cs, Config{Identity: identity, Key: "canary"})
@@ -38,7 +38,7 @@ func newMultiOn(t *testing.T, identity string) (*MultiLock, func() (Record, Reco
 		}
 		return a, b
 	}
-	return l.(*MultiLock), both, cs
+	return l.(*multiLock), both, cs
 }
 
 func TestMultiLockWritesBothObjects(t *testing.T) {
