@@ -41,7 +41,7 @@ type SharedWatch struct {
 }
 
 // Source is a lock whose object can be followed by a watch of its own
-// (resourcelock.Watchable is one).
+// (lockcap.Watchable is one).
 type Source interface {
 	// ListWatch lists and watches only the lock object.
 	ListWatch() cache.ListerWatcher

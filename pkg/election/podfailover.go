@@ -8,6 +8,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/meshd-io/meshd/internal/election/podexit"
+	"github.com/meshd-io/meshd/internal/lockcap"
 	"github.com/meshd-io/meshd/internal/lockmeta"
 	"github.com/meshd-io/meshd/pkg/election/elector"
 	"github.com/meshd-io/meshd/pkg/resourcelock"
@@ -103,7 +104,7 @@ func (p *podAware) follow(client kubernetes.Interface, o *options, lock resource
 	if p == nil || !o.podFailover {
 		return
 	}
-	if marks, ok := lock.(resourcelock.HolderPodReader); ok {
+	if marks, ok := lock.(lockcap.HolderPodReader); ok {
 		p.judge = podexit.NewJudge(client, o.shared.pods, marks, log)
 	}
 }

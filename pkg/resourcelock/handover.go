@@ -1,7 +1,6 @@
 package resourcelock
 
 import (
-	"context"
 	"errors"
 	"strconv"
 
@@ -12,39 +11,8 @@ import (
 	"github.com/meshd-io/meshd/internal/lockmeta"
 )
 
-// HandoverLock is implemented by locks that support cooperative handover.
-type HandoverLock interface {
-	Interface
-	// Handover returns the handover annotation of the object version last
-	// seen; the zero value when there is none or it cannot be decoded.
-	Handover() lockmeta.Handover
-	// RequestHandover writes h into the annotation of the object version last
-	// seen, leaving the record alone. A concurrent write makes it fail with a
-	// Conflict error.
-	RequestHandover(ctx context.Context, h lockmeta.Handover) error
-}
-
-// Watchable is implemented by locks whose object can be followed by a watch.
-type Watchable interface {
-	Interface
-	// ListWatch lists and watches only the lock object.
-	ListWatch() cache.ListerWatcher
-	// ExampleObject is an empty object of the lock's type.
-	ExampleObject() runtime.Object
-	// Observe takes an object delivered by the watch as the version last
-	// seen, unless the lock already holds a newer one, and returns the record
-	// of the version it now holds, as Get would. With deleted set, obj (which
-	// may be a cache.DeletedFinalStateUnknown) was deleted: the lock forgets
-	// its object and returns an empty record. An object other than the lock's
-	// own yields ErrForeignObject and changes nothing.
-	Observe(obj any, deleted bool) (*Record, []byte, error)
-	// Peek returns the record of the version last seen without a request;
-	// ErrNotInitialized when there is none.
-	Peek() (*Record, []byte, error)
-}
-
-// ErrForeignObject is returned by Watchable.Observe for an object that is not
-// the lock's own (a watch that ignored its field selector).
+// ErrForeignObject is returned by a lock's Observe (lockcap.Watchable) for an
+// object that is not the lock's own (a watch that ignored its field selector).
 var ErrForeignObject = errors.New("object is not the lock object")
 
 // ownObject unwraps a deletion tombstone and reports whether obj is the

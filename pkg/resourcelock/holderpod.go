@@ -9,22 +9,7 @@ import (
 	"github.com/meshd-io/meshd/internal/lockmeta"
 )
 
-// HolderPodReader is a lock that reads the HolderPod mark of the object
-// version it saw last. LeaseLock, ConfigMapLock and multiLock (its
-// Primary's) implement it.
-type HolderPodReader interface {
-	// HolderPod returns the mark of the object version last seen; false
-	// when there is none, it cannot be decoded or it is incomplete.
-	HolderPod() (lockmeta.HolderPod, bool)
-}
-
-var (
-	_ HolderPodReader = (*LeaseLock)(nil)
-	_ HolderPodReader = (*ConfigMapLock)(nil)
-	_ HolderPodReader = (*multiLock)(nil)
-)
-
-// HolderPod implements HolderPodReader.
+// HolderPod implements lockcap.HolderPodReader.
 func (l *objectLock[T, L]) HolderPod() (lockmeta.HolderPod, bool) {
 	if !l.valid {
 		return lockmeta.HolderPod{}, false
@@ -32,9 +17,9 @@ func (l *objectLock[T, L]) HolderPod() (lockmeta.HolderPod, bool) {
 	return lockmeta.ReadHolderPod(l.obj.GetAnnotations())
 }
 
-// HolderPod implements HolderPodReader with Primary's mark.
+// HolderPod implements lockcap.HolderPodReader with Primary's mark.
 func (m *multiLock) HolderPod() (lockmeta.HolderPod, bool) {
-	if r, ok := m.Primary.(HolderPodReader); ok {
+	if r, ok := m.Primary.(holderPodReader); ok {
 		return r.HolderPod()
 	}
 	return lockmeta.HolderPod{}, false

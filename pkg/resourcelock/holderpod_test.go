@@ -36,7 +36,7 @@ func TestHolderPodMarkFollowsTheRecord(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			reader := l.(HolderPodReader)
+			reader := l.(holderPodReader)
 			have = false
 			if err := l.Create(ctx, Record{HolderIdentity: "a", LeaseDurationSeconds: 30}); err != nil {
 				t.Fatal(err)
@@ -76,7 +76,7 @@ func TestHolderPodMarkFollowsTheRecord(t *testing.T) {
 			if err := other.Update(ctx, Record{HolderIdentity: "b", LeaseDurationSeconds: 30}); err != nil {
 				t.Fatal(err)
 			}
-			if p, ok := other.(HolderPodReader).HolderPod(); !ok || p.Holder != "a" {
+			if p, ok := other.(holderPodReader).HolderPod(); !ok || p.Holder != "a" {
 				t.Errorf("a writer without a source dropped or changed the mark: %+v %v", p, ok)
 			}
 		})

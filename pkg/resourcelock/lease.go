@@ -19,24 +19,9 @@ type LeaseLock struct {
 	objectLock[*coordinationv1.Lease, *coordinationv1.LeaseList]
 }
 
-var (
-	_ HandoverLock    = (*LeaseLock)(nil)
-	_ Watchable       = (*LeaseLock)(nil)
-	_ CoordinatedLock = (*LeaseLock)(nil)
-)
-
-// CoordinatedLock is a lock whose object can carry a coordinator's
-// decision (coordinated leader election): the candidate the holder should
-// give the lock to.
-type CoordinatedLock interface {
-	Interface
-	// PreferredHolder returns spec.preferredHolder of the object version
-	// last read, written or watched, and the holder key written with it;
-	// empty when there is none.
-	PreferredHolder() (identity, key string)
-}
-
-// PreferredHolder implements CoordinatedLock.
+// PreferredHolder returns spec.preferredHolder of the object version
+// last read, written or watched, and the holder key written with it; empty
+// when there is none (lockcap.CoordinatedLock).
 func (l *LeaseLock) PreferredHolder() (identity, key string) {
 	if !l.valid || l.obj.Spec.PreferredHolder == nil {
 		return "", ""

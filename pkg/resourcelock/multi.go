@@ -17,8 +17,6 @@ type multiLock struct {
 	Secondary Interface
 }
 
-var _ HandoverLock = (*multiLock)(nil)
-
 // NewMultiLock returns a lock over primary and secondary, which must write
 // the same identity and key. It holds one election in two lock objects at
 // once, typically a ConfigMap and a Lease of the same name. It is the way to
@@ -119,18 +117,18 @@ func writeOrCreate(ctx context.Context, l Interface, r Record) error {
 	return nil
 }
 
-// Handover implements HandoverLock with Primary's annotation; the zero value
+// Handover implements lockcap.HandoverLock with Primary's annotation; the zero value
 // when Primary cannot hand over.
 func (m *multiLock) Handover() lockmeta.Handover {
-	if h, ok := m.Primary.(HandoverLock); ok {
+	if h, ok := m.Primary.(handoverLock); ok {
 		return h.Handover()
 	}
 	return lockmeta.Handover{}
 }
 
-// RequestHandover implements HandoverLock on Primary's object.
+// RequestHandover implements lockcap.HandoverLock on Primary's object.
 func (m *multiLock) RequestHandover(ctx context.Context, h lockmeta.Handover) error {
-	if hl, ok := m.Primary.(HandoverLock); ok {
+	if hl, ok := m.Primary.(handoverLock); ok {
 		return hl.RequestHandover(ctx, h)
 	}
 	return fmt.Errorf("%s does not support handover", m.Primary.Describe())
@@ -158,3 +156,15 @@ func (m *multiLock) Key() string { return m.Primary.Key() }
 func (m *multiLock) Describe() string {
 	return m.Primary.Describe() + " + " + m.Secondary.Describe()
 }
+
+// handoverLock and holderPodReader are the parts of lockcap.HandoverLock and
+// lockcap.HolderPodReader that a multi lock asks of its primary.
+type (
+	handoverLock interface {
+		Handover() lockmeta.Handover
+		RequestHandover(ctx context.Context, h lockmeta.Handover) error
+	}
+	holderPodReader interface {
+		HolderPod() (lockmeta.HolderPod, bool)
+	}
+)

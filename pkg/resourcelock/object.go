@@ -153,7 +153,7 @@ func (l *objectLock[T, L]) write(ctx context.Context, obj T) error {
 	return nil
 }
 
-// Handover implements HandoverLock.
+// Handover implements lockcap.HandoverLock.
 func (l *objectLock[T, L]) Handover() lockmeta.Handover {
 	if !l.valid {
 		return lockmeta.Handover{}
@@ -161,7 +161,7 @@ func (l *objectLock[T, L]) Handover() lockmeta.Handover {
 	return lockmeta.ReadHandover(l.obj.GetAnnotations())
 }
 
-// RequestHandover implements HandoverLock.
+// RequestHandover implements lockcap.HandoverLock.
 func (l *objectLock[T, L]) RequestHandover(ctx context.Context, h lockmeta.Handover) error {
 	base, err := l.writable(ctx)
 	if err != nil {
@@ -174,7 +174,7 @@ func (l *objectLock[T, L]) RequestHandover(ctx context.Context, h lockmeta.Hando
 	return l.write(ctx, obj)
 }
 
-// ListWatch implements Watchable.
+// ListWatch implements lockcap.Watchable.
 func (l *objectLock[T, L]) ListWatch() cache.ListerWatcher {
 	selector := fields.OneTermEqualSelector("metadata.name", l.name).String()
 	return &listWatch{
@@ -192,10 +192,10 @@ func (l *objectLock[T, L]) ListWatch() cache.ListerWatcher {
 	}
 }
 
-// ExampleObject implements Watchable.
+// ExampleObject implements lockcap.Watchable.
 func (l *objectLock[T, L]) ExampleObject() runtime.Object { return l.kind.newObject("", "") }
 
-// Observe implements Watchable.
+// Observe implements lockcap.Watchable.
 func (l *objectLock[T, L]) Observe(obj any, deleted bool) (*Record, []byte, error) {
 	o, ok := ownObject(obj, l.namespace, l.name)
 	if !ok {
@@ -218,7 +218,7 @@ func (l *objectLock[T, L]) Observe(obj any, deleted bool) (*Record, []byte, erro
 	return l.decode()
 }
 
-// Peek implements Watchable.
+// Peek implements lockcap.Watchable.
 func (l *objectLock[T, L]) Peek() (*Record, []byte, error) {
 	if !l.valid {
 		return nil, nil, ErrNotInitialized

@@ -8,33 +8,12 @@ import (
 	"github.com/meshd-io/meshd/internal/lockmeta"
 )
 
-// SessionLock is a lock whose record writes can name the holder's session.
-// LeaseLock and ConfigMapLock implement it.
-type SessionLock interface {
-	// SetSession turns session marks on: from now on every write of a
-	// record naming this lock's identity carries a mark naming ref (which
-	// may be empty: the holder renews its record itself), a record naming
-	// another holder carries a mark without a session, and a release
-	// removes the mark. mixed is written into the mark (see
-	// lockmeta.SessionMark.Mixed). A lock whose SetSession was never called leaves
-	// the annotation as it finds it.
-	SetSession(ref string, mixed bool)
-	// SessionMark returns the mark of the object version last seen; false
-	// when there is none or it cannot be decoded.
-	SessionMark() (lockmeta.SessionMark, bool)
-}
-
-var (
-	_ SessionLock = (*LeaseLock)(nil)
-	_ SessionLock = (*ConfigMapLock)(nil)
-)
-
-// SetSession implements SessionLock.
+// SetSession implements lockcap.SessionLock.
 func (l *objectLock[T, L]) SetSession(ref string, mixed bool) {
 	l.session, l.sessionMixed, l.sessionOn = ref, mixed, true
 }
 
-// SessionMark implements SessionLock.
+// SessionMark implements lockcap.SessionLock.
 func (l *objectLock[T, L]) SessionMark() (lockmeta.SessionMark, bool) {
 	if !l.valid {
 		return lockmeta.SessionMark{}, false

@@ -50,7 +50,7 @@ func TestWatchesLeaveTheirDurationToTheAPIServer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	watchable := lock.(Watchable)
+	watchable := lock.(*LeaseLock)
 	for name, lw := range map[string]func() func(){
 		"shared watch": func() func() { return lockwatch.NewWatchHub().Subscribe(watchable, lockwatch.Subscriber{}) },
 		"own watch": func() func() {
@@ -76,4 +76,4 @@ func TestWatchesLeaveTheirDurationToTheAPIServer(t *testing.T) {
 
 // privateOnly hides a lock's SharedWatch, so that the hub gives it a watch
 // of its own.
-type privateOnly struct{ Watchable }
+type privateOnly struct{ lockwatch.Source }

@@ -7,6 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/meshd-io/meshd/internal/lockcap"
 	"github.com/meshd-io/meshd/internal/lockmeta"
 	"github.com/meshd-io/meshd/pkg/resourcelock"
 )
@@ -21,7 +22,7 @@ import (
 type Judge struct {
 	client  kubernetes.Interface
 	watches *Watches
-	marks   resourcelock.HolderPodReader
+	marks   lockcap.HolderPodReader
 	log     *zap.Logger
 
 	mu        sync.Mutex
@@ -35,7 +36,7 @@ type Judge struct {
 
 // NewJudge returns a judge that reads holders' marks from marks (the
 // election's lock) and follows their Pods through watches.
-func NewJudge(client kubernetes.Interface, watches *Watches, marks resourcelock.HolderPodReader, logger *zap.Logger) *Judge {
+func NewJudge(client kubernetes.Interface, watches *Watches, marks lockcap.HolderPodReader, logger *zap.Logger) *Judge {
 	if logger == nil {
 		logger = zap.NewNop()
 	}

@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/clock"
 
+	"github.com/meshd-io/meshd/internal/lockcap"
 	"github.com/meshd-io/meshd/internal/lockwatch"
 	"github.com/meshd-io/meshd/pkg/resourcelock"
 )
@@ -257,7 +258,7 @@ func startLive(cfg Config, hub *lockwatch.WatchHub) *live {
 	// namespace, the one the Lease locks there use too.
 	if probe, err := resourcelock.New(resourcelock.LeasesResourceLock, cfg.Namespace, l.hb.name, cfg.Client,
 		resourcelock.Config{Identity: cfg.Identity}); err == nil {
-		unsubscribe = hub.SubscribeAll(probe.(resourcelock.Watchable), lockwatch.Subscriber{
+		unsubscribe = hub.SubscribeAll(probe.(lockcap.Watchable), lockwatch.Subscriber{
 			OnObject: l.view.observe,
 			OnHealth: l.view.setHealth,
 		})

@@ -11,6 +11,7 @@ import (
 	"go.uber.org/zap"
 	"k8s.io/utils/clock"
 
+	"github.com/meshd-io/meshd/internal/lockcap"
 	"github.com/meshd-io/meshd/internal/lockwatch"
 	"github.com/meshd-io/meshd/pkg/resourcelock"
 )
@@ -107,7 +108,7 @@ type Config struct {
 	// the watch is broken the elector polls every RetryPeriod. The watch is
 	// Hub's shared one of the lock's client, namespace and kind, which needs
 	// list and watch on that kind in the namespace. The lock must implement
-	// resourcelock.Watchable.
+	// lockcap.Watchable.
 	Watch bool
 	// Hub is the watch hub through which a watching elector follows its
 	// lock, shared with the other electors (and sessions) given the same
@@ -130,7 +131,7 @@ type Config struct {
 	// fenced start); it must exceed RetryPeriod. An accepted request is
 	// never followed by force: the holder names the candidate once its work
 	// stopped. A refused one is repeated after Trigger or after a lease.
-	// The lock must implement resourcelock.HandoverLock.
+	// The lock must implement lockcap.HandoverLock.
 	HandoverGrace time.Duration
 	// AcceptHandover tells a holder whether to honour a request from a
 	// candidate with the given key; it is asked again at every renew and on
@@ -144,7 +145,7 @@ type Config struct {
 	// holder) writes its identity into the record. A holder whose lock
 	// names another candidate as preferred holder stops its work, renewing
 	// meanwhile, and then hands the lock to that candidate. The lock must
-	// implement resourcelock.CoordinatedLock; KeyComparison and
+	// implement lockcap.CoordinatedLock; KeyComparison and
 	// HandoverGrace must be unset.
 	Coordination *Coordination
 
@@ -216,14 +217,14 @@ func (c *Config) Validate() error {
 		add("RenewDeadline %v must be greater than %.1f x RetryPeriod %v", c.RenewDeadline, JitterFactor, c.RetryPeriod)
 	}
 	if c.Watch && c.Lock != nil {
-		if _, ok := c.Lock.(resourcelock.Watchable); !ok {
+		if _, ok := c.Lock.(lockcap.Watchable); !ok {
 			add("Watch needs a lock that can be watched; %T cannot", c.Lock)
 		}
 	}
 	if c.HandoverGrace < 0 {
 		add("HandoverGrace %v must not be negative", c.HandoverGrace)
 	} else if c.HandoverGrace > 0 && c.Lock != nil {
-		if _, ok := c.Lock.(resourcelock.HandoverLock); !ok {
+		if _, ok := c.Lock.(lockcap.HandoverLock); !ok {
 			add("HandoverGrace needs a lock that supports handover; %T does not", c.Lock)
 		}
 	}

@@ -5,8 +5,8 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/meshd-io/meshd/internal/lockcap"
 	"github.com/meshd-io/meshd/internal/lockmeta"
-	"github.com/meshd-io/meshd/pkg/resourcelock"
 )
 
 // Coordination configures a candidate of a coordinated election: a
@@ -43,7 +43,7 @@ func (c *Coordination) problems(cfg *Config) []string {
 		return nil
 	}
 	var msgs []string
-	if _, ok := cfg.Lock.(resourcelock.CoordinatedLock); cfg.Lock != nil && !ok {
+	if _, ok := cfg.Lock.(lockcap.CoordinatedLock); cfg.Lock != nil && !ok {
 		msgs = append(msgs, "Coordination needs a lock that carries a preferred holder (a Lease)")
 	}
 	if cfg.KeyComparison != nil || cfg.HandoverGrace > 0 {
@@ -108,7 +108,7 @@ func (le *LeaderElector) preferredSuccessor() *lockmeta.Handover {
 	if !le.coordinated() {
 		return nil
 	}
-	name, key := le.cfg.Lock.(resourcelock.CoordinatedLock).PreferredHolder()
+	name, key := le.cfg.Lock.(lockcap.CoordinatedLock).PreferredHolder()
 	if name == "" || name == le.cfg.Lock.Identity() {
 		return nil
 	}

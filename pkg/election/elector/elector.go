@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/clock"
 
+	"github.com/meshd-io/meshd/internal/lockcap"
 	"github.com/meshd-io/meshd/internal/lockmeta"
 	"github.com/meshd-io/meshd/internal/lockwatch"
 	"github.com/meshd-io/meshd/pkg/resourcelock"
@@ -147,13 +148,13 @@ func New(cfg Config) (*LeaderElector, error) {
 		m.Init(cfg.Name)
 	}
 	if cfg.Watch {
-		le.watch = newLockWatch(le, cfg.Lock.(resourcelock.Watchable))
+		le.watch = newLockWatch(le, cfg.Lock.(lockcap.Watchable))
 	}
 	if cfg.HandoverGrace > 0 {
-		le.handover = newHandoverProtocol(le, cfg.Lock.(resourcelock.HandoverLock))
+		le.handover = newHandoverProtocol(le, cfg.Lock.(lockcap.HandoverLock))
 	}
 	if cfg.Session != nil {
-		le.session.lock = cfg.Lock.(resourcelock.SessionLock)
+		le.session.lock = cfg.Lock.(lockcap.SessionLock)
 	}
 	return le, nil
 }

@@ -9,6 +9,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/meshd-io/meshd/internal/lockcap"
 	"github.com/meshd-io/meshd/internal/lockmeta"
 	"github.com/meshd-io/meshd/pkg/resourcelock"
 )
@@ -26,7 +27,7 @@ import (
 // All methods are called by the election loop only.
 type handoverProtocol struct {
 	le     *LeaderElector
-	lock   resourcelock.HandoverLock
+	lock   lockcap.HandoverLock
 	grace  time.Duration
 	accept func(candidateKey string) bool
 
@@ -55,7 +56,7 @@ const (
 	takeByForce                  // the holder cannot or did not answer
 )
 
-func newHandoverProtocol(le *LeaderElector, lock resourcelock.HandoverLock) *handoverProtocol {
+func newHandoverProtocol(le *LeaderElector, lock lockcap.HandoverLock) *handoverProtocol {
 	return &handoverProtocol{le: le, lock: lock, grace: le.cfg.HandoverGrace, accept: le.cfg.AcceptHandover}
 }
 

@@ -7,6 +7,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/meshd-io/meshd/internal/lockcap"
 	"github.com/meshd-io/meshd/pkg/resourcelock"
 )
 
@@ -40,7 +41,7 @@ type Session interface {
 // sessionState is the elector's part of session mode; used by the
 // election loop only.
 type sessionState struct {
-	lock resourcelock.SessionLock
+	lock lockcap.SessionLock
 	// over is when this candidate first judged the observed holder's
 	// session over, with the session and its expiry as then observed.
 	over sessionOver

@@ -10,6 +10,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/meshd-io/meshd/internal/lockcap"
 	"github.com/meshd-io/meshd/internal/lockmeta"
 	"github.com/meshd-io/meshd/pkg/resourcelock"
 )
@@ -256,7 +257,7 @@ const minSecondsDeadline = 2 * time.Second
 // tell is taken to store whole seconds, which never counts an invisible
 // renew as seen.
 func (le *LeaderElector) storedRenewTime() time.Time {
-	if w, ok := le.cfg.Lock.(resourcelock.Watchable); ok {
+	if w, ok := le.cfg.Lock.(lockcap.Watchable); ok {
 		if rec, _, err := w.Peek(); err == nil {
 			return rec.RenewTime.Time
 		}

@@ -7,6 +7,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/meshd-io/meshd/internal/lockcap"
 	"github.com/meshd-io/meshd/internal/lockwatch"
 	"github.com/meshd-io/meshd/pkg/resourcelock"
 )
@@ -17,7 +18,7 @@ import (
 // lock is only ever touched by the loop.
 type lockWatch struct {
 	le   *LeaderElector
-	lock resourcelock.Watchable
+	lock lockcap.Watchable
 
 	// events has room for one wake-up; what the watch delivered meanwhile
 	// waits in pending, in order.
@@ -63,7 +64,7 @@ func (w *lockWatch) takeRecordGone() bool {
 	return gone
 }
 
-func newLockWatch(le *LeaderElector, lock resourcelock.Watchable) *lockWatch {
+func newLockWatch(le *LeaderElector, lock lockcap.Watchable) *lockWatch {
 	return &lockWatch{le: le, lock: lock, events: make(chan struct{}, 1), listed: make(chan struct{})}
 }
 
