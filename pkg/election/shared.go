@@ -7,11 +7,11 @@ import (
 	"sync"
 
 	"github.com/meshd-io/meshd/internal/election/coordinated"
+	"github.com/meshd-io/meshd/internal/election/defaultwatch"
 	"github.com/meshd-io/meshd/internal/election/podexit"
 	"github.com/meshd-io/meshd/internal/election/session"
 	"github.com/meshd-io/meshd/internal/lockwatch"
 	"github.com/meshd-io/meshd/pkg/election/elector"
-	"github.com/meshd-io/meshd/pkg/revisions"
 )
 
 // Shared is what elections built with it share, in the manner of etcd's
@@ -35,7 +35,7 @@ import (
 // for concurrent use. The zero value is not usable: call NewShared.
 type Shared struct {
 	hub      *lockwatch.WatchHub
-	watchers *revisions.SharedWatchers
+	watchers *defaultwatch.SharedWatchers
 	sessions *session.Sessions
 	rosters  *coordinated.Rosters
 	pacer    *elector.Pacer
@@ -50,7 +50,7 @@ func NewShared() *Shared {
 	hub := lockwatch.NewWatchHub()
 	return &Shared{
 		hub:      hub,
-		watchers: revisions.NewSharedWatchers(),
+		watchers: defaultwatch.NewSharedWatchers(),
 		// Sessions follow their Leases through the locks' hub: a holder
 		// credits a heartbeat only once it came back through the watch that
 		// also delivers its lock.
