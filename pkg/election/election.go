@@ -320,18 +320,11 @@ func (l *LeaderElection) IsLeader() bool {
 	return l.elector.IsLeader()
 }
 
-// Cycle counts how many times this instance has contended for leadership:
-// 1 during the first contention, one more after each term.
-func (l *LeaderElection) Cycle() int32 { return l.cycle.Load() }
-
 // ID is the election ID.
 func (l *LeaderElection) ID() string { return l.spec.ElectionID }
 
 // Identity is this instance's holder identity.
 func (l *LeaderElection) Identity() string { return l.spec.Identity }
-
-// Spec is the election's declaration, with the defaults filled in.
-func (l *LeaderElection) Spec() Spec { return l.spec }
 
 // Check is a health check: it returns an error when this instance leads but
 // has not renewed its lock for longer than the lease plus tolerance, which
@@ -395,7 +388,7 @@ func (l *LeaderElection) Status() Status {
 		Revision:           l.candidate.Revision,
 		DefaultRevision:    l.defaultRevision(),
 		Remote:             l.candidate.Remote,
-		Cycle:              l.Cycle(),
+		Cycle:              l.cycle.Load(),
 		LastTransitionTime: l.lastTransitionTime(),
 		Mode:               l.spec.Mode,
 	}
