@@ -13,7 +13,7 @@ import (
 // unnoticed. Once a ceiling reaches its target the two are the same.
 const (
 	targetExported   = 160
-	ceilingExported  = 237
+	ceilingExported  = 236
 	targetCoreLines  = 1500
 	ceilingCoreLines = 2434 // 13 import lines more: what the elector uses of the lock moved to internal/lockmeta, lockwatch and lockcap
 	targetCoreFields = 15
