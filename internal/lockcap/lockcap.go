@@ -56,7 +56,7 @@ type Watchable interface {
 	// of the version it now holds, as Get would. With deleted set, obj (which
 	// may be a cache.DeletedFinalStateUnknown) was deleted: the lock forgets
 	// its object and returns an empty record. An object other than the lock's
-	// own yields resourcelock.ErrForeignObject and changes nothing.
+	// own yields lockwatch.ErrForeignObject and changes nothing.
 	Observe(obj any, deleted bool) (*resourcelock.Record, []byte, error)
 	// Peek returns the record of the version last seen without a request;
 	// resourcelock.ErrNotInitialized when there is none.

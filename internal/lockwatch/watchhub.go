@@ -6,6 +6,7 @@ package lockwatch
 
 import (
 	"context"
+	"errors"
 	"reflect"
 	"sync"
 	"time"
@@ -39,6 +40,11 @@ type SharedWatch struct {
 	// Example is an empty object of the type ListWatch delivers.
 	Example runtime.Object
 }
+
+// ErrForeignObject is returned by a lock's Observe (lockcap.Watchable) for an
+// object a watch delivered that is not the lock's own (a watch that ignored
+// its field selector).
+var ErrForeignObject = errors.New("object is not the lock object")
 
 // Source is a lock whose object can be followed by a watch of its own
 // (lockcap.Watchable is one).

@@ -1,7 +1,6 @@
 package resourcelock
 
 import (
-	"errors"
 	"strconv"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -10,10 +9,6 @@ import (
 
 	"github.com/meshd-io/meshd/internal/lockmeta"
 )
-
-// ErrForeignObject is returned by a lock's Observe (lockcap.Watchable) for an
-// object that is not the lock's own (a watch that ignored its field selector).
-var ErrForeignObject = errors.New("object is not the lock object")
 
 // ownObject unwraps a deletion tombstone and reports whether obj is the
 // object namespace/name.

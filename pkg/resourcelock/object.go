@@ -12,6 +12,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/meshd-io/meshd/internal/lockmeta"
+	"github.com/meshd-io/meshd/internal/lockwatch"
 )
 
 // kubeObject is a pointer to a Kubernetes object type such as
@@ -199,7 +200,7 @@ func (l *objectLock[T, L]) ExampleObject() runtime.Object { return l.kind.newObj
 func (l *objectLock[T, L]) Observe(obj any, deleted bool) (*Record, []byte, error) {
 	o, ok := ownObject(obj, l.namespace, l.name)
 	if !ok {
-		return nil, nil, ErrForeignObject
+		return nil, nil, lockwatch.ErrForeignObject
 	}
 	if deleted {
 		l.forget()

@@ -11,6 +11,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/meshd-io/meshd/internal/lockmeta"
+	"github.com/meshd-io/meshd/internal/lockwatch"
 )
 
 func TestObserveTakesOnlyNewerVersionsOfItsOwnObject(t *testing.T) {
@@ -23,7 +24,7 @@ func TestObserveTakesOnlyNewerVersionsOfItsOwnObject(t *testing.T) {
 		return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ns", ResourceVersion: rv,
 			Annotations: map[string]string{LeaderAnnotationKey: `{"holderIdentity":"` + holder + `"}`}}}
 	}
-	if _, _, err := l.Observe(cm("other", "5", "x"), false); !errors.Is(err, ErrForeignObject) {
+	if _, _, err := l.Observe(cm("other", "5", "x"), false); !errors.Is(err, lockwatch.ErrForeignObject) {
 		t.Fatalf("foreign object: err = %v", err)
 	}
 	if _, _, err := l.Peek(); !errors.Is(err, ErrNotInitialized) {
@@ -35,7 +36,7 @@ func TestObserveTakesOnlyNewerVersionsOfItsOwnObject(t *testing.T) {
 	if rec, _, _ := l.Observe(cm("lock", "9", "old"), false); rec.HolderIdentity != "b" || l.ResourceVersion() != "10" {
 		t.Fatalf("an older version replaced a newer one: %+v rv %s", rec, l.ResourceVersion())
 	}
-	if _, _, err := l.Observe(cache.DeletedFinalStateUnknown{Obj: cm("other", "11", "x")}, true); !errors.Is(err, ErrForeignObject) {
+	if _, _, err := l.Observe(cache.DeletedFinalStateUnknown{Obj: cm("other", "11", "x")}, true); !errors.Is(err, lockwatch.ErrForeignObject) {
 		t.Fatalf("deletion of a foreign object: err = %v", err)
 	}
 	if l.ResourceVersion() != "10" {

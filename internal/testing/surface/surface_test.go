@@ -13,9 +13,9 @@ import (
 // unnoticed. Once a ceiling reaches its target the two are the same.
 const (
 	targetExported   = 160
-	ceilingExported  = 236
+	ceilingExported  = 235
 	targetCoreLines  = 1500
-	ceilingCoreLines = 2434 // 13 import lines more: what the elector uses of the lock moved to internal/lockmeta, lockwatch and lockcap
+	ceilingCoreLines = 2433 // 12 import lines more: what the elector uses of the lock moved to internal/lockmeta, lockwatch and lockcap
 	targetCoreFields = 15
 	ceilingFields    = 35
 	targetFuncLines  = 50

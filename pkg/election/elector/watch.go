@@ -9,7 +9,6 @@ import (
 
 	"github.com/meshd-io/meshd/internal/lockcap"
 	"github.com/meshd-io/meshd/internal/lockwatch"
-	"github.com/meshd-io/meshd/pkg/resourcelock"
 )
 
 // lockWatch follows the lock object through its hub's shared watch of
@@ -160,7 +159,7 @@ func (w *lockWatch) ingestOne(obj any, deleted bool) bool {
 	}
 	mine := le.GetLeader() == le.cfg.Lock.Identity()
 	switch {
-	case errors.Is(err, resourcelock.ErrForeignObject):
+	case errors.Is(err, lockwatch.ErrForeignObject):
 		return false
 	case err == nil && deleted && (le.holderMayBeWorking(now) || mine):
 		// A deletion is not a release. Followers keep the holder's lease as
