@@ -18,9 +18,9 @@ const CoordinatorElectionID = "meshd-coordinator"
 
 // NewCoordinator returns the election of the coordinator of namespace's
 // Coordinated elections: a plain racing election on the Lease
-// CoordinatorElectionID whose leader runs a coordinated.Coordinator that
-// follows the default revision (read as the options say, like any
-// prioritized election). Every process that runs Coordinated elections in
+// CoordinatorElectionID whose leader runs the coordinator, which follows
+// the default revision (read as the options say, like any prioritized
+// election). Every process that runs Coordinated elections in
 // the namespace should run one, so that one coordinates while any runs;
 // when the leader dies, another takes over within a lease, and the
 // coordinated elections keep their holders meanwhile.

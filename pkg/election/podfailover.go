@@ -14,15 +14,17 @@ import (
 	"github.com/meshd-io/meshd/pkg/resourcelock"
 )
 
-// PodIdentity is what a process knows about the Pod it runs in (from the
-// downward API); see podexit.Identity.
+// PodIdentity is what a process knows about the Pod it runs in, typically
+// from the downward API: the Pod's Namespace, name (Pod) and UID and the
+// name of its own Container, plus ProcessStart, a reading of its own clock
+// taken while it runs (the earlier the better, ideally first thing in
+// main). Its Validate method reports every missing or invalid field.
 type PodIdentity = podexit.Identity
 
 // WithPodIdentity says which Pod and container this process runs in: while
 // it holds a lock, it publishes that Pod, container and run of the
-// container next to its record (the annotation
-// lockmeta.HolderPodAnnotationKey), once its own Pod's status shows
-// this run, so that followers with WithPodFailover take over as soon as
+// container next to its record (the annotation leader.meshd.io/holder-pod),
+// once its own Pod's status shows this run, so that followers with WithPodFailover take over as soon as
 // the kubelet reports the run ended instead of waiting for the lease
 // (docs/handover.md, "Pod-aware failover"). Set id.ProcessStart to a clock
 // reading taken first thing in main; zero means when the election is

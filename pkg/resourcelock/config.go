@@ -28,12 +28,14 @@ type Config struct {
 	// EventRecorder, if set, receives events about the lock object.
 	EventRecorder EventRecorder
 	// Cooperative makes every record write also write the handover
-	// annotation naming the new holder, which tells candidates that the
-	// holder honours handover requests (see HandoverAnnotationKey).
+	// annotation (leader.meshd.io/handover) naming the new holder, which
+	// tells candidates that the holder honours handover requests.
 	Cooperative bool
-	// HolderPod, if set, supplies the Pod mark (lockmeta.HolderPodAnnotationKey)
-	// that every write of a record naming Identity carries; any other write
-	// removes the mark. Nil leaves the annotation as the lock finds it.
+	// HolderPod, if set, supplies the Pod mark (the annotation
+	// leader.meshd.io/holder-pod) that every write of a record naming
+	// Identity carries; any other write removes the mark. Nil leaves the
+	// annotation as the lock finds it. Package election sets it for
+	// WithPodIdentity.
 	HolderPod lockmeta.HolderPodSource
 }
 
