@@ -22,6 +22,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/meshd-io/meshd/internal/election/defaultwatch"
 	"github.com/meshd-io/meshd/pkg/election/elector"
 	"github.com/meshd-io/meshd/pkg/revisions"
 )
@@ -310,7 +311,7 @@ func startComboWatchers(t *testing.T, l *LeaderElection) (stop func()) {
 		if w == nil {
 			continue
 		}
-		if s, ok := w.(revisions.Starter); ok {
+		if s, ok := w.(defaultwatch.Starter); ok {
 			stops = append(stops, s.Start())
 		}
 		deadline := time.Now().Add(10 * time.Second)

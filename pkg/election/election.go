@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/meshd-io/meshd/internal/lockcap"
 	"github.com/meshd-io/meshd/internal/protocol/sessions"
 
 	"github.com/meshd-io/meshd/internal/protocol/coordination"
@@ -17,10 +18,10 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/clock"
 
+	"github.com/meshd-io/meshd/internal/election/coordinated"
+	"github.com/meshd-io/meshd/internal/election/session"
 	"github.com/meshd-io/meshd/internal/protocol/handover"
-	"github.com/meshd-io/meshd/pkg/election/coordinated"
 	"github.com/meshd-io/meshd/pkg/election/elector"
-	"github.com/meshd-io/meshd/pkg/election/session"
 	"github.com/meshd-io/meshd/pkg/resourcelock"
 	"github.com/meshd-io/meshd/pkg/revisions"
 )
@@ -291,7 +292,7 @@ func (l *LeaderElection) electorConfig(lock resourcelock.Interface, o *options, 
 	default:
 		cfg.YieldOnRelease = l.releaseYield
 	}
-	if hl, ok := lock.(resourcelock.HandoverLock); ok && cooperative {
+	if hl, ok := lock.(lockcap.HandoverLock); ok && cooperative {
 		cfg.Handover = handover.New(handover.Config{
 			Name: cfg.Name, Lock: hl,
 			Grace:    max(o.handoverGrace, 2*retryPeriod), // a polling holder answers within a RetryPeriod
@@ -332,18 +333,11 @@ func (l *LeaderElection) IsLeader() bool {
 	return l.elector.IsLeader()
 }
 
-// Cycle counts how many times this instance has contended for leadership:
-// 1 during the first contention, one more after each term.
-func (l *LeaderElection) Cycle() int32 { return l.cycle.Load() }
-
 // ID is the election ID.
 func (l *LeaderElection) ID() string { return l.spec.ElectionID }
 
 // Identity is this instance's holder identity.
 func (l *LeaderElection) Identity() string { return l.spec.Identity }
-
-// Spec is the election's declaration, with the defaults filled in.
-func (l *LeaderElection) Spec() Spec { return l.spec }
 
 // Check is a health check: it returns an error when this instance leads but
 // has not renewed its lock for longer than the lease plus tolerance, which
@@ -407,7 +401,7 @@ func (l *LeaderElection) Status() Status {
 		Revision:           l.candidate.Revision,
 		DefaultRevision:    l.defaultRevision(),
 		Remote:             l.candidate.Remote,
-		Cycle:              l.Cycle(),
+		Cycle:              l.cycle.Load(),
 		LastTransitionTime: l.lastTransitionTime(),
 		Mode:               l.spec.Mode,
 	}

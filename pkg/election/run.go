@@ -12,6 +12,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/meshd-io/meshd/internal/election/defaultwatch"
 	"github.com/meshd-io/meshd/pkg/revisions"
 )
 
@@ -181,9 +182,9 @@ func (l *LeaderElection) runCandidacy(ctx context.Context) (context.Context, fun
 
 // startWatcher runs w until the returned function is called; that function
 // returns once w has stopped. A watcher that can start by itself
-// (revisions.Starter, as the shared watchers are) costs no goroutine here.
+// (defaultwatch.Starter, as the shared watchers are) costs no goroutine here.
 func startWatcher(w revisions.DefaultWatcher) (stop func()) {
-	if s, ok := w.(revisions.Starter); ok {
+	if s, ok := w.(defaultwatch.Starter); ok {
 		return s.Start()
 	}
 	done := make(chan struct{})

@@ -14,10 +14,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/meshd-io/meshd/internal/lockmeta"
 	"github.com/meshd-io/meshd/internal/testing/testcluster"
 	"github.com/meshd-io/meshd/internal/testing/testutil"
 	"github.com/meshd-io/meshd/pkg/election"
-	"github.com/meshd-io/meshd/pkg/resourcelock"
 )
 
 // Pod-aware failover on a real API server. The tests play the kubelet:
@@ -101,7 +101,7 @@ func waitForMark(t *testing.T, client kubernetes.Interface, ns, holder string, r
 		if err != nil {
 			return err
 		}
-		raw, ok := cm.Annotations[resourcelock.HolderPodAnnotationKey]
+		raw, ok := cm.Annotations[lockmeta.HolderPodAnnotationKey]
 		last = raw
 		if ok && strings.Contains(raw, `"holder":"`+holder+`"`) &&
 			strings.Contains(raw, `"restartCount":`+strconv.Itoa(int(restarts))+`,`) {

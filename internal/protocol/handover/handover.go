@@ -10,6 +10,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/meshd-io/meshd/internal/lockcap"
+	"github.com/meshd-io/meshd/internal/lockmeta"
 	"github.com/meshd-io/meshd/pkg/resourcelock"
 )
 
@@ -29,7 +31,7 @@ type Config struct {
 	Name string
 	// Lock carries the handover annotation; its identity and key are this
 	// candidate's.
-	Lock resourcelock.HandoverLock
+	Lock lockcap.HandoverLock
 	// Grace is how long a candidate waits for an answer before it takes
 	// the lock by force; it must exceed RetryPeriod.
 	Grace time.Duration
@@ -129,7 +131,7 @@ func (p *Protocol) Ask(ctx context.Context, rec *resourcelock.Record, now time.T
 }
 
 // followUp follows this candidate's own request; true: take the lock.
-func (p *Protocol) followUp(h resourcelock.Handover, now time.Time) bool {
+func (p *Protocol) followUp(h lockmeta.Handover, now time.Time) bool {
 	a := &p.ask
 	if h.Answer != "" && a.heard != h.Answer {
 		a.heard, a.answeredAt = h.Answer, now
@@ -152,14 +154,14 @@ func (p *Protocol) followUp(h resourcelock.Handover, now time.Time) bool {
 // one once the holder has let the time it promised, and a RetryPeriod more,
 // pass without naming this candidate (it crashed and came back under its
 // identity, or its write failed and it went on renewing).
-func (p *Protocol) mayAskAgain(h resourcelock.Handover, now time.Time) bool {
+func (p *Protocol) mayAskAgain(h lockmeta.Handover, now time.Time) bool {
 	if h.Answer == "" {
 		return false
 	}
 	if p.ask.heard != h.Answer {
 		p.followUp(h, now) // note the answer first
 	}
-	if h.Answer == resourcelock.AnswerAccepted {
+	if h.Answer == lockmeta.AnswerAccepted {
 		return !now.Before(p.promiseBroken(h))
 	}
 	return p.ask.askAgain || !now.Before(p.ask.answeredAt.Add(p.cfg.LeaseDuration))
@@ -168,7 +170,7 @@ func (p *Protocol) mayAskAgain(h resourcelock.Handover, now time.Time) bool {
 // promiseBroken is when an accepted request that has not been honoured
 // counts as broken: the promised stop, and a RetryPeriod for the write
 // naming this candidate, after the answer was seen.
-func (p *Protocol) promiseBroken(h resourcelock.Handover) time.Time {
+func (p *Protocol) promiseBroken(h lockmeta.Handover) time.Time {
 	return p.ask.answeredAt.Add(time.Duration(h.StopWithinMillis)*time.Millisecond + p.cfg.RetryPeriod)
 }
 
@@ -176,8 +178,8 @@ func (p *Protocol) promiseBroken(h resourcelock.Handover) time.Time {
 // its course first: one this candidate does not outrank, or one the holder
 // accepted. A request left unanswered for longer than the grace period is
 // not deferred to.
-func (p *Protocol) deferToOther(h resourcelock.Handover, now time.Time) bool {
-	if !h.Requested(h.Holder) || h.Candidate == p.me || h.Answer == resourcelock.AnswerRefused || p.stale(h, now) {
+func (p *Protocol) deferToOther(h lockmeta.Handover, now time.Time) bool {
+	if !h.Requested(h.Holder) || h.Candidate == p.me || h.Answer == lockmeta.AnswerRefused || p.stale(h, now) {
 		return false
 	}
 	if h.Answer == "" && p.cfg.Outranks != nil && p.cfg.Outranks(h.CandidateKey) {
@@ -186,12 +188,12 @@ func (p *Protocol) deferToOther(h resourcelock.Handover, now time.Time) bool {
 	if p.ask.other != h.Candidate {
 		p.ask.other, p.ask.otherSeenAt = h.Candidate, now
 	}
-	return h.Answer == resourcelock.AnswerAccepted || now.Before(p.ask.otherSeenAt.Add(p.cfg.Grace))
+	return h.Answer == lockmeta.AnswerAccepted || now.Before(p.ask.otherSeenAt.Add(p.cfg.Grace))
 }
 
 // request writes this candidate's request.
 func (p *Protocol) request(ctx context.Context, rec *resourcelock.Record, now time.Time) error {
-	req := resourcelock.Handover{
+	req := lockmeta.Handover{
 		Holder:       rec.HolderIdentity,
 		Candidate:    p.me,
 		CandidateKey: p.cfg.Lock.Key(),
@@ -257,15 +259,15 @@ func (p *Protocol) WakeAt(now time.Time) time.Time {
 		return time.Time{}
 	case a.heard == "":
 		return a.unanswered.Add(p.cfg.Grace)
-	case a.heard == resourcelock.AnswerRefused:
+	case a.heard == lockmeta.AnswerRefused:
 		return a.answeredAt.Add(p.cfg.LeaseDuration)
-	case a.heard == resourcelock.AnswerAccepted:
+	case a.heard == lockmeta.AnswerAccepted:
 		// Look when the holder promised to name this candidate, and again
 		// when the promise counts as broken; nothing once the annotation
 		// no longer carries this candidate's accepted request (it was
 		// handed the lock, or the holder's term moved on).
 		h := p.cfg.Lock.Handover()
-		if h.Candidate != p.me || h.Answer != resourcelock.AnswerAccepted {
+		if h.Candidate != p.me || h.Answer != lockmeta.AnswerAccepted {
 			return time.Time{}
 		}
 		for _, at := range []time.Time{a.answeredAt.Add(time.Duration(h.StopWithinMillis) * time.Millisecond), p.promiseBroken(h)} {
@@ -283,7 +285,7 @@ func (p *Protocol) WakeAt(now time.Time) time.Time {
 // answer; one from a candidate that Accept does not entitle now is refused
 // (and accepted later if the candidate becomes entitled while the request
 // is fresh).
-func (p *Protocol) Answer(ctx context.Context, now time.Time, stopWithin time.Duration) (*resourcelock.Handover, error) {
+func (p *Protocol) Answer(ctx context.Context, now time.Time, stopWithin time.Duration) (*lockmeta.Handover, error) {
 	h := p.cfg.Lock.Handover()
 	if !h.Requested(p.me) {
 		return nil, nil
@@ -295,18 +297,18 @@ func (p *Protocol) Answer(ctx context.Context, now time.Time, stopWithin time.Du
 	// when the holder no longer agrees.
 	if p.stale(h, now) {
 		p.log.Info("ignoring a stale handover request", zap.String("candidate", h.Candidate), zap.Any("requestTime", h.RequestTime))
-		return nil, p.write(ctx, resourcelock.Handover{Holder: p.me})
+		return nil, p.write(ctx, lockmeta.Handover{Holder: p.me})
 	}
 	if !p.accepts(h) {
-		if h.Answer == resourcelock.AnswerRefused {
+		if h.Answer == lockmeta.AnswerRefused {
 			return nil, nil
 		}
-		h.Answer, h.AnswerTime = resourcelock.AnswerRefused, &metav1.Time{Time: now}
+		h.Answer, h.AnswerTime = lockmeta.AnswerRefused, &metav1.Time{Time: now}
 		p.log.Info("refused a handover request from a candidate that is not entitled",
 			zap.String("candidate", h.Candidate), zap.String("candidateKey", h.CandidateKey))
 		return nil, p.write(ctx, h)
 	}
-	h.Answer, h.AnswerTime = resourcelock.AnswerAccepted, &metav1.Time{Time: now}
+	h.Answer, h.AnswerTime = lockmeta.AnswerAccepted, &metav1.Time{Time: now}
 	h.StopWithinMillis = stopWithin.Milliseconds()
 	if err := p.write(ctx, h); err != nil {
 		return nil, fmt.Errorf("accept the handover request of %s: %w", h.Candidate, err)
@@ -316,7 +318,7 @@ func (p *Protocol) Answer(ctx context.Context, now time.Time, stopWithin time.Du
 }
 
 // accepts reports whether Accept entitles h's candidate now.
-func (p *Protocol) accepts(h resourcelock.Handover) bool { return p.Accepts(h.CandidateKey) }
+func (p *Protocol) accepts(h lockmeta.Handover) bool { return p.Accepts(h.CandidateKey) }
 
 // Accepts reports whether this holder would accept a request from a
 // candidate with candidateKey now (Config.Accept; false when it is nil).
@@ -333,9 +335,9 @@ func (p *Protocol) Reconsiders(now time.Time) bool {
 		return false
 	}
 	switch h.Answer {
-	case resourcelock.AnswerAccepted:
+	case lockmeta.AnswerAccepted:
 		return true
-	case resourcelock.AnswerRefused:
+	case lockmeta.AnswerRefused:
 		return p.accepts(h)
 	}
 	return false
@@ -344,7 +346,7 @@ func (p *Protocol) Reconsiders(now time.Time) bool {
 // Successor returns the candidate this holder should hand the lock to when
 // its term ends: a fresh request addressed to it from a candidate that is
 // entitled now. Nil when there is none.
-func (p *Protocol) Successor(now time.Time) *resourcelock.Handover {
+func (p *Protocol) Successor(now time.Time) *lockmeta.Handover {
 	h := p.cfg.Lock.Handover()
 	if !h.Requested(p.me) || p.stale(h, now) || !p.accepts(h) {
 		return nil
@@ -354,7 +356,7 @@ func (p *Protocol) Successor(now time.Time) *resourcelock.Handover {
 
 // stale reports whether a request is too old (or too far in the future) to
 // act on: more than a lease away from now, or without a time.
-func (p *Protocol) stale(h resourcelock.Handover, now time.Time) bool {
+func (p *Protocol) stale(h lockmeta.Handover, now time.Time) bool {
 	if h.RequestTime == nil {
 		return true
 	}
@@ -363,7 +365,7 @@ func (p *Protocol) stale(h resourcelock.Handover, now time.Time) bool {
 }
 
 // write stores h in the annotation, counting the request.
-func (p *Protocol) write(ctx context.Context, h resourcelock.Handover) error {
+func (p *Protocol) write(ctx context.Context, h lockmeta.Handover) error {
 	p.cfg.Metrics.Request(p.cfg.Name, "update")
 	return p.cfg.Lock.RequestHandover(ctx, h)
 }
@@ -377,7 +379,7 @@ func (p *Protocol) Retract(ctx context.Context) (retry bool) {
 	if h.Candidate != p.me {
 		return false
 	}
-	err := p.write(ctx, resourcelock.Handover{Holder: h.Holder})
+	err := p.write(ctx, lockmeta.Handover{Holder: h.Holder})
 	switch {
 	case err == nil:
 		p.log.Info("withdrew the handover request")

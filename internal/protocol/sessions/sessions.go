@@ -29,6 +29,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
+	"github.com/meshd-io/meshd/internal/lockcap"
 	"github.com/meshd-io/meshd/pkg/resourcelock"
 )
 
@@ -56,7 +57,7 @@ type Heartbeat interface {
 // Lock is the elector's lock with its session mark.
 type Lock interface {
 	resourcelock.Interface
-	resourcelock.SessionLock
+	lockcap.SessionLock
 }
 
 // Config configures session mode for one candidate.

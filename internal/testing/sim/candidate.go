@@ -8,13 +8,13 @@ import (
 	"sync"
 	"time"
 
-	"github.com/meshd-io/meshd/internal/protocol/sessions"
-
+	"github.com/meshd-io/meshd/internal/election/session"
+	"github.com/meshd-io/meshd/internal/lockcap"
+	"github.com/meshd-io/meshd/internal/lockwatch"
 	"github.com/meshd-io/meshd/internal/pacing"
-
 	"github.com/meshd-io/meshd/internal/protocol/handover"
+	"github.com/meshd-io/meshd/internal/protocol/sessions"
 	"github.com/meshd-io/meshd/pkg/election/elector"
-	"github.com/meshd-io/meshd/pkg/election/session"
 	"github.com/meshd-io/meshd/pkg/resourcelock"
 )
 
@@ -187,7 +187,7 @@ func (c *candidate) electorConfig(lock resourcelock.Interface) elector.Config {
 	}
 	if c.spec.Cooperative {
 		cfg.Handover = handover.New(handover.Config{
-			Name: cfg.Name, Lock: lock.(resourcelock.HandoverLock), Grace: t.HandoverGrace, Accept: c.shouldHandOver,
+			Name: cfg.Name, Lock: lock.(lockcap.HandoverLock), Grace: t.HandoverGrace, Accept: c.shouldHandOver,
 			Outranks: cfg.KeyComparison, LeaseDuration: t.LeaseDuration, RetryPeriod: t.RetryPeriod, Logger: cfg.Logger,
 		})
 	}
@@ -211,7 +211,7 @@ func (c *candidate) start() error {
 	// What a process shares among its elections is its own, made anew at
 	// every start: nothing of one process (or of one World) reaches
 	// another. The session follows Leases through the elector's hub.
-	cfg.Hub, cfg.Pacer = resourcelock.NewWatchHub(), pacing.NewPacer()
+	cfg.Hub, cfg.Pacer = lockwatch.NewWatchHub(), pacing.NewPacer()
 	var member *session.Member
 	if c.spec.Session {
 		t := c.w.sched.Timing

@@ -23,6 +23,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	k8stesting "k8s.io/client-go/testing"
 
+	"github.com/meshd-io/meshd/internal/lockmeta"
 	"github.com/meshd-io/meshd/internal/testing/kubetest"
 	"github.com/meshd-io/meshd/pkg/resourcelock"
 )
@@ -225,7 +226,7 @@ func testRefusalIsAnAnswerAndIsReconsidered(t *testing.T) {
 	var cStarted atomic.Bool
 	c := h.start(candidateOpts{identity: "c", key: "canary", steal: true,
 		work: x.wrap(func(ctx context.Context) error { cStarted.Store(true); return waitDone(ctx) })})
-	waitFor(t, "the refusal", func() bool { return h.handover().Answer == resourcelock.AnswerRefused })
+	waitFor(t, "the refusal", func() bool { return h.handover().Answer == lockmeta.AnswerRefused })
 	h.steps(12, time.Second) // past the old fixed grace of 10s; repeated requests are refused again
 	if h.record().HolderIdentity != "h" || c.le.IsLeader() {
 		t.Fatalf("the lock moved although the holder refused: %+v", h.record())

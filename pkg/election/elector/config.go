@@ -11,6 +11,8 @@ import (
 	"go.uber.org/zap"
 	"k8s.io/utils/clock"
 
+	"github.com/meshd-io/meshd/internal/lockcap"
+	"github.com/meshd-io/meshd/internal/lockwatch"
 	"github.com/meshd-io/meshd/pkg/resourcelock"
 )
 
@@ -102,13 +104,13 @@ type Config struct {
 	// the watch is broken the elector polls every RetryPeriod. The watch is
 	// Hub's shared one of the lock's client, namespace and kind, which needs
 	// list and watch on that kind in the namespace. The lock must implement
-	// resourcelock.Watchable.
+	// lockcap.Watchable.
 	Watch bool
 	// Hub is the watch hub through which a watching elector follows its
 	// lock, shared with the other electors (and sessions) given the same
 	// hub. Nil means a hub of this elector's own, which opens one watch
 	// for it alone.
-	Hub *resourcelock.WatchHub
+	Hub *lockwatch.WatchHub
 	// Pacer paces this elector's first attempt together with those of the
 	// other electors given the same pacer. Nil: the first attempt is not
 	// paced, as a pacer of its own would never make it wait.
@@ -117,14 +119,14 @@ type Config struct {
 	// Handover, if set, turns on cooperative preemption (docs/handover.md;
 	// package internal/protocol/handover implements it). A candidate
 	// entitled by KeyComparison to take the lock from a holder that
-	// advertises cooperation (see resourcelock.HandoverAnnotationKey) first
+	// advertises cooperation (see lockmeta.HandoverAnnotationKey) first
 	// asks it to hand over. The holder answers at once through its watch,
 	// or at its next renew: it accepts, with the time within which its work
 	// will have stopped, or refuses. The candidate waits Handover.Grace()
 	// for an answer before it takes the lock by force (with the fenced
 	// start); the grace must exceed RetryPeriod. An accepted request is
 	// never followed by force: the holder names the candidate once its work
-	// stopped. The lock must implement resourcelock.HandoverLock.
+	// stopped. The lock must implement lockcap.HandoverLock.
 	Handover Handover
 
 	// Coordination, when set, makes this a candidate of a coordinated
@@ -134,7 +136,7 @@ type Config struct {
 	// holder) writes its identity into the record. A holder whose lock
 	// names another candidate as preferred holder stops its work, renewing
 	// meanwhile, and then hands the lock to that candidate. The lock must
-	// implement resourcelock.CoordinatedLock; KeyComparison and
+	// implement lockcap.CoordinatedLock; KeyComparison and
 	// Handover must be unset.
 	Coordination Coordination
 
@@ -224,12 +226,12 @@ func (c *Config) validateTiming(add func(format string, args ...any)) {
 // of the other settings.
 func (c *Config) validateProtocols(add func(format string, args ...any)) {
 	if c.Watch && c.Lock != nil {
-		if _, ok := c.Lock.(resourcelock.Watchable); !ok {
+		if _, ok := c.Lock.(lockcap.Watchable); !ok {
 			add("Watch needs a lock that can be watched; %T cannot", c.Lock)
 		}
 	}
 	if c.Handover != nil {
-		if _, ok := c.Lock.(resourcelock.HandoverLock); !ok && c.Lock != nil {
+		if _, ok := c.Lock.(lockcap.HandoverLock); !ok && c.Lock != nil {
 			add("Handover needs a lock that supports handover; %T does not", c.Lock)
 		}
 		if g := c.Handover.Grace(); g <= c.RetryPeriod {

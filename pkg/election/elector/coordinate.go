@@ -5,7 +5,8 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/meshd-io/meshd/pkg/resourcelock"
+	"github.com/meshd-io/meshd/internal/lockcap"
+	"github.com/meshd-io/meshd/internal/lockmeta"
 )
 
 // Coordination is a candidate's side of a coordinated election as the core
@@ -42,7 +43,7 @@ func (c *Config) coordinationProblems() []string {
 		return nil
 	}
 	var msgs []string
-	if _, ok := c.Lock.(resourcelock.CoordinatedLock); c.Lock != nil && !ok {
+	if _, ok := c.Lock.(lockcap.CoordinatedLock); c.Lock != nil && !ok {
 		msgs = append(msgs, "Coordination needs a lock that carries a preferred holder (a Lease)")
 	}
 	if c.KeyComparison != nil || c.Handover != nil {
@@ -88,21 +89,21 @@ func (le *LeaderElector) vacancyWake() time.Time {
 
 // preferredSuccessor returns the candidate named as preferred holder in
 // the lock object last seen, when it is another one than this holder.
-func (le *LeaderElector) preferredSuccessor() *resourcelock.Handover {
+func (le *LeaderElector) preferredSuccessor() *lockmeta.Handover {
 	if !le.coordinated() {
 		return nil
 	}
-	name, key := le.cfg.Lock.(resourcelock.CoordinatedLock).PreferredHolder()
+	name, key := le.cfg.Lock.(lockcap.CoordinatedLock).PreferredHolder()
 	if name == "" || name == le.cfg.Lock.Identity() || !le.cfg.Coordination.Live(name) {
 		return nil
 	}
-	return &resourcelock.Handover{Holder: le.cfg.Lock.Identity(), Candidate: name, CandidateKey: key}
+	return &lockmeta.Handover{Holder: le.cfg.Lock.Identity(), Candidate: name, CandidateKey: key}
 }
 
 // directedSuccessor is who a holder ending its term gracefully hands the
 // lock to when no candidate asked: the preferred holder, else the best live
 // candidate Coordination.Successor knows. Nil: release.
-func (le *LeaderElector) directedSuccessor() *resourcelock.Handover {
+func (le *LeaderElector) directedSuccessor() *lockmeta.Handover {
 	if h := le.preferredSuccessor(); h != nil {
 		return h
 	}
@@ -113,7 +114,7 @@ func (le *LeaderElector) directedSuccessor() *resourcelock.Handover {
 	if !ok || name == "" || name == le.cfg.Lock.Identity() {
 		return nil
 	}
-	return &resourcelock.Handover{Holder: le.cfg.Lock.Identity(), Candidate: name, CandidateKey: key}
+	return &lockmeta.Handover{Holder: le.cfg.Lock.Identity(), Candidate: name, CandidateKey: key}
 }
 
 // yieldDelay is how long this candidate lets better ones go first when the

@@ -10,6 +10,7 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	"k8s.io/utils/ptr"
 
+	"github.com/meshd-io/meshd/internal/lockmeta"
 	"github.com/meshd-io/meshd/pkg/resourcelock"
 )
 
@@ -40,7 +41,7 @@ func TestPreferredHolderThatLeftIsNotHandedTheLock(t *testing.T) {
 	mustAttempt(t, le, false, acquired)
 	h.coordinate(func(l *coordinationv1.Lease) {
 		l.Spec.PreferredHolder = ptr.To("b")
-		l.Annotations[resourcelock.LeasePreferredHolderKeyAnnotation] = "stable"
+		l.Annotations[lockmeta.LeasePreferredHolderKeyAnnotation] = "stable"
 	})
 	mustAttempt(t, le, true, handOff)
 	if le.loop.handTo == nil || le.loop.handTo.Candidate != "b" {

@@ -17,6 +17,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/meshd-io/meshd/internal/ledger"
+	"github.com/meshd-io/meshd/internal/lockmeta"
 	"github.com/meshd-io/meshd/internal/testing/kubetest"
 	"github.com/meshd-io/meshd/pkg/resourcelock"
 )
@@ -149,14 +150,14 @@ func TestCoordinatedHolderHandsOverToThePreferredHolder(t *testing.T) {
 			waitFor(t, "remote-1 to lead", c1.le.IsLeader)
 			h.coordinate(func(l *coordinationv1.Lease) {
 				l.Spec.PreferredHolder = ptr.To("local-1")
-				l.Annotations[resourcelock.LeasePreferredHolderKeyAnnotation] = "stable"
+				l.Annotations[lockmeta.LeasePreferredHolderKeyAnnotation] = "stable"
 			})
 			if poll {
 				h.stepUntil(200*time.Millisecond, c2.le.IsLeader)
 			}
 			waitFor(t, "local-1 to lead", c2.le.IsLeader)
 			lease := h.lease()
-			if lease.Spec.PreferredHolder != nil || lease.Annotations[resourcelock.LeasePreferredHolderKeyAnnotation] != "" {
+			if lease.Spec.PreferredHolder != nil || lease.Annotations[lockmeta.LeasePreferredHolderKeyAnnotation] != "" {
 				t.Fatalf("preferred holder left after it took over: %v", lease.Spec.PreferredHolder)
 			}
 			if got := lease.Annotations[resourcelock.LeaseHolderKeyAnnotation]; got != "stable" {

@@ -113,7 +113,7 @@
 // session (package election/session: one heartbeat Lease per process,
 // plugged in through package internal/protocol/sessions)
 // instead of one write per RetryPeriod. The holder names its session in a
-// mark next to the record (resourcelock.SessionMark) and, while the
+// mark next to the record (lockmeta.SessionMark) and, while the
 // session is current, its watch healthy and no request waits for an
 // answer, makes no request at its renewals; each session heartbeat counts
 // as a renew of the term once the lock's watch has delivered it back, so a

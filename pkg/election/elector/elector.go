@@ -12,6 +12,9 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/clock"
 
+	"github.com/meshd-io/meshd/internal/lockcap"
+	"github.com/meshd-io/meshd/internal/lockmeta"
+	"github.com/meshd-io/meshd/internal/lockwatch"
 	"github.com/meshd-io/meshd/pkg/resourcelock"
 )
 
@@ -79,16 +82,16 @@ type LeaderElector struct {
 
 // loopState is what the election loop keeps between attempts and terms.
 type loopState struct {
-	acquiredAt     time.Time              // when the attempt that won the current term started
-	lastRenew      time.Time              // when the last successful renew of this term was sent
-	emptySince     time.Time              // when the lock object was first seen missing or without a record
-	stopping       bool                   // the callback is stopping: renew, answer nothing
-	handTo         *resourcelock.Handover // the request accepted by the last renew
-	paced          bool                   // the first attempt has been paced; see pace.go
-	yieldAt        time.Time              // the try after a release, when yielding to better candidates
-	namedFrom      time.Time              // set by an attempt that leads on a record naming this candidate without a write
-	reportedLeader string                 // the holder last reported to OnNewLeader
-	warnedLease    string                 // holder and lease of the last over-long lease reported
+	acquiredAt     time.Time          // when the attempt that won the current term started
+	lastRenew      time.Time          // when the last successful renew of this term was sent
+	emptySince     time.Time          // when the lock object was first seen missing or without a record
+	stopping       bool               // the callback is stopping: renew, answer nothing
+	handTo         *lockmeta.Handover // the request accepted by the last renew
+	paced          bool               // the first attempt has been paced; see pace.go
+	yieldAt        time.Time          // the try after a release, when yielding to better candidates
+	namedFrom      time.Time          // set by an attempt that leads on a record naming this candidate without a write
+	reportedLeader string             // the holder last reported to OnNewLeader
+	warnedLease    string             // holder and lease of the last over-long lease reported
 }
 
 // fenceState is the fence as a value: when the run callback of the coming
@@ -153,7 +156,7 @@ func New(cfg Config) (*LeaderElector, error) {
 		le.metrics = noopMetrics{}
 	}
 	if cfg.Watch && le.cfg.Hub == nil {
-		le.cfg.Hub = resourcelock.NewWatchHub()
+		le.cfg.Hub = lockwatch.NewWatchHub()
 	}
 	// A sink that can create an election's series at 0 does so now, so that
 	// rates and alerts see a zero rather than no data.
@@ -161,7 +164,7 @@ func New(cfg Config) (*LeaderElector, error) {
 		m.Init(cfg.Name)
 	}
 	if cfg.Watch {
-		le.watch = newLockWatch(le, cfg.Lock.(resourcelock.Watchable))
+		le.watch = newLockWatch(le, cfg.Lock.(lockcap.Watchable))
 	}
 	return le, nil
 }

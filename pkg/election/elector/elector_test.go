@@ -22,6 +22,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/meshd-io/meshd/internal/lockmeta"
 	"github.com/meshd-io/meshd/internal/testing/kubetest"
 	"github.com/meshd-io/meshd/pkg/resourcelock"
 )
@@ -563,7 +564,7 @@ func TestOnlyRecordChangesShowHolderAlive(t *testing.T) {
 	h.touch(func(cm *corev1.ConfigMap) {
 		cm.Labels = map[string]string{"team": "mesh"}
 		cm.Annotations["example.com/note"] = "unrelated"
-		cm.Annotations[resourcelock.HandoverAnnotationKey] = `{"holder":"b","candidate":"x"}`
+		cm.Annotations[lockmeta.HandoverAnnotationKey] = `{"holder":"b","candidate":"x"}`
 	})
 	mustAttempt(t, le, false, heldByOther)
 	h.clock.Step(1001 * time.Millisecond) // 4s after the record last changed

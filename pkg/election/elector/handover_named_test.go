@@ -16,6 +16,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/meshd-io/meshd/internal/ledger"
+	"github.com/meshd-io/meshd/internal/lockmeta"
 	"github.com/meshd-io/meshd/internal/testing/kubetest"
 	"github.com/meshd-io/meshd/pkg/resourcelock"
 )
@@ -97,7 +98,7 @@ func TestTermOnTheHoldersRecordCountsFromTheRequest(t *testing.T) {
 	})
 	asked := h.clock.Now()
 	cand := h.start(candidateOpts{identity: "c", key: "stable", steal: true})
-	waitFor(t, "h to accept", func() bool { return h.handover().Answer == resourcelock.AnswerAccepted })
+	waitFor(t, "h to accept", func() bool { return h.handover().Answer == lockmeta.AnswerAccepted })
 	// h's work takes 300ms to stop; then h names c.
 	waitFor(t, "h's work to stop", h.clock.HasWaiters)
 	h.clock.Step(300 * time.Millisecond)
@@ -130,7 +131,7 @@ func TestLateHandoverIsConfirmedByAWrite(t *testing.T) {
 		work: h.slowStop(1500 * time.Millisecond)})
 	waitFor(t, "h to lead", holder.le.IsLeader)
 	cand := h.start(candidateOpts{identity: "c", key: "stable", steal: true})
-	waitFor(t, "h to accept", func() bool { return h.handover().Answer == resourcelock.AnswerAccepted })
+	waitFor(t, "h to accept", func() bool { return h.handover().Answer == lockmeta.AnswerAccepted })
 	for !cand.le.IsLeader() {
 		if h.clock.Since(t0) > 3*time.Second {
 			t.Fatal("c did not lead within the holder's promise")

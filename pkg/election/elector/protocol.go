@@ -7,6 +7,8 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/meshd-io/meshd/internal/lockcap"
+	"github.com/meshd-io/meshd/internal/lockmeta"
 	"github.com/meshd-io/meshd/pkg/resourcelock"
 )
 
@@ -41,7 +43,7 @@ type Handover interface {
 	// Answer answers the request addressed to this leading holder, if
 	// any, and returns it when accepted with a promise to stop within
 	// stopWithin.
-	Answer(ctx context.Context, now time.Time, stopWithin time.Duration) (*resourcelock.Handover, error)
+	Answer(ctx context.Context, now time.Time, stopWithin time.Duration) (*lockmeta.Handover, error)
 	// Reconsiders reports whether a fresh request to this holder must be
 	// answered again (refused but now entitled, or accepted in a term
 	// whose end could not name the candidate).
@@ -49,13 +51,13 @@ type Handover interface {
 	// Successor is the fresh request to this holder from a candidate
 	// entitled now, the one a holder ending its term hands the lock to;
 	// nil when there is none.
-	Successor(now time.Time) *resourcelock.Handover
+	Successor(now time.Time) *lockmeta.Handover
 }
 
 // handoverLock is the lock's handover annotation, for a cooperative
 // elector (validation checks that the lock has one).
-func (le *LeaderElector) handoverLock() resourcelock.HandoverLock {
-	return le.cfg.Lock.(resourcelock.HandoverLock)
+func (le *LeaderElector) handoverLock() lockcap.HandoverLock {
+	return le.cfg.Lock.(lockcap.HandoverLock)
 }
 
 // stopWithin is what the holder promises in an accepted answer: its work
@@ -101,11 +103,11 @@ func (le *LeaderElector) namedSince(askedAt time.Time, rec *resourcelock.Record,
 // promisedSuccessor returns the request this holder accepted and has not
 // yet honoured, when the lock still names this holder and the request is
 // fresh and still entitled; nil otherwise.
-func (le *LeaderElector) promisedSuccessor(now time.Time) *resourcelock.Handover {
+func (le *LeaderElector) promisedSuccessor(now time.Time) *lockmeta.Handover {
 	if le.handover == nil {
 		return nil
 	}
-	if h := le.handover.Successor(now); h != nil && h.Answer == resourcelock.AnswerAccepted {
+	if h := le.handover.Successor(now); h != nil && h.Answer == lockmeta.AnswerAccepted {
 		return h
 	}
 	return nil

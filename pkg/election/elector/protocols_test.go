@@ -3,6 +3,7 @@ package elector
 import (
 	"time"
 
+	"github.com/meshd-io/meshd/internal/lockcap"
 	"github.com/meshd-io/meshd/internal/protocol/handover"
 	"github.com/meshd-io/meshd/internal/protocol/sessions"
 	"github.com/meshd-io/meshd/pkg/resourcelock"
@@ -16,7 +17,7 @@ func cooperative(cfg Config, grace time.Duration, accept func(candidateKey strin
 		return cfg
 	}
 	cfg.Handover = handover.New(handover.Config{
-		Name: cfg.Name, Lock: cfg.Lock.(resourcelock.HandoverLock), Grace: grace, Accept: accept,
+		Name: cfg.Name, Lock: cfg.Lock.(lockcap.HandoverLock), Grace: grace, Accept: accept,
 		Outranks: cfg.KeyComparison, YieldDelay: cfg.YieldOnRelease,
 		LeaseDuration: cfg.LeaseDuration, RetryPeriod: cfg.RetryPeriod,
 		Logger: cfg.Logger, Metrics: cfg.Metrics,

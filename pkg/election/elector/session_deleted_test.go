@@ -14,6 +14,8 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/meshd-io/meshd/internal/ledger"
+	"github.com/meshd-io/meshd/internal/lockcap"
+	"github.com/meshd-io/meshd/internal/lockmeta"
 	"github.com/meshd-io/meshd/internal/protocol/sessions"
 	"github.com/meshd-io/meshd/internal/testing/kubetest"
 	"github.com/meshd-io/meshd/pkg/resourcelock"
@@ -118,7 +120,7 @@ func TestDeletedLockOfASessionHolderIsNotTaken(t *testing.T) {
 		if !a.IsLeader() {
 			return false
 		}
-		mark, ok := a.cfg.Lock.(resourcelock.SessionLock).SessionMark()
+		mark, ok := a.cfg.Lock.(lockcap.SessionLock).SessionMark()
 		return ok && mark.Holder == "a" && mark.Session == "session-a/token"
 	})
 	b := start("b")
@@ -150,7 +152,7 @@ func TestDeletedLockOfASessionHolderIsNotTaken(t *testing.T) {
 	if obj.Spec.HolderIdentity == nil || *obj.Spec.HolderIdentity != "a" {
 		t.Fatalf("recreated lock names holder %v, want a", obj.Spec.HolderIdentity)
 	}
-	if mark := obj.Annotations[resourcelock.SessionAnnotationKey]; mark == "" {
+	if mark := obj.Annotations[lockmeta.SessionAnnotationKey]; mark == "" {
 		t.Fatal("recreated lock carries no session mark")
 	}
 }

@@ -11,6 +11,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/meshd-io/meshd/internal/lockmeta"
 	"github.com/meshd-io/meshd/internal/testing/kubetest"
 	"github.com/meshd-io/meshd/pkg/resourcelock"
 )
@@ -43,7 +44,7 @@ func TestSessionHolderReconsidersARefusal(t *testing.T) {
 	le.watch.ok.Store(true)
 	le.loop.lastRenew = t0
 
-	req, _ := json.Marshal(resourcelock.Handover{Holder: "a", Candidate: "c", CandidateKey: "canary", RequestTime: &metav1.Time{Time: t0}})
+	req, _ := json.Marshal(lockmeta.Handover{Holder: "a", Candidate: "c", CandidateKey: "canary", RequestTime: &metav1.Time{Time: t0}})
 	h.setHandover(string(req))
 	le.watch.deliver(h.lockObject(), false) // the holder's watch shows the request
 	le.watch.ingest()
@@ -52,7 +53,7 @@ func TestSessionHolderReconsidersARefusal(t *testing.T) {
 	if end := le.renewOnce(context.Background()); end != nil {
 		t.Fatalf("a refusal ended the term: %+v", end)
 	}
-	if got := h.handover(); got.Answer != resourcelock.AnswerRefused {
+	if got := h.handover(); got.Answer != lockmeta.AnswerRefused {
 		t.Fatalf("answer = %q, want refused", got.Answer)
 	}
 	// Still not entitled: the refusal stands and the session renews.
@@ -72,7 +73,7 @@ func TestSessionHolderReconsidersARefusal(t *testing.T) {
 	if end == nil || end.handTo == nil || end.handTo.Candidate != "c" {
 		t.Fatalf("the renew after the candidate became entitled = %+v, want a handover to c", end)
 	}
-	if got := h.handover(); got.Answer != resourcelock.AnswerAccepted {
+	if got := h.handover(); got.Answer != lockmeta.AnswerAccepted {
 		t.Fatalf("answer = %q, want accepted", got.Answer)
 	}
 }

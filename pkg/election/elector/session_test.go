@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	k8stesting "k8s.io/client-go/testing"
 
+	"github.com/meshd-io/meshd/internal/lockmeta"
 	"github.com/meshd-io/meshd/pkg/resourcelock"
 )
 
@@ -63,18 +64,18 @@ func (h *harness) sessionElector(identity string, s *fakeSession) *LeaderElector
 }
 
 // writeMark sets the session annotation of the lock object.
-func (h *harness) writeMark(m resourcelock.SessionMark) {
+func (h *harness) writeMark(m lockmeta.SessionMark) {
 	h.t.Helper()
 	obj := h.lockObject()
 	raw, _ := json.Marshal(m)
-	annotationsOf(obj)[resourcelock.SessionAnnotationKey] = string(raw)
+	annotationsOf(obj)[lockmeta.SessionAnnotationKey] = string(raw)
 	h.updateLock(obj)
 }
 
-func (h *harness) mark() (resourcelock.SessionMark, bool) {
+func (h *harness) mark() (lockmeta.SessionMark, bool) {
 	h.t.Helper()
-	var m resourcelock.SessionMark
-	raw, ok := annotationsOf(h.lockObject())[resourcelock.SessionAnnotationKey]
+	var m lockmeta.SessionMark
+	raw, ok := annotationsOf(h.lockObject())[lockmeta.SessionAnnotationKey]
 	if ok {
 		if err := json.Unmarshal([]byte(raw), &m); err != nil {
 			h.t.Fatal(err)
@@ -88,21 +89,21 @@ func (h *harness) mark() (resourcelock.SessionMark, bool) {
 func TestFollowerWaitsForTheHoldersSession(t *testing.T) {
 	cases := []struct {
 		name  string
-		mark  *resourcelock.SessionMark
+		mark  *lockmeta.SessionMark
 		alive time.Time
 		known bool
 		at    time.Duration // after t0; the record's lease of 4s ends at t0+4s
 		want  outcome
 		mixed bool
 	}{
-		{"session alive past the record", &resourcelock.SessionMark{Holder: "a", Session: "s/1"}, t0.Add(8 * time.Second), true, 5 * time.Second, heldByOther, false},
-		{"session run out too", &resourcelock.SessionMark{Holder: "a", Session: "s/1"}, t0.Add(8 * time.Second), true, 9 * time.Second, acquired, false},
-		{"session not known here", &resourcelock.SessionMark{Holder: "a", Session: "s/1"}, time.Time{}, false, 60 * time.Second, heldByOther, false},
-		{"session ended or never seen", &resourcelock.SessionMark{Holder: "a", Session: "s/1"}, time.Time{}, true, 5 * time.Second, acquired, false},
-		{"a mark without a session: the record decides", &resourcelock.SessionMark{Holder: "a"}, t0.Add(time.Hour), true, 5 * time.Second, acquired, false},
-		{"a mark of an earlier holder means nothing", &resourcelock.SessionMark{Holder: "old", Session: "s/1"}, t0.Add(time.Hour), true, 5 * time.Second, acquired, true},
+		{"session alive past the record", &lockmeta.SessionMark{Holder: "a", Session: "s/1"}, t0.Add(8 * time.Second), true, 5 * time.Second, heldByOther, false},
+		{"session run out too", &lockmeta.SessionMark{Holder: "a", Session: "s/1"}, t0.Add(8 * time.Second), true, 9 * time.Second, acquired, false},
+		{"session not known here", &lockmeta.SessionMark{Holder: "a", Session: "s/1"}, time.Time{}, false, 60 * time.Second, heldByOther, false},
+		{"session ended or never seen", &lockmeta.SessionMark{Holder: "a", Session: "s/1"}, time.Time{}, true, 5 * time.Second, acquired, false},
+		{"a mark without a session: the record decides", &lockmeta.SessionMark{Holder: "a"}, t0.Add(time.Hour), true, 5 * time.Second, acquired, false},
+		{"a mark of an earlier holder means nothing", &lockmeta.SessionMark{Holder: "old", Session: "s/1"}, t0.Add(time.Hour), true, 5 * time.Second, acquired, true},
 		{"no mark: a holder without sessions", nil, t0.Add(time.Hour), true, 5 * time.Second, acquired, true},
-		{"record still valid", &resourcelock.SessionMark{Holder: "a", Session: "s/1"}, time.Time{}, true, 3 * time.Second, heldByOther, false},
+		{"record still valid", &lockmeta.SessionMark{Holder: "a", Session: "s/1"}, time.Time{}, true, 3 * time.Second, heldByOther, false},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -142,7 +143,7 @@ func TestHolderLeavesRenewalsToACurrentSession(t *testing.T) {
 	le.watch.ok.Store(false)
 	mustAttempt(t, le, false, acquired)
 	le.watch.ok.Store(true)
-	if m, ok := h.mark(); !ok || m != (resourcelock.SessionMark{Holder: "a", Session: "s/1"}) {
+	if m, ok := h.mark(); !ok || m != (lockmeta.SessionMark{Holder: "a", Session: "s/1"}) {
 		t.Fatalf("mark after acquiring: %+v (present %v)", m, ok)
 	}
 	le.loop.lastRenew = t0
@@ -168,7 +169,7 @@ func TestHolderLeavesRenewalsToACurrentSession(t *testing.T) {
 		t.Fatalf("renew ended the term: %+v", end)
 	}
 	assertVerbs(t, h.verbs(), "update leases")
-	if m, ok := h.mark(); !ok || m != (resourcelock.SessionMark{Holder: "a"}) {
+	if m, ok := h.mark(); !ok || m != (lockmeta.SessionMark{Holder: "a"}) {
 		t.Errorf("mark after a renew without a current session: %+v (present %v)", m, ok)
 	}
 	// Neither renewed for the renew deadline: the term ends.
@@ -189,7 +190,7 @@ func failAll(k8stesting.Action) (bool, runtime.Object, error) {
 func TestDeletedLockKeepsTheHoldersSession(t *testing.T) {
 	h := newLeaseHarness(t)
 	h.writeRecord(held("a", "", 4))
-	h.writeMark(resourcelock.SessionMark{Holder: "a", Session: "s/1"})
+	h.writeMark(lockmeta.SessionMark{Holder: "a", Session: "s/1"})
 	s := &fakeSession{ref: "s/2", current: true, known: true, alive: map[string]time.Time{"s/1": t0.Add(time.Minute)}}
 	le := h.sessionElector("b", s)
 	le.watch.ok.Store(false)
@@ -214,7 +215,7 @@ func TestDeletedLockKeepsTheHoldersSession(t *testing.T) {
 func TestForcedStealFromASessionHolderIsFenced(t *testing.T) {
 	h := newLeaseHarness(t)
 	h.writeRecord(held("a", "stable", 1)) // its own lease ends before the deadline
-	h.writeMark(resourcelock.SessionMark{Holder: "a", Session: "s/1"})
+	h.writeMark(lockmeta.SessionMark{Holder: "a", Session: "s/1"})
 	s := &fakeSession{ref: "s/2", current: true, known: true, alive: map[string]time.Time{}}
 	le := h.sessionElector("b", s)
 	le.cfg.KeyComparison = func(string) bool { return true }
@@ -231,7 +232,7 @@ func TestForcedStealFromASessionHolderIsFenced(t *testing.T) {
 func TestFollowerConfirmsASessionIsOverWithItsOwnEcho(t *testing.T) {
 	h := newLeaseHarness(t)
 	h.writeRecord(held("a", "", 4))
-	h.writeMark(resourcelock.SessionMark{Holder: "a", Session: "s/1"})
+	h.writeMark(lockmeta.SessionMark{Holder: "a", Session: "s/1"})
 	s := &fakeSession{ref: "s/2", current: true, known: true, unechoed: true,
 		alive: map[string]time.Time{"s/1": t0.Add(6 * time.Second)}}
 	le := h.sessionElector("b", s)

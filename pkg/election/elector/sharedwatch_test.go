@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meshd-io/meshd/internal/lockwatch"
 	"github.com/meshd-io/meshd/internal/pacing"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -44,12 +45,12 @@ func heldLease(name, holder string) *coordinationv1.Lease {
 // shared is what the electors of one test program share: nil fields give
 // each elector its own.
 type shared struct {
-	hub   *resourcelock.WatchHub
+	hub   *lockwatch.WatchHub
 	pacer *pacing.Pacer
 }
 
 // newShared returns a hub and a pacer for the electors of one program.
-func newShared() shared { return shared{hub: resourcelock.NewWatchHub(), pacer: pacing.NewPacer()} }
+func newShared() shared { return shared{hub: lockwatch.NewWatchHub(), pacer: pacing.NewPacer()} }
 
 // runWatching runs a watching elector on the Lease name until the test ends,
 // sharing what sh holds with the other electors given it.

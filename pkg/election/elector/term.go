@@ -10,6 +10,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/meshd-io/meshd/internal/lockcap"
+	"github.com/meshd-io/meshd/internal/lockmeta"
 	"github.com/meshd-io/meshd/pkg/resourcelock"
 )
 
@@ -36,7 +38,7 @@ type termEnd struct {
 	// stillHeld: the record still names this candidate.
 	stillHeld bool
 	// handTo: a candidate asked for the lock and this holder accepted.
-	handTo *resourcelock.Handover
+	handTo *lockmeta.Handover
 	// byCallback: the callback returned or panicked while the term was on.
 	byCallback bool
 	// expire: leave the lock to expire rather than release it or hand it
@@ -275,7 +277,7 @@ const minSecondsDeadline = 2 * time.Second
 // tell is taken to store whole seconds, which never counts an invisible
 // renew as seen.
 func (le *LeaderElector) storedRenewTime() time.Time {
-	if w, ok := le.cfg.Lock.(resourcelock.Watchable); ok {
+	if w, ok := le.cfg.Lock.(lockcap.Watchable); ok {
 		if rec, _, err := w.Peek(); err == nil {
 			return rec.RenewTime.Time
 		}
@@ -500,7 +502,7 @@ func (le *LeaderElector) finish(end termEnd) {
 // take the lock at once. It retries after conflicts as long as the record is
 // still ours.
 func (le *LeaderElector) release() {
-	if !le.writeSuccessor(resourcelock.Handover{}, false, "released the lock") {
+	if !le.writeSuccessor(lockmeta.Handover{}, false, "released the lock") {
 		le.leaveSession()
 	}
 }
@@ -508,7 +510,7 @@ func (le *LeaderElector) release() {
 // handOver writes the record naming the candidate that asked for the lock,
 // so that it, and only it, takes over at once; with a brief lease when
 // brief is set.
-func (le *LeaderElector) handOver(h resourcelock.Handover, brief bool) {
+func (le *LeaderElector) handOver(h lockmeta.Handover, brief bool) {
 	if le.writeSuccessor(h, brief, "handed the lock over") {
 		le.metrics.HandedOver(le.cfg.Name)
 		le.cfg.Lock.RecordEvent(corev1.EventTypeNormal, reasonLeaderElection,
@@ -521,7 +523,7 @@ func (le *LeaderElector) handOver(h resourcelock.Handover, brief bool) {
 // candidate h.Candidate as holder, provided the request still stands, with
 // a full lease or, when brief is set, a brief one. It returns whether the
 // write happened.
-func (le *LeaderElector) writeSuccessor(h resourcelock.Handover, brief bool, done string) bool {
+func (le *LeaderElector) writeSuccessor(h lockmeta.Handover, brief bool, done string) bool {
 	seconds := le.leaseSeconds()
 	if brief {
 		seconds = le.briefLeaseSeconds()
@@ -535,7 +537,7 @@ func (le *LeaderElector) writeSuccessor(h resourcelock.Handover, brief bool, don
 		}
 		if h.RequestTime != nil && !le.requestStands(h) {
 			le.log.Info("the handover request changed; releasing instead")
-			h, done = resourcelock.Handover{}, "released the lock"
+			h, done = lockmeta.Handover{}, "released the lock"
 		}
 		now := le.clock.Now()
 		err := le.update(ctx, successorRecord(prev, h, seconds, now))
@@ -567,14 +569,14 @@ func (le *LeaderElector) writeSuccessor(h resourcelock.Handover, brief bool, don
 
 // requestStands reports whether the lock object last seen still carries the
 // request of h's candidate.
-func (le *LeaderElector) requestStands(h resourcelock.Handover) bool {
+func (le *LeaderElector) requestStands(h lockmeta.Handover) bool {
 	cur := le.handoverLock().Handover()
 	return cur.Candidate == h.Candidate && cur.CandidateKey == h.CandidateKey
 }
 
 // successorRecord is the record that ends prev's term: released, or naming
 // h's candidate with a full lease.
-func successorRecord(prev resourcelock.Record, h resourcelock.Handover, leaseSeconds int, now time.Time) resourcelock.Record {
+func successorRecord(prev resourcelock.Record, h lockmeta.Handover, leaseSeconds int, now time.Time) resourcelock.Record {
 	next := resourcelock.Record{
 		LeaseDurationSeconds: 1,
 		LeaderTransitions:    prev.LeaderTransitions,

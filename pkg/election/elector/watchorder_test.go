@@ -6,6 +6,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/meshd-io/meshd/internal/lockcap"
 	"github.com/meshd-io/meshd/pkg/resourcelock"
 )
 
@@ -18,7 +19,7 @@ import (
 func TestWatchDeliveriesAreIngestedInOrder(t *testing.T) {
 	h := newHarness(t)
 	le := h.elector("a", "", nil, nil)
-	w := newLockWatch(le, le.cfg.Lock.(resourcelock.Watchable))
+	w := newLockWatch(le, le.cfg.Lock.(lockcap.Watchable))
 
 	h.writeRecord(held("b", "", 4))
 	w.deliver(h.lockObject(), false)
@@ -51,7 +52,7 @@ func TestWatchDeliveriesAreIngestedInOrder(t *testing.T) {
 func TestWatchOverflowTakesTheLeaseAsRenewed(t *testing.T) {
 	h := newHarness(t)
 	le := h.elector("a", "", nil, nil)
-	w := newLockWatch(le, le.cfg.Lock.(resourcelock.Watchable))
+	w := newLockWatch(le, le.cfg.Lock.(lockcap.Watchable))
 	h.writeRecord(held("b", "", 4))
 	w.deliver(h.lockObject(), false)
 	w.ingest()
@@ -72,7 +73,7 @@ func TestWatchOverflowTakesTheLeaseAsRenewed(t *testing.T) {
 func TestBrokenWatchWakesTheLoop(t *testing.T) {
 	h := newHarness(t)
 	le := h.elector("a", "", nil, nil)
-	w := newLockWatch(le, le.cfg.Lock.(resourcelock.Watchable))
+	w := newLockWatch(le, le.cfg.Lock.(lockcap.Watchable))
 	w.setHealth(true)
 	select {
 	case <-w.events:

@@ -8,10 +8,10 @@
 // carries a token drawn when the session starts, so a restarted process
 // (same identity, same Lease) is never mistaken for the one before it. A
 // holder that renews through its session names it in a mark next to its
-// election record (resourcelock.SessionMark) and stops rewriting the
+// election record (lockmeta.SessionMark) and stops rewriting the
 // record; followers judge it alive while its session is, by their own
 // observation of the session Lease through the shared watch of Leases of
-// the hub their Sessions was built with (resourcelock.WatchHub, the one
+// the hub their Sessions was built with (lockwatch.WatchHub, the one
 // their Lease locks use too): a session token counts as alive until
 // LeaseDuration after this process last saw it renewed, exactly as a record
 // does. Both sides lean on that watch delivering in order: a holder credits

@@ -13,6 +13,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/meshd-io/meshd/internal/lockmeta"
 	"github.com/meshd-io/meshd/internal/testing/kubetest"
 	"github.com/meshd-io/meshd/pkg/election/elector"
 	"github.com/meshd-io/meshd/pkg/resourcelock"
@@ -37,7 +38,7 @@ type follower struct {
 	done   chan struct{}
 }
 
-func startFollower(t *testing.T, pod *corev1.Pod, mark *resourcelock.HolderPod) *follower {
+func startFollower(t *testing.T, pod *corev1.Pod, mark *lockmeta.HolderPod) *follower {
 	t.Helper()
 	clk := clocktesting.NewFakeClock(t0.Add(time.Hour))
 	rec := resourcelock.Record{HolderIdentity: "meshd-0_ab", LeaseDurationSeconds: 30,
@@ -48,7 +49,7 @@ func startFollower(t *testing.T, pod *corev1.Pod, mark *resourcelock.HolderPod) 
 		if err != nil {
 			t.Fatal(err)
 		}
-		annotations[resourcelock.HolderPodAnnotationKey] = string(raw)
+		annotations[lockmeta.HolderPodAnnotationKey] = string(raw)
 	}
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "istio-system", Name: lockName, Annotations: annotations}}
 	client := kubetest.NewClientset(cm, pod)
@@ -163,7 +164,7 @@ func TestFollowerWaitsWithoutTheHoldersMark(t *testing.T) {
 	meshdStatus(dead).State = corev1.ContainerState{Terminated: terminated(t0.Add(10 * time.Second))}
 	other := holderMark()
 	other.Holder = "istiod-7"
-	for name, mark := range map[string]*resourcelock.HolderPod{"none": nil, "another holder's": &other} {
+	for name, mark := range map[string]*lockmeta.HolderPod{"none": nil, "another holder's": &other} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			f := startFollowerNoWatch(t, dead, mark)
@@ -179,7 +180,7 @@ func TestFollowerWaitsWithoutTheHoldersMark(t *testing.T) {
 
 // startFollowerNoWatch is startFollower for a lock without a usable mark:
 // the judge never follows a Pod.
-func startFollowerNoWatch(t *testing.T, pod *corev1.Pod, mark *resourcelock.HolderPod) *follower {
+func startFollowerNoWatch(t *testing.T, pod *corev1.Pod, mark *lockmeta.HolderPod) *follower {
 	t.Helper()
 	clk := clocktesting.NewFakeClock(t0.Add(time.Hour))
 	rec := resourcelock.Record{HolderIdentity: "meshd-0_ab", LeaseDurationSeconds: 30,
@@ -187,7 +188,7 @@ func startFollowerNoWatch(t *testing.T, pod *corev1.Pod, mark *resourcelock.Hold
 	annotations := map[string]string{resourcelock.LeaderAnnotationKey: string(resourcelock.EncodeRecord(rec))}
 	if mark != nil {
 		raw, _ := json.Marshal(mark)
-		annotations[resourcelock.HolderPodAnnotationKey] = string(raw)
+		annotations[lockmeta.HolderPodAnnotationKey] = string(raw)
 	}
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "istio-system", Name: lockName, Annotations: annotations}}
 	client := kubetest.NewClientset(cm, pod)

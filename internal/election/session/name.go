@@ -5,7 +5,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/meshd-io/meshd/pkg/election/coordinated"
+	"github.com/meshd-io/meshd/internal/election/coordinated"
 )
 
 // LeasePrefix begins the name of every session Lease.

@@ -1,4 +1,4 @@
-package revisions
+package defaultwatch
 
 import (
 	"strings"
@@ -8,6 +8,8 @@ import (
 
 	"go.uber.org/goleak"
 	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/meshd-io/meshd/pkg/revisions"
 )
 
 // webhookVerbs counts the clientset's webhook requests by verb.
@@ -38,7 +40,7 @@ func runSharedWatchers(t *testing.T, shared *SharedWatchers, client, other *fake
 	recs := make([]*recorder, n)
 	for i := range recs {
 		recs[i] = &recorder{}
-		w, err := shared.Watcher(client, Options{})
+		w, err := shared.Watcher(client, revisions.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -51,8 +53,8 @@ func runSharedWatchers(t *testing.T, shared *SharedWatchers, client, other *fake
 	// A watcher of another label, and one of another client, are not shared.
 	for _, c := range []struct {
 		client *fake.Clientset
-		opts   Options
-	}{{client, Options{RevisionLabel: "example.com/rev"}}, {other, Options{}}} {
+		opts   revisions.Options
+	}{{client, revisions.Options{RevisionLabel: "example.com/rev"}}, {other, revisions.Options{}}} {
 		w, err := shared.Watcher(c.client, c.opts)
 		if err != nil {
 			t.Fatal(err)
@@ -83,7 +85,7 @@ func TestSharedDefaultWatcherStopsWithItsLastUserAndRestarts(t *testing.T) {
 		var wg sync.WaitGroup
 		stop := make(chan struct{})
 		for range 10 {
-			w, err := shared.Watcher(client, Options{})
+			w, err := shared.Watcher(client, revisions.Options{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -106,7 +108,7 @@ func TestSharedDefaultWatcherStopsWithItsLastUserAndRestarts(t *testing.T) {
 }
 
 func TestSharedDefaultWatcherRejectsBadOptions(t *testing.T) {
-	_, err := NewSharedWatchers().Watcher(fake.NewClientset(), Options{WebhookName: "Not_Valid", RevisionLabel: "bad label"})
+	_, err := NewSharedWatchers().Watcher(fake.NewClientset(), revisions.Options{WebhookName: "Not_Valid", RevisionLabel: "bad label"})
 	if err == nil {
 		t.Fatal("bad options were accepted")
 	}
@@ -115,14 +117,14 @@ func TestSharedDefaultWatcherRejectsBadOptions(t *testing.T) {
 			t.Errorf("error %q does not name %s", err, field)
 		}
 	}
-	if _, err := NewSharedWatchers().Watcher(nil, Options{}); err == nil {
+	if _, err := NewSharedWatchers().Watcher(nil, revisions.Options{}); err == nil {
 		t.Fatal("a nil client was accepted")
 	}
 	var unbuilt *SharedWatchers
-	if _, err := unbuilt.Watcher(fake.NewClientset(), Options{}); err == nil {
+	if _, err := unbuilt.Watcher(fake.NewClientset(), revisions.Options{}); err == nil {
 		t.Fatal("a nil SharedWatchers built a watcher")
 	}
-	if _, err := new(SharedWatchers).Watcher(fake.NewClientset(), Options{}); err == nil {
+	if _, err := new(SharedWatchers).Watcher(fake.NewClientset(), revisions.Options{}); err == nil {
 		t.Fatal("a zero SharedWatchers built a watcher")
 	}
 }
@@ -134,11 +136,11 @@ func TestTwoSharedWatchersNeverShareAWatch(t *testing.T) {
 	defer goleak.VerifyNone(t)
 	client := fake.NewClientset(webhook("istio-revision-tag-default", rev("canary")))
 	a, b := NewSharedWatchers(), NewSharedWatchers()
-	wa, err := a.Watcher(client, Options{})
+	wa, err := a.Watcher(client, revisions.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	wb, err := b.Watcher(client, Options{})
+	wb, err := b.Watcher(client, revisions.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

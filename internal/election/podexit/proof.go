@@ -6,7 +6,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/meshd-io/meshd/pkg/resourcelock"
+	"github.com/meshd-io/meshd/internal/lockmeta"
 )
 
 // StartPrecision is the precision of the times a kubelet reports: the API
@@ -17,7 +17,7 @@ const StartPrecision = time.Second
 // delivered it, proves that the holder's process that published mark has
 // exited, and why or why not. It answers false whenever it is in doubt;
 // see the package doc for why a true answer is sound.
-func Proves(pod *corev1.Pod, mark resourcelock.HolderPod) (bool, string) {
+func Proves(pod *corev1.Pod, mark lockmeta.HolderPod) (bool, string) {
 	switch {
 	case !mark.Complete():
 		return false, "the holder published no complete Pod mark"
@@ -90,25 +90,25 @@ func stateName(s corev1.ContainerState) string {
 // within StartPrecision before id.ProcessStart (a run that started
 // earlier, or later, is not this process's, or cannot be told from an
 // earlier run). The mark's Holder is left to the lock.
-func OwnRun(pod *corev1.Pod, id Identity) (resourcelock.HolderPod, bool, string) {
+func OwnRun(pod *corev1.Pod, id Identity) (lockmeta.HolderPod, bool, string) {
 	switch {
 	case pod == nil:
-		return resourcelock.HolderPod{}, false, "own Pod not known yet"
+		return lockmeta.HolderPod{}, false, "own Pod not known yet"
 	case string(pod.UID) != id.UID:
-		return resourcelock.HolderPod{}, false, fmt.Sprintf("own Pod %s/%s has UID %s, not %s", pod.Namespace, pod.Name, pod.UID, id.UID)
+		return lockmeta.HolderPod{}, false, fmt.Sprintf("own Pod %s/%s has UID %s, not %s", pod.Namespace, pod.Name, pod.UID, id.UID)
 	case pod.DeletionTimestamp != nil:
-		return resourcelock.HolderPod{}, false, "own Pod is being deleted"
+		return lockmeta.HolderPod{}, false, "own Pod is being deleted"
 	}
 	cs := containerStatus(pod, id.Container)
 	if cs == nil || cs.State.Running == nil || cs.State.Running.StartedAt.IsZero() {
-		return resourcelock.HolderPod{}, false, fmt.Sprintf("own container %s not reported running yet", id.Container)
+		return lockmeta.HolderPod{}, false, fmt.Sprintf("own container %s not reported running yet", id.Container)
 	}
 	started := cs.State.Running.StartedAt.Time
 	if started.Before(id.ProcessStart.Add(-StartPrecision)) || started.After(id.ProcessStart) {
-		return resourcelock.HolderPod{}, false, fmt.Sprintf("own container %s reported running since %s, which does not fit this process's start %s",
+		return lockmeta.HolderPod{}, false, fmt.Sprintf("own container %s reported running since %s, which does not fit this process's start %s",
 			id.Container, started.UTC().Format(time.RFC3339), id.ProcessStart.UTC().Format(time.RFC3339Nano))
 	}
-	mark := resourcelock.HolderPod{
+	mark := lockmeta.HolderPod{
 		Namespace: id.Namespace, Pod: id.Pod, UID: id.UID, Container: id.Container,
 		RestartCount: cs.RestartCount, StartedAt: cs.State.Running.StartedAt,
 	}

@@ -5,7 +5,7 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 
-	"github.com/meshd-io/meshd/pkg/election/priority"
+	"github.com/meshd-io/meshd/internal/election/priority"
 	"github.com/meshd-io/meshd/pkg/resourcelock"
 )
 

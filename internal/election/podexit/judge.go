@@ -7,6 +7,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/meshd-io/meshd/internal/lockcap"
+	"github.com/meshd-io/meshd/internal/lockmeta"
 	"github.com/meshd-io/meshd/pkg/resourcelock"
 )
 
@@ -20,21 +22,21 @@ import (
 type Judge struct {
 	client  kubernetes.Interface
 	watches *Watches
-	marks   resourcelock.HolderPodReader
+	marks   lockcap.HolderPodReader
 	log     *zap.Logger
 
 	mu        sync.Mutex
 	wake      func()
 	closed    bool
 	sub       *Subscription
-	following string                 // namespace/name of the Pod sub follows
-	mark      resourcelock.HolderPod // the mark last asked about
-	reported  string                 // the last judgement logged
+	following string             // namespace/name of the Pod sub follows
+	mark      lockmeta.HolderPod // the mark last asked about
+	reported  string             // the last judgement logged
 }
 
 // NewJudge returns a judge that reads holders' marks from marks (the
 // election's lock) and follows their Pods through watches.
-func NewJudge(client kubernetes.Interface, watches *Watches, marks resourcelock.HolderPodReader, logger *zap.Logger) *Judge {
+func NewJudge(client kubernetes.Interface, watches *Watches, marks lockcap.HolderPodReader, logger *zap.Logger) *Judge {
 	if logger == nil {
 		logger = zap.NewNop()
 	}
@@ -69,7 +71,7 @@ func (j *Judge) Exited(rec resourcelock.Record) bool {
 
 // follow makes the judge follow the Pod mark names (none for nil) and
 // returns the subscription; nil once closed.
-func (j *Judge) follow(mark *resourcelock.HolderPod) *Subscription {
+func (j *Judge) follow(mark *lockmeta.HolderPod) *Subscription {
 	j.mu.Lock()
 	key := ""
 	if mark != nil && !j.closed {

@@ -1,7 +1,12 @@
-package resourcelock
+// Package lockwatch shares watches of lock objects: a WatchHub runs one
+// informer per client, namespace and kind for every lock that subscribes to
+// it, and wakes each subscriber only for its own object. Package election
+// makes one hub per Shared; nothing is shared beyond one hub.
+package lockwatch
 
 import (
 	"context"
+	"errors"
 	"reflect"
 	"sync"
 	"time"
@@ -36,12 +41,26 @@ type SharedWatch struct {
 	Example runtime.Object
 }
 
-// SharedWatchable is a Watchable whose object can be followed through a
+// ErrForeignObject is returned by a lock's Observe (lockcap.Watchable) for an
+// object a watch delivered that is not the lock's own (a watch that ignored
+// its field selector).
+var ErrForeignObject = errors.New("object is not the lock object")
+
+// Source is a lock whose object can be followed by a watch of its own
+// (lockcap.Watchable is one).
+type Source interface {
+	// ListWatch lists and watches only the lock object.
+	ListWatch() cache.ListerWatcher
+	// ExampleObject is an empty object of the lock's type.
+	ExampleObject() runtime.Object
+}
+
+// SharedWatchable is a Source whose object can be followed through a
 // watch shared with the other locks of the same client, namespace and kind.
-// The objects the shared watch delivers to Observe may be of another type
-// than Get reads (for example metadata only); Observe accepts them.
+// The objects the shared watch delivers may be of another type than the
+// lock's Get reads (for example metadata only); its Observe accepts them.
 type SharedWatchable interface {
-	Watchable
+	Source
 	SharedWatch() SharedWatch
 }
 
@@ -93,7 +112,7 @@ func (h *WatchHub) Watches() int {
 //
 // A subscriber joining a watch that has already listed is called at once
 // with the object as cached (if it exists) and with the watch's health.
-func (h *WatchHub) Subscribe(lock Watchable, s Subscriber) (unsubscribe func()) {
+func (h *WatchHub) Subscribe(lock Source, s Subscriber) (unsubscribe func()) {
 	sw := sharedWatchOf(lock)
 	return h.join(sw, sw.Name, s)
 }
@@ -103,7 +122,7 @@ func (h *WatchHub) Subscribe(lock Watchable, s Subscriber) (unsubscribe func()) 
 // function is called, as Subscribe does for one object. A subscriber
 // joining a watch that has already listed is called at once with every
 // cached object.
-func (h *WatchHub) SubscribeAll(lock Watchable, s Subscriber) (unsubscribe func()) {
+func (h *WatchHub) SubscribeAll(lock Source, s Subscriber) (unsubscribe func()) {
 	return h.join(sharedWatchOf(lock), "", s)
 }
 
@@ -149,7 +168,7 @@ type privateWatch struct{ _ byte }
 
 // sharedWatchOf returns how lock is followed: its shared watch when it has
 // one, otherwise a watch of its own.
-func sharedWatchOf(lock Watchable) SharedWatch {
+func sharedWatchOf(lock Source) SharedWatch {
 	if s, ok := lock.(SharedWatchable); ok {
 		sw := s.SharedWatch()
 		if sw.Key.Client != nil && reflect.TypeOf(sw.Key.Client).Comparable() && sw.ListWatch != nil && sw.Example != nil {
@@ -310,7 +329,7 @@ func (e *hubEntry) remove(sub *hubSub) {
 // deliver wakes the subscribers of obj's name, and those of every name. An
 // event also means the watch works.
 func (e *hubEntry) deliver(obj any, deleted bool) {
-	name := objectName(obj)
+	name := ObjectName(obj)
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.markHealthy()
@@ -368,9 +387,9 @@ func (s *hubSub) health(ok bool) {
 	}
 }
 
-// objectName is the name of a delivered object or tombstone; "" when it has
+// ObjectName is the name of a delivered object or tombstone; "" when it has
 // none.
-func objectName(obj any) string {
+func ObjectName(obj any) string {
 	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 		if tomb.Obj == nil {
 			_, name, _ := cache.SplitMetaNamespaceKey(tomb.Key)

@@ -15,6 +15,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/clock"
 
+	"github.com/meshd-io/meshd/internal/lockcap"
+	"github.com/meshd-io/meshd/internal/lockwatch"
 	"github.com/meshd-io/meshd/pkg/resourcelock"
 )
 
@@ -138,7 +140,7 @@ func (l *live) setWake(m *Member, f func()) {
 // A Sessions runs goroutines only while one of its members runs. It is
 // safe for concurrent use. The zero value is not usable: call NewSessions.
 type Sessions struct {
-	hub *resourcelock.WatchHub
+	hub *lockwatch.WatchHub
 
 	mu   sync.Mutex
 	live map[key]*live
@@ -148,9 +150,9 @@ type Sessions struct {
 // namespace's Leases ride on hub; nil hub means a hub of its own (then the
 // elections its members serve must watch through that same hub: prefer
 // passing the elections' hub).
-func NewSessions(hub *resourcelock.WatchHub) *Sessions {
+func NewSessions(hub *lockwatch.WatchHub) *Sessions {
 	if hub == nil {
-		hub = resourcelock.NewWatchHub()
+		hub = lockwatch.NewWatchHub()
 	}
 	return &Sessions{hub: hub, live: map[key]*live{}}
 }
@@ -245,7 +247,7 @@ func (m *Member) Start() (stop func()) {
 
 // startLive starts a session's heartbeat and its view, which follows the
 // namespace's Leases through hub.
-func startLive(cfg Config, hub *resourcelock.WatchHub) *live {
+func startLive(cfg Config, hub *lockwatch.WatchHub) *live {
 	log := cfg.Logger.With(zap.String("namespace", cfg.Namespace))
 	hb := newHeartbeat(cfg, log)
 	l := &live{hb: hb, view: newView(cfg.Clock, hb.name, hb.token), wakes: map[*Member]func(){}}
@@ -256,7 +258,7 @@ func startLive(cfg Config, hub *resourcelock.WatchHub) *live {
 	// namespace, the one the Lease locks there use too.
 	if probe, err := resourcelock.New(resourcelock.LeasesResourceLock, cfg.Namespace, l.hb.name, cfg.Client,
 		resourcelock.Config{Identity: cfg.Identity}); err == nil {
-		unsubscribe = hub.SubscribeAll(probe.(resourcelock.Watchable), resourcelock.Subscriber{
+		unsubscribe = hub.SubscribeAll(probe.(lockcap.Watchable), lockwatch.Subscriber{
 			OnObject: l.view.observe,
 			OnHealth: l.view.setHealth,
 		})

@@ -3,7 +3,7 @@
 // (docs/handover.md, "Pod-aware failover").
 //
 // A holder that runs in a Pod publishes, next to its record, which Pod,
-// container and run of that container it is (resourcelock.HolderPod): a
+// container and run of that container it is (lockmeta.HolderPod): a
 // Publisher reads the holder's own Pod and publishes the run only once the
 // Pod's status shows the container running with a start that fits this
 // process's start, so that the status describes this process and not an

@@ -10,7 +10,7 @@ import (
 	coordinationv1beta1 "k8s.io/api/coordination/v1beta1"
 	"k8s.io/apimachinery/pkg/util/version"
 
-	"github.com/meshd-io/meshd/pkg/election/priority"
+	"github.com/meshd-io/meshd/internal/election/priority"
 )
 
 // LivenessFactor is how many heartbeats a candidate may miss before it

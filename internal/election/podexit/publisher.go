@@ -9,11 +9,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/meshd-io/meshd/pkg/resourcelock"
+	"github.com/meshd-io/meshd/internal/lockmeta"
 )
 
 // Publisher is the holder's side: it reads its own Pod through a shared
-// watch and supplies, as the resourcelock.HolderPodSource of the holder's
+// watch and supplies, as the lockmeta.HolderPodSource of the holder's
 // lock, the mark that lets followers watch that Pod. It has a mark only
 // once its Pod's status has shown this process's run (OwnRun); the mark is
 // carried by the holder's next write of its record.
@@ -24,7 +24,7 @@ type Publisher struct {
 	log     *zap.Logger
 
 	mu      sync.Mutex
-	mark    resourcelock.HolderPod
+	mark    lockmeta.HolderPod
 	have    bool
 	doubt   bool   // a later status contradicted the mark: publish nothing again
 	waiting string // why there is no mark yet, last logged
@@ -49,8 +49,8 @@ func NewPublisher(client kubernetes.Interface, watches *Watches, id Identity, lo
 		log: logger.With(zap.String("pod", id.Key()), zap.String("container", id.Container))}, nil
 }
 
-// Mark implements resourcelock.HolderPodSource.
-func (p *Publisher) Mark() (resourcelock.HolderPod, bool) {
+// Mark implements lockmeta.HolderPodSource.
+func (p *Publisher) Mark() (lockmeta.HolderPod, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.mark, p.have && !p.doubt

@@ -9,7 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/meshd-io/meshd/pkg/resourcelock"
+	"github.com/meshd-io/meshd/internal/lockmeta"
 )
 
 var (
@@ -20,8 +20,8 @@ var (
 	alive   = t0.Add(300 * time.Millisecond)
 )
 
-func holderMark() resourcelock.HolderPod {
-	return resourcelock.HolderPod{
+func holderMark() lockmeta.HolderPod {
+	return lockmeta.HolderPod{
 		Holder: "meshd-0_ab", Namespace: "istio-system", Pod: "meshd-0", UID: "uid-1", Container: "meshd",
 		RestartCount: 2, StartedAt: metav1.NewTime(started), ProcessStart: metav1.NewMicroTime(alive),
 	}

@@ -1,4 +1,8 @@
-package revisions
+// Package defaultwatch shares watches of the default revision among the
+// elections of one election.Shared: every watcher of one SharedWatchers for
+// the same client, webhook name and revision label reads one watch of the
+// webhook, started with the first of them to run and stopped with the last.
+package defaultwatch
 
 import (
 	"errors"
@@ -9,6 +13,8 @@ import (
 
 	"go.uber.org/zap"
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/meshd-io/meshd/pkg/revisions"
 )
 
 // SharedWatchers shares watches of the default revision among the
@@ -32,34 +38,52 @@ func NewSharedWatchers() *SharedWatchers {
 	return &SharedWatchers{entries: map[sharedKey]*sharedEntry{}}
 }
 
-// Watcher returns a DefaultWatcher that shares one watch of the webhook
+// Watcher returns a revisions.DefaultWatcher that shares one watch of the webhook
 // with every other watcher built by s for the same client, webhook name
 // and revision label. The shared watch starts when the first of them runs
 // and stops (its goroutines awaited) when the last one's Run returns; a
-// later Run starts a fresh one. Options are validated as by
-// NewDefaultWatcher; the logger of the first running watcher is the shared
+// later Run starts a fresh one. revisions.Options are validated as by
+// revisions.NewDefaultWatcher; the logger of the first running watcher is the shared
 // watch's.
 //
 // Each returned watcher keeps its own handlers, called only while its Run is
 // running; GetDefault and HasSynced report the shared watch while Run is
 // running, and "" and false otherwise. A client whose type cannot be a map
 // key gets a watcher of its own.
-func (s *SharedWatchers) Watcher(client kubernetes.Interface, opts Options) (DefaultWatcher, error) {
+func (s *SharedWatchers) Watcher(client kubernetes.Interface, opts revisions.Options) (revisions.DefaultWatcher, error) {
 	if s == nil || s.entries == nil {
 		return nil, errors.New("revisions: SharedWatchers not built with NewSharedWatchers")
 	}
 	if client == nil {
 		return nil, errors.New("revisions: nil Kubernetes client")
 	}
-	opts = opts.withDefaults()
-	if err := opts.validate(); err != nil {
+	if err := opts.Validate(); err != nil {
 		return nil, fmt.Errorf("revisions: %w", err)
 	}
+	opts = withDefaults(opts)
 	if !reflect.TypeOf(client).Comparable() {
-		return NewDefaultWatcher(client, opts)
+		return revisions.NewDefaultWatcher(client, opts)
 	}
 	key := sharedKey{client: client, webhook: opts.WebhookName, label: opts.RevisionLabel}
 	return &sharedWatcher{registry: s, key: key, opts: opts}, nil
+}
+
+// withDefaults fills the empty fields of opts that name the watch, as
+// revisions.NewDefaultWatcher does.
+func withDefaults(opts revisions.Options) revisions.Options {
+	if opts.MeshNamespace == "" {
+		opts.MeshNamespace = revisions.DefaultMeshNamespace
+	}
+	if opts.WebhookName == "" {
+		opts.WebhookName = revisions.DefaultWebhookName(opts.MeshNamespace)
+	}
+	if opts.RevisionLabel == "" {
+		opts.RevisionLabel = revisions.DefaultRevisionLabel
+	}
+	if opts.Logger == nil {
+		opts.Logger = zap.NewNop()
+	}
+	return opts
 }
 
 // Running is the number of shared watches s runs now.
@@ -75,7 +99,7 @@ type sharedKey struct {
 }
 
 // join returns the running entry of key, starting one if there is none.
-func (r *SharedWatchers) join(key sharedKey, opts Options, w *sharedWatcher) (*sharedEntry, error) {
+func (r *SharedWatchers) join(key sharedKey, opts revisions.Options, w *sharedWatcher) (*sharedEntry, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	e, ok := r.entries[key]
@@ -111,7 +135,7 @@ func (r *SharedWatchers) leave(e *sharedEntry, w *sharedWatcher) {
 // sharedEntry is one running watch and the watchers reading it.
 type sharedEntry struct {
 	key   sharedKey
-	inner DefaultWatcher
+	inner revisions.DefaultWatcher
 	refs  int // guarded by SharedWatchers.mu
 	stop  chan struct{}
 	done  chan struct{}
@@ -122,8 +146,8 @@ type sharedEntry struct {
 
 // startSharedEntry starts the shared watch of key with first as its first
 // watcher, joined before the watch runs so that it sees the initial value.
-func startSharedEntry(key sharedKey, opts Options, first *sharedWatcher) (*sharedEntry, error) {
-	inner, err := NewDefaultWatcher(key.client, opts)
+func startSharedEntry(key sharedKey, opts revisions.Options, first *sharedWatcher) (*sharedEntry, error) {
+	inner, err := revisions.NewDefaultWatcher(key.client, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -167,15 +191,15 @@ func (e *sharedEntry) changed(revision string) {
 type sharedWatcher struct {
 	registry *SharedWatchers
 	key      sharedKey
-	opts     Options
+	opts     revisions.Options
 
 	mu       sync.Mutex
 	started  bool
 	entry    *sharedEntry // set while Run runs
-	handlers []DefaultHandlerFunc
+	handlers []revisions.DefaultHandlerFunc
 }
 
-// Starter is implemented by a DefaultWatcher that can follow the default
+// Starter is implemented by a revisions.DefaultWatcher that can follow the default
 // revision without a goroutine of the caller's: Start begins and returns at
 // once; the returned function stops and returns once everything Start began
 // has stopped. Start, like Run, is called once; a later call (or Run) does
@@ -207,7 +231,7 @@ func (w *sharedWatcher) Start() (stop func()) {
 	}
 	e, err := w.registry.join(w.key, w.opts, w)
 	if err != nil {
-		// Options were validated when w was built, so the watcher can be
+		// revisions.Options were validated when w was built, so the watcher can be
 		// built too; if not, a watcher that cannot watch knows no default.
 		w.opts.Logger.Error("cannot watch the default revision", zap.Error(err))
 		return func() {}
@@ -226,7 +250,7 @@ func (w *sharedWatcher) Start() (stop func()) {
 	}
 }
 
-func (w *sharedWatcher) running() DefaultWatcher {
+func (w *sharedWatcher) running() revisions.DefaultWatcher {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.entry == nil {
@@ -235,13 +259,13 @@ func (w *sharedWatcher) running() DefaultWatcher {
 	return w.entry.inner
 }
 
-// HasSynced implements DefaultWatcher.
+// HasSynced implements revisions.DefaultWatcher.
 func (w *sharedWatcher) HasSynced() bool {
 	inner := w.running()
 	return inner != nil && inner.HasSynced()
 }
 
-// GetDefault implements DefaultWatcher.
+// GetDefault implements revisions.DefaultWatcher.
 func (w *sharedWatcher) GetDefault() string {
 	if inner := w.running(); inner != nil {
 		return inner.GetDefault()
@@ -249,8 +273,8 @@ func (w *sharedWatcher) GetDefault() string {
 	return ""
 }
 
-// AddHandler implements DefaultWatcher.
-func (w *sharedWatcher) AddHandler(h DefaultHandlerFunc) {
+// AddHandler implements revisions.DefaultWatcher.
+func (w *sharedWatcher) AddHandler(h revisions.DefaultHandlerFunc) {
 	if h == nil {
 		return
 	}
@@ -259,7 +283,7 @@ func (w *sharedWatcher) AddHandler(h DefaultHandlerFunc) {
 	w.handlers = append(w.handlers, h)
 }
 
-func (w *sharedWatcher) handlerList() []DefaultHandlerFunc {
+func (w *sharedWatcher) handlerList() []revisions.DefaultHandlerFunc {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return slices.Clone(w.handlers)

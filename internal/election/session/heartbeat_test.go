@@ -14,8 +14,8 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/meshd-io/meshd/internal/lockwatch"
 	"github.com/meshd-io/meshd/internal/testing/kubetest"
-	"github.com/meshd-io/meshd/pkg/resourcelock"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -23,7 +23,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 func testConfig(client *fake.Clientset, clk *clocktesting.FakeClock) Config {
 	return Config{Client: client, Namespace: "ns", Identity: "a",
 		LeaseDuration: 4 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: time.Second, Clock: clk,
-		Sessions: NewSessions(resourcelock.NewWatchHub())}
+		Sessions: NewSessions(lockwatch.NewWatchHub())}
 }
 
 func leaseVerbs(c *fake.Clientset) []string {
