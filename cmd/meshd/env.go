@@ -36,9 +36,9 @@ not depend on the environment.`,
 			}
 			// Problems are reported below, not logged as they are read.
 			problems := featureProblems()
-			features.SetLogger(zap.NewNop())
-			flags := features.All()
-			defer features.SetLogger(nil)
+			features.Default().SetLogger(zap.NewNop())
+			flags := features.Default().All()
+			defer features.Default().SetLogger(nil)
 			switch output {
 			case outputJSON:
 				if err := writeFlagsJSON(cmd.OutOrStdout(), flags); err != nil {
@@ -113,7 +113,7 @@ func quoteEmpty(s string) string {
 // daemon does with an invalid value (the library's default is to warn and
 // go on).
 func envMarkdown() string {
-	return strings.Replace(features.Markdown(), "an invalid value also takes the default and is reported as a warning.",
+	return strings.Replace(features.Default().Markdown(), "an invalid value also takes the default and is reported as a warning.",
 		"an invalid value makes `meshd run` refuse to start and `meshd env` exit 1, naming it "+
 			"(a program embedding the library gets the default and a warning instead).", 1)
 }

@@ -19,7 +19,7 @@ var envDoc = filepath.Join("..", "..", "docs", "env.md")
 
 func TestEnvDocIsCurrent(t *testing.T) {
 	want := envMarkdown()
-	if want == features.Markdown() {
+	if want == features.Default().Markdown() {
 		t.Fatal("the registry's wording of invalid values changed: update envMarkdown")
 	}
 	if *update {
@@ -52,7 +52,7 @@ func TestEnvTable(t *testing.T) {
 	if !strings.HasPrefix(lines[0], "NAME") || !strings.Contains(lines[0], "DESCRIPTION") {
 		t.Fatalf("header %q", lines[0])
 	}
-	all := features.All()
+	all := features.Default().All()
 	if len(lines) != len(all)+1 {
 		t.Fatalf("%d rows for %d flags:\n%s", len(lines)-1, len(all), stdout)
 	}

@@ -140,7 +140,7 @@ func runDaemon(ctx context.Context, o *runOptions, kinds []daemon.Kind, cmd *cob
 	}
 	defer func() { _ = log.Sync() }()
 	bridgeKlog(log)
-	features.SetLogger(log)
+	features.Default().SetLogger(log)
 
 	// No request may outlast the shutdown bound, even to an API server
 	// that does not answer.

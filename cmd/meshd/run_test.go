@@ -24,7 +24,7 @@ func TestRun(t *testing.T) {
 	// after the leak check saw that goroutine end (a goroutine's end orders
 	// nothing for the race detector). It writes into a buffer that stays
 	// valid.
-	t.Cleanup(func() { features.SetLogger(nil) })
+	t.Cleanup(func() { features.Default().SetLogger(nil) })
 	checkLeaks(t)
 	c := testcluster.Get(t)
 	ns := c.NewNamespace(t)

@@ -150,9 +150,9 @@ func featureProblem(p error) error {
 // featureProblems returns one error per invalid environment variable of the
 // features registry, read with the registry's own warnings silenced.
 func featureProblems() []error {
-	features.SetLogger(zap.NewNop())
-	defer features.SetLogger(nil)
-	err := features.Validate()
+	features.Default().SetLogger(zap.NewNop())
+	defer features.Default().SetLogger(nil)
+	err := features.Default().Validate()
 	if err == nil {
 		return nil
 	}

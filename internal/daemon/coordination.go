@@ -4,8 +4,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
+	"github.com/meshd-io/meshd/internal/election/coordinated"
 	"github.com/meshd-io/meshd/pkg/election"
-	"github.com/meshd-io/meshd/pkg/election/coordinated"
 )
 
 // setUpCoordination settles the mode of the Lease elections and, when
@@ -46,8 +46,8 @@ func (d *Daemon) newCoordinator() error {
 	if err := d.metricsReg.Register(decisions); err != nil {
 		return err
 	}
-	le, err := d.group.NewCoordinator(d.cfg.Namespace, d.cfg.Identity, func(lease string, dec coordinated.Decision) {
-		decisions.WithLabelValues(lease, string(dec)).Inc()
+	le, err := d.group.NewCoordinator(d.cfg.Namespace, d.cfg.Identity, func(lease, decision string) {
+		decisions.WithLabelValues(lease, decision).Inc()
 	})
 	if err != nil {
 		return err

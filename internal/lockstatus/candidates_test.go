@@ -18,7 +18,8 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/meshd-io/meshd/pkg/election/coordinated"
+	"github.com/meshd-io/meshd/internal/election/coordinated"
+	"github.com/meshd-io/meshd/internal/lockmeta"
 	"github.com/meshd-io/meshd/pkg/resourcelock"
 )
 
@@ -177,7 +178,7 @@ func TestListCandidatesNoneSkipsTheCache(t *testing.T) {
 
 func TestListFillsCoordinationAndAttach(t *testing.T) {
 	lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "l", Namespace: ns,
-		Annotations: map[string]string{resourcelock.LeasePreferredHolderKeyAnnotation: "canary"}}}
+		Annotations: map[string]string{lockmeta.LeasePreferredHolderKeyAnnotation: "canary"}}}
 	resourcelock.ApplyRecordToLease(resourcelock.Record{HolderIdentity: "x", HolderKey: "stable", LeaseDurationSeconds: 15}, lease)
 	strategy, preferred := coordinated.Strategy, "y"
 	lease.Spec.Strategy, lease.Spec.PreferredHolder = &strategy, &preferred

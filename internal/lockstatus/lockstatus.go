@@ -14,8 +14,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/meshd-io/meshd/internal/election/session"
+	"github.com/meshd-io/meshd/internal/lockmeta"
 	"github.com/meshd-io/meshd/pkg/election"
-	"github.com/meshd-io/meshd/pkg/election/session"
 	"github.com/meshd-io/meshd/pkg/resourcelock"
 )
 
@@ -135,12 +136,12 @@ func (l *Lock) fill(rec *resourcelock.Record) {
 // fillSession names the session that renews the holder's record, if its
 // mark names one that is still there under the same token.
 func (l *Lock) fillSession(sessions map[string]*coordinationv1.Lease) {
-	raw, ok := l.mark[resourcelock.SessionAnnotationKey]
+	raw, ok := l.mark[lockmeta.SessionAnnotationKey]
 	l.mark = nil
 	if !ok || l.Holder == "" {
 		return
 	}
-	var m resourcelock.SessionMark
+	var m lockmeta.SessionMark
 	if json.Unmarshal([]byte(raw), &m) != nil || m.Holder != l.Holder {
 		return
 	}
@@ -165,7 +166,7 @@ func (l *Lock) fillCoordination(lease *coordinationv1.Lease) {
 	}
 	if p := lease.Spec.PreferredHolder; p != nil {
 		l.PreferredHolder = *p
-		l.PreferredHolderKey = lease.Annotations[resourcelock.LeasePreferredHolderKeyAnnotation]
+		l.PreferredHolderKey = lease.Annotations[lockmeta.LeasePreferredHolderKeyAnnotation]
 	}
 }
 

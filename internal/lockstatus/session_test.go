@@ -10,7 +10,8 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/utils/ptr"
 
-	"github.com/meshd-io/meshd/pkg/election/session"
+	"github.com/meshd-io/meshd/internal/election/session"
+	"github.com/meshd-io/meshd/internal/lockmeta"
 	"github.com/meshd-io/meshd/pkg/resourcelock"
 )
 
@@ -29,7 +30,7 @@ func TestListShowsTheSessionThatRenewsAHolder(t *testing.T) {
 	}
 	lock := func(lockName, holder, mark string) *coordinationv1.Lease {
 		l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: lockName, Namespace: ns,
-			Annotations: map[string]string{resourcelock.SessionAnnotationKey: mark}}}
+			Annotations: map[string]string{lockmeta.SessionAnnotationKey: mark}}}
 		resourcelock.ApplyRecordToLease(resourcelock.Record{HolderIdentity: holder, LeaseDurationSeconds: 30,
 			RenewTime: metav1.NewTime(renew)}, l)
 		return l

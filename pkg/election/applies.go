@@ -6,8 +6,8 @@ import (
 
 	"github.com/hashicorp/go-multierror"
 
+	"github.com/meshd-io/meshd/internal/election/session"
 	"github.com/meshd-io/meshd/pkg/election/elector"
-	"github.com/meshd-io/meshd/pkg/election/session"
 	"github.com/meshd-io/meshd/pkg/resourcelock"
 )
 

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meshd-io/meshd/internal/protocol/handover"
+
 	"github.com/go-logr/logr/funcr"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
@@ -20,6 +22,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/meshd-io/meshd/internal/election/defaultwatch"
 	"github.com/meshd-io/meshd/pkg/election/elector"
 	"github.com/meshd-io/meshd/pkg/revisions"
 )
@@ -249,7 +252,7 @@ func describeCombination(t *testing.T, l *LeaderElection, p *buildProbe, w *comb
 	}
 	cfg := p.electorConfig
 	line("elector %s: lease %v renew %v retry %v release %v stop %v at once %v watch %v grace %v",
-		cfg.Name, cfg.LeaseDuration, cfg.RenewDeadline, cfg.RetryPeriod, cfg.ReleaseOnCancel, cfg.StopTimeout, cfg.StartAtOnceAfterSteal, cfg.Watch, cfg.HandoverGrace)
+		cfg.Name, cfg.LeaseDuration, cfg.RenewDeadline, cfg.RetryPeriod, cfg.ReleaseOnCancel, cfg.StopTimeout, cfg.StartAtOnceAfterSteal, cfg.Watch, handoverGrace(cfg))
 	line("elector metrics %T, logs %v, fake clock %v, hub and pacer of the given Shared %v %v",
 		cfg.Metrics, cfg.Logger.Core().Enabled(zapcore.ErrorLevel), cfg.Clock == w.clock, cfg.Hub == w.shared.hub, cfg.Pacer == w.shared.pacer)
 	line("coordination %v, session %v, judge of the holder's exit %v", cfg.Coordination != nil, cfg.Session != nil, cfg.HolderExit != nil)
@@ -257,7 +260,8 @@ func describeCombination(t *testing.T, l *LeaderElection, p *buildProbe, w *comb
 	if f := cfg.KeyComparison; f != nil {
 		line("steals from %v", selectKeys(keys, f))
 	}
-	if f := cfg.AcceptHandover; f != nil {
+	if p, ok := cfg.Handover.(*handover.Protocol); ok {
+		f := p.Accepts
 		line("hands over to %v", selectKeys(keys, f))
 	}
 	if f := cfg.YieldOnRelease; f != nil {
@@ -274,6 +278,15 @@ func describeCombination(t *testing.T, l *LeaderElection, p *buildProbe, w *comb
 			s.Namespace, s.Identity, s.LeaseDuration, s.RenewDeadline, s.RetryPeriod, owner, s.Sessions == w.shared.sessions)
 	}
 	return b.String()
+}
+
+// handoverGrace is the grace of the cooperative preemption wired into cfg;
+// zero without it.
+func handoverGrace(cfg elector.Config) time.Duration {
+	if cfg.Handover == nil {
+		return 0
+	}
+	return cfg.Handover.Grace()
 }
 
 func selectKeys(keys []string, f func(string) bool) []string {
@@ -298,7 +311,7 @@ func startComboWatchers(t *testing.T, l *LeaderElection) (stop func()) {
 		if w == nil {
 			continue
 		}
-		if s, ok := w.(revisions.Starter); ok {
+		if s, ok := w.(defaultwatch.Starter); ok {
 			stops = append(stops, s.Start())
 		}
 		deadline := time.Now().Add(10 * time.Second)
@@ -337,9 +350,9 @@ func TestProgramOptionsApplyWhereTheyFitAndElectionOptionsAreStrict(t *testing.T
 	if _, err := g.New(prioritized, withProbe(probe)); err != nil {
 		t.Fatal(err)
 	}
-	if probe.electorConfig.HandoverGrace != 0 || probe.lockConfig.Cooperative {
+	if handoverGrace(probe.electorConfig) != 0 || probe.lockConfig.Cooperative {
 		t.Errorf("the group's WithHandover(false, 0) did not reach a prioritized election: grace %v, cooperative %v",
-			probe.electorConfig.HandoverGrace, probe.lockConfig.Cooperative)
+			handoverGrace(probe.electorConfig), probe.lockConfig.Cooperative)
 	}
 	if _, err := g.New(perRevision, WithHandover(false, 0)); err == nil || !strings.Contains(err.Error(), "WithHandover does not apply") {
 		t.Errorf("Group.New with an option that does not apply: err %v, want it refused by name", err)

@@ -8,7 +8,7 @@ import (
 
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/meshd-io/meshd/pkg/election/coordinated"
+	"github.com/meshd-io/meshd/internal/election/coordinated"
 	"github.com/meshd-io/meshd/pkg/revisions"
 )
 
@@ -18,17 +18,20 @@ const CoordinatorElectionID = "meshd-coordinator"
 
 // NewCoordinator returns the election of the coordinator of namespace's
 // Coordinated elections: a plain racing election on the Lease
-// CoordinatorElectionID whose leader runs a coordinated.Coordinator that
-// follows the default revision (read as the options say, like any
-// prioritized election). Every process that runs Coordinated elections in
+// CoordinatorElectionID whose leader runs the coordinator, which follows
+// the default revision (read as the options say, like any prioritized
+// election). Every process that runs Coordinated elections in
 // the namespace should run one, so that one coordinates while any runs;
 // when the leader dies, another takes over within a lease, and the
 // coordinated elections keep their holders meanwhile.
 //
-// decisions, if not nil, is called for every decision the coordinator
-// writes (see coordinated.CoordinatorConfig.Metrics). Run the returned
+// decisions, if not nil, is called for every write the coordinator makes
+// to a Lease, with the Lease's name and the kind of write: "assign" (a
+// vacant Lease got a holder), "prefer" (spec.preferredHolder named a better
+// candidate), "clear" (a preference no longer justified was removed) or
+// "strategy" (spec.strategy was set on a held Lease). Run the returned
 // election like any other (RunContext, or through a Group).
-func NewCoordinator(client kubernetes.Interface, namespace, identity string, decisions func(lease string, d coordinated.Decision), opts ...Option) (*LeaderElection, error) {
+func NewCoordinator(client kubernetes.Interface, namespace, identity string, decisions func(lease, decision string), opts ...Option) (*LeaderElection, error) {
 	o := defaultOptions()
 	o.apply(opts)
 	if !o.sharedSet {
@@ -60,7 +63,7 @@ func asCoordinator(o *options) { o.coordinator, o.prioritized = true, false }
 // NewCoordinator adds the coordinator election of namespace to the group
 // (see the package-level NewCoordinator), with the group's options and
 // then opts; it follows the group's default-revision watcher.
-func (g *Group) NewCoordinator(namespace, identity string, decisions func(lease string, d coordinated.Decision), opts ...Option) (*LeaderElection, error) {
+func (g *Group) NewCoordinator(namespace, identity string, decisions func(lease, decision string), opts ...Option) (*LeaderElection, error) {
 	l, err := g.New(coordinatorSpec(namespace, identity), append(opts, asCoordinator)...)
 	if err != nil {
 		return nil, err
@@ -90,7 +93,7 @@ func coordinatorSpec(namespace, identity string) Spec {
 // coordinator never undoes a predecessor's decision for want of knowing
 // the default.
 func coordinate(l *LeaderElection, client kubernetes.Interface, watcher revisions.DefaultWatcher, o *options,
-	decisions func(string, coordinated.Decision)) (*LeaderElection, error) {
+	decisions func(lease, decision string)) (*LeaderElection, error) {
 	if !l.enabled {
 		return nil, fmt.Errorf("election %q: a coordinator needs leader election enabled: WithEnabled(false) does not apply", CoordinatorElectionID)
 	}
@@ -112,7 +115,7 @@ func coordinate(l *LeaderElection, client kubernetes.Interface, watcher revision
 			AckTimeout: min(coordinated.DefaultAckTimeout, renewDeadlineOf(o)),
 			Clock:      o.clock,
 			Logger:     o.logger.Named("coordinator"),
-			Metrics:    decisions,
+			Metrics:    decisionsOf(decisions),
 			Rosters:    o.shared.rosters,
 		})
 		if err != nil {
@@ -123,6 +126,15 @@ func coordinate(l *LeaderElection, client kubernetes.Interface, watcher revision
 		return c.Run(ctx)
 	})
 	return l, nil
+}
+
+// decisionsOf passes the coordinator's decisions on to f as strings; nil
+// when f is nil.
+func decisionsOf(f func(lease, decision string)) func(string, coordinated.Decision) {
+	if f == nil {
+		return nil
+	}
+	return func(lease string, d coordinated.Decision) { f(lease, string(d)) }
 }
 
 // waitSynced waits until w has read the cluster; false when ctx ended

@@ -8,14 +8,20 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/meshd-io/meshd/internal/lockcap"
+	"github.com/meshd-io/meshd/internal/protocol/sessions"
+
+	"github.com/meshd-io/meshd/internal/protocol/coordination"
+
 	"github.com/hashicorp/go-multierror"
 	"go.uber.org/zap"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/clock"
 
-	"github.com/meshd-io/meshd/pkg/election/coordinated"
+	"github.com/meshd-io/meshd/internal/election/coordinated"
+	"github.com/meshd-io/meshd/internal/election/session"
+	"github.com/meshd-io/meshd/internal/protocol/handover"
 	"github.com/meshd-io/meshd/pkg/election/elector"
-	"github.com/meshd-io/meshd/pkg/election/session"
 	"github.com/meshd-io/meshd/pkg/resourcelock"
 	"github.com/meshd-io/meshd/pkg/revisions"
 )
@@ -263,13 +269,13 @@ func (l *LeaderElection) electorConfig(lock resourcelock.Interface, o *options, 
 		StartAtOnceAfterSteal: o.startAtOnce,
 		Callbacks:             elector.Callbacks{OnStartedLeading: l.runLeading},
 	}
-	if l.session != nil {
-		cfg.Session = l.session
+	if sl, ok := lock.(sessions.Lock); ok && l.session != nil {
+		cfg.Session = sessions.New(sessions.Config{Name: cfg.Name, Heartbeat: l.session, Lock: sl, RetryPeriod: retryPeriod, Logger: o.logger})
 	}
 	cfg.HolderExit = l.pod.hook()
 	switch {
 	case l.candidacy != nil:
-		cfg.Coordination = &elector.Coordination{
+		cfg.Coordination = coordination.New(coordination.Config{
 			Live: l.candidacy.live,
 			Successor: func() (string, string, bool) {
 				if l.spec.Mode == OldestEmulationVersion {
@@ -277,7 +283,8 @@ func (l *LeaderElection) electorConfig(lock resourcelock.Interface, o *options, 
 				}
 				return l.candidacy.successor(l.defaultRevision())
 			},
-		}
+			LeaseDuration: leaseDuration, YieldDelay: l.releaseYield,
+		})
 		cfg.YieldOnRelease = l.releaseYield // ranks the fallback when no coordinator decides
 	case l.prioritized:
 		cfg.KeyComparison = l.shouldSteal
@@ -285,9 +292,15 @@ func (l *LeaderElection) electorConfig(lock resourcelock.Interface, o *options, 
 	default:
 		cfg.YieldOnRelease = l.releaseYield
 	}
-	if cooperative {
-		cfg.HandoverGrace = max(o.handoverGrace, 2*retryPeriod) // a polling holder answers within a RetryPeriod
-		cfg.AcceptHandover = l.shouldHandOver
+	if hl, ok := lock.(lockcap.HandoverLock); ok && cooperative {
+		cfg.Handover = handover.New(handover.Config{
+			Name: cfg.Name, Lock: hl,
+			Grace:    max(o.handoverGrace, 2*retryPeriod), // a polling holder answers within a RetryPeriod
+			Accept:   l.shouldHandOver,
+			Outranks: cfg.KeyComparison, YieldDelay: cfg.YieldOnRelease,
+			LeaseDuration: leaseDuration, RetryPeriod: retryPeriod,
+			Logger: o.logger, Metrics: o.metrics,
+		})
 	}
 	return cfg
 }
@@ -320,18 +333,11 @@ func (l *LeaderElection) IsLeader() bool {
 	return l.elector.IsLeader()
 }
 
-// Cycle counts how many times this instance has contended for leadership:
-// 1 during the first contention, one more after each term.
-func (l *LeaderElection) Cycle() int32 { return l.cycle.Load() }
-
 // ID is the election ID.
 func (l *LeaderElection) ID() string { return l.spec.ElectionID }
 
 // Identity is this instance's holder identity.
 func (l *LeaderElection) Identity() string { return l.spec.Identity }
-
-// Spec is the election's declaration, with the defaults filled in.
-func (l *LeaderElection) Spec() Spec { return l.spec }
 
 // Check is a health check: it returns an error when this instance leads but
 // has not renewed its lock for longer than the lease plus tolerance, which
@@ -395,7 +401,7 @@ func (l *LeaderElection) Status() Status {
 		Revision:           l.candidate.Revision,
 		DefaultRevision:    l.defaultRevision(),
 		Remote:             l.candidate.Remote,
-		Cycle:              l.Cycle(),
+		Cycle:              l.cycle.Load(),
 		LastTransitionTime: l.lastTransitionTime(),
 		Mode:               l.spec.Mode,
 	}

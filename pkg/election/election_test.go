@@ -139,7 +139,7 @@ func TestDefaultRevisionTakesOverAndDefaultChangeMovesLeadership(t *testing.T) {
 
 	watcher.(*revisions.StaticDefaultWatcher).SetDefault("canary")
 	eventually(t, "canary to take back", func() bool { return canary.isRunning() && !stable.isRunning() })
-	if got := canary.le.Cycle(); got != 2 {
+	if got := canary.le.cycle.Load(); got != 2 {
 		t.Fatalf("canary cycle = %d, want 2 (lost once, re-contended)", got)
 	}
 	if rec := lockHolder(t, client, IngressController); rec.LeaderTransitions != 2 {

@@ -144,9 +144,6 @@ func (g *Group) watcher(wo revisions.Options) (revisions.DefaultWatcher, bool, e
 	return w, false, nil
 }
 
-// Shared is what the group's elections share.
-func (g *Group) Shared() *Shared { return g.shared }
-
 // Elections returns the group's elections in the order they were added.
 func (g *Group) Elections() []*LeaderElection {
 	g.mu.Lock()

@@ -174,7 +174,7 @@ func TestDefaultLockOption(t *testing.T) {
 	if err != nil {
 		t.Fatalf("no Lease lock: %v", err)
 	}
-	if *lease.Spec.HolderIdentity != "a" || le.Status().Lock != LeaseLock || le.Spec().Lock != LeaseLock {
+	if *lease.Spec.HolderIdentity != "a" || le.Status().Lock != LeaseLock || le.spec.Lock != LeaseLock {
 		t.Fatalf("lease holder %q, status %+v", *lease.Spec.HolderIdentity, le.Status())
 	}
 	// A Spec that names its kind keeps it: the option, given as a
@@ -183,8 +183,8 @@ func TestDefaultLockOption(t *testing.T) {
 	spec := Spec{Namespace: testNS, ElectionID: IngressController, Lock: ConfigMapLock}
 	cm := mustElection(t)(New(client, spec, Defaults(WithDefaultLock(LeaseLock)),
 		WithDefaultWatcher(revisions.NewStaticDefaultWatcher(""))))
-	if cm.Spec().Lock != ConfigMapLock {
-		t.Fatalf("lock = %s", cm.Spec().Lock)
+	if cm.spec.Lock != ConfigMapLock {
+		t.Fatalf("lock = %s", cm.spec.Lock)
 	}
 	if _, err := New(client, spec, WithDefaultLock(LeaseLock)); err == nil || !strings.Contains(err.Error(), "WithDefaultLock does not apply") {
 		t.Fatalf("WithDefaultLock beside a Spec that names its lock: err %v, want it refused by name", err)

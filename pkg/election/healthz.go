@@ -24,7 +24,7 @@ type Checkable interface {
 // it frees its locks. Followers and disabled elections are healthy.
 //
 // It serves HTTP itself (200 "ok", or 503 naming each stuck election), and
-// Checker returns it as a func(*http.Request) error, the shape of
+// the method value Check is a func(*http.Request) error, the shape of
 // controller-runtime's healthz.Checker, for mgr.AddHealthzCheck. Elections
 // may be added at any time; it is safe for concurrent use.
 type HealthzAdaptor struct {
@@ -71,10 +71,6 @@ func (h *HealthzAdaptor) Check(_ *http.Request) error {
 	}
 	return errors.Join(errs...)
 }
-
-// Checker returns Check as a plain func, for APIs that take
-// func(*http.Request) error (controller-runtime's healthz.Checker).
-func (h *HealthzAdaptor) Checker() func(*http.Request) error { return h.Check }
 
 // ServeHTTP answers 200 "ok" while healthy, else 503 with the reasons.
 func (h *HealthzAdaptor) ServeHTTP(w http.ResponseWriter, r *http.Request) {

@@ -15,7 +15,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/clock"
 
-	"github.com/meshd-io/meshd/pkg/election/coordinated"
+	"github.com/meshd-io/meshd/internal/election/coordinated"
 )
 
 // Mode is how the candidates of an election agree on its leader.
@@ -29,11 +29,12 @@ const (
 	Racing Mode = "racing"
 	// Coordinated candidates publish a coordination.k8s.io/v1beta1
 	// LeaseCandidate each and never race: a meshd coordinator (see
-	// coordinated.Coordinator) picks the holder by the mesh's rule, the
-	// strategy coordinated.Strategy, and moves the lock through
+	// NewCoordinator) picks the holder by the mesh's rule, the strategy
+	// meshd.io/prioritized, and moves the lock through
 	// spec.preferredHolder. It needs a Lease lock and an API server that
 	// serves LeaseCandidates; the holder identity written into the Lease is
-	// the candidate's LeaseCandidate name (coordinated.CandidateName).
+	// the name of the candidate's LeaseCandidate, derived from the Lease's
+	// name and the candidate's identity.
 	Coordinated Mode = "coordinated"
 	// OldestEmulationVersion is coordinated by the API server's own
 	// controller (feature gate CoordinatedLeaderElection) with Kubernetes'

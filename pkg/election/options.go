@@ -32,12 +32,14 @@ const (
 	// DefaultHandoverGrace bounds how long a candidate waits for a holder to
 	// honour a handover request before it takes the lock by force.
 	DefaultHandoverGrace = 10 * time.Second
-	// DefaultRunBackoff is the wait before contending again after a term
-	// ended by a failed run function (an error or a panic). It doubles with
-	// each such term in a row.
-	DefaultRunBackoff = time.Second
-	// DefaultMaxRunBackoff caps that wait.
-	DefaultMaxRunBackoff = time.Minute
+)
+
+// The run back-off's defaults: the wait before contending again after a term
+// ended by a failed run function (an error or a panic), doubling with each
+// such term in a row, and its cap.
+const (
+	defaultRunBackoff    = time.Second
+	defaultMaxRunBackoff = time.Minute
 )
 
 // Option customises an election, or every election of a Group.
@@ -106,8 +108,8 @@ func defaultOptions() options {
 		watch:           true,
 		handover:        true,
 		handoverGrace:   DefaultHandoverGrace,
-		backoff:         DefaultRunBackoff,
-		maxBackoff:      DefaultMaxRunBackoff,
+		backoff:         defaultRunBackoff,
+		maxBackoff:      defaultMaxRunBackoff,
 	}
 }
 
@@ -344,8 +346,7 @@ func WithHandover(enabled bool, grace time.Duration) Option {
 
 // WithRunBackoff sets the wait before contending again after a term ended
 // by a failed run function: initial after the first such term, doubling for
-// each one in a row, at most max. Defaults DefaultRunBackoff and
-// DefaultMaxRunBackoff. With elections enabled, the wait is never shorter
+// each one in a row, at most max. Defaults 1s and 1m. With elections enabled, the wait is never shorter
 // than the RetryPeriod, so that failing work moves the lock at most once
 // per RetryPeriod. The election is the one place that backs off: the
 // elector beneath it contends as soon as it is asked to.

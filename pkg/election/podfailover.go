@@ -7,20 +7,24 @@ import (
 	"go.uber.org/zap"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/meshd-io/meshd/internal/election/podexit"
+	"github.com/meshd-io/meshd/internal/lockcap"
+	"github.com/meshd-io/meshd/internal/lockmeta"
 	"github.com/meshd-io/meshd/pkg/election/elector"
-	"github.com/meshd-io/meshd/pkg/election/podexit"
 	"github.com/meshd-io/meshd/pkg/resourcelock"
 )
 
-// PodIdentity is what a process knows about the Pod it runs in (from the
-// downward API); see podexit.Identity.
+// PodIdentity is what a process knows about the Pod it runs in, typically
+// from the downward API: the Pod's Namespace, name (Pod) and UID and the
+// name of its own Container, plus ProcessStart, a reading of its own clock
+// taken while it runs (the earlier the better, ideally first thing in
+// main). Its Validate method reports every missing or invalid field.
 type PodIdentity = podexit.Identity
 
 // WithPodIdentity says which Pod and container this process runs in: while
 // it holds a lock, it publishes that Pod, container and run of the
-// container next to its record (the annotation
-// resourcelock.HolderPodAnnotationKey), once its own Pod's status shows
-// this run, so that followers with WithPodFailover take over as soon as
+// container next to its record (the annotation leader.meshd.io/holder-pod),
+// once its own Pod's status shows this run, so that followers with WithPodFailover take over as soon as
 // the kubelet reports the run ended instead of waiting for the lease
 // (docs/handover.md, "Pod-aware failover"). Set id.ProcessStart to a clock
 // reading taken first thing in main; zero means when the election is
@@ -101,13 +105,13 @@ func newPodAware(client kubernetes.Interface, o *options, log *zap.Logger) (*pod
 // took the lock on the kubelet's report beside the older work). So the
 // mark goes out with the first write after the work started, and a
 // holder whose work has not started is waited for by its lease.
-func (p *podAware) source(working func() bool) resourcelock.HolderPodSource {
+func (p *podAware) source(working func() bool) lockmeta.HolderPodSource {
 	if p == nil || p.publisher == nil {
 		return nil
 	}
-	return func() (resourcelock.HolderPod, bool) {
+	return func() (lockmeta.HolderPod, bool) {
 		if !working() {
-			return resourcelock.HolderPod{}, false
+			return lockmeta.HolderPod{}, false
 		}
 		return p.publisher.Mark()
 	}
@@ -119,7 +123,7 @@ func (p *podAware) follow(client kubernetes.Interface, o *options, lock resource
 	if p == nil || !o.podFailover {
 		return
 	}
-	if marks, ok := lock.(resourcelock.HolderPodReader); ok {
+	if marks, ok := lock.(lockcap.HolderPodReader); ok {
 		p.judge = podexit.NewJudge(client, o.shared.pods, marks, log)
 	}
 }

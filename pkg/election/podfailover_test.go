@@ -11,9 +11,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	k8stypes "k8s.io/apimachinery/pkg/types"
 
+	"github.com/meshd-io/meshd/internal/election/podexit"
+	"github.com/meshd-io/meshd/internal/lockmeta"
 	"github.com/meshd-io/meshd/internal/testing/kubetest"
-	"github.com/meshd-io/meshd/pkg/election/podexit"
-	"github.com/meshd-io/meshd/pkg/resourcelock"
 	"github.com/meshd-io/meshd/pkg/revisions"
 )
 
@@ -70,7 +70,7 @@ func TestPodFailoverTakesOverOnTheKubeletsReport(t *testing.T) {
 	eventually(t, "a leads", a.isRunning)
 	eventually(t, "a publishes its run", func() bool {
 		cm, err := client.CoreV1().ConfigMaps(testNS).Get(context.Background(), IngressController, metav1.GetOptions{})
-		return err == nil && strings.Contains(cm.Annotations[resourcelock.HolderPodAnnotationKey], `"uid":"uid-a"`)
+		return err == nil && strings.Contains(cm.Annotations[lockmeta.HolderPodAnnotationKey], `"uid":"uid-a"`)
 	})
 	b := start(t, mustElection(t)(NewLeaderElection(testNS, "b", IngressController, "stable", client, opts...)))
 	eventually(t, "b sees a", func() bool { return b.le.elector.GetLeader() == "a" })

@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync/atomic"
 
+	"github.com/meshd-io/meshd/internal/lockmeta"
 	"github.com/meshd-io/meshd/pkg/resourcelock"
 )
 
@@ -45,7 +46,7 @@ func (p *preferredLock) Update(ctx context.Context, r resourcelock.Record) error
 	return p.LeaseLock.Update(ctx, r)
 }
 
-func (p *preferredLock) RequestHandover(ctx context.Context, h resourcelock.Handover) error {
+func (p *preferredLock) RequestHandover(ctx context.Context, h lockmeta.Handover) error {
 	defer p.note()
 	return p.LeaseLock.RequestHandover(ctx, h)
 }

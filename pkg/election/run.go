@@ -12,7 +12,7 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/meshd-io/meshd/pkg/election/elector"
+	"github.com/meshd-io/meshd/internal/election/defaultwatch"
 	"github.com/meshd-io/meshd/pkg/revisions"
 )
 
@@ -182,9 +182,9 @@ func (l *LeaderElection) runCandidacy(ctx context.Context) (context.Context, fun
 
 // startWatcher runs w until the returned function is called; that function
 // returns once w has stopped. A watcher that can start by itself
-// (revisions.Starter, as the shared watchers are) costs no goroutine here.
+// (defaultwatch.Starter, as the shared watchers are) costs no goroutine here.
 func startWatcher(w revisions.DefaultWatcher) (stop func()) {
-	if s, ok := w.(revisions.Starter); ok {
+	if s, ok := w.(defaultwatch.Starter); ok {
 		return s.Start()
 	}
 	done := make(chan struct{})
@@ -350,7 +350,7 @@ func (l *LeaderElection) recordFailure(err error) {
 		l.metrics.RunFailed(l.lockName)
 	}
 	if l.lock != nil {
-		l.lock.RecordEvent(corev1.EventTypeWarning, elector.ReasonRunFailed, "run function failed: "+err.Error())
+		l.lock.RecordEvent(corev1.EventTypeWarning, reasonRunFailed, "run function failed: "+err.Error())
 	}
 }
 
@@ -387,3 +387,7 @@ func (b backoff) after(n int) time.Duration {
 	}
 	return min(d, b.max)
 }
+
+// reasonRunFailed is the reason of the Event recorded when a run function
+// fails.
+const reasonRunFailed = "RunFunctionFailed"

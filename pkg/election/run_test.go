@@ -171,8 +171,8 @@ func TestRunFunctionsThatReturnKeepTheTerm(t *testing.T) {
 	<-returned
 	<-returned
 	time.Sleep(1200 * time.Millisecond) // past the renew deadline: the term must have been renewed
-	if !le.IsLeader() || lockHolder(t, client, IngressController).HolderIdentity != "a" || le.Cycle() != 1 {
-		t.Fatalf("after every run function returned: leader %v, cycle %d, record %+v", le.IsLeader(), le.Cycle(), lockHolder(t, client, IngressController))
+	if !le.IsLeader() || lockHolder(t, client, IngressController).HolderIdentity != "a" || le.cycle.Load() != 1 {
+		t.Fatalf("after every run function returned: leader %v, cycle %d, record %+v", le.IsLeader(), le.cycle.Load(), lockHolder(t, client, IngressController))
 	}
 	stop()
 	if h := lockHolder(t, client, IngressController).HolderIdentity; h != "" {

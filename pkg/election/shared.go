@@ -6,12 +6,12 @@ import (
 	"os"
 	"sync"
 
-	"github.com/meshd-io/meshd/pkg/election/coordinated"
-	"github.com/meshd-io/meshd/pkg/election/elector"
-	"github.com/meshd-io/meshd/pkg/election/podexit"
-	"github.com/meshd-io/meshd/pkg/election/session"
-	"github.com/meshd-io/meshd/pkg/resourcelock"
-	"github.com/meshd-io/meshd/pkg/revisions"
+	"github.com/meshd-io/meshd/internal/election/coordinated"
+	"github.com/meshd-io/meshd/internal/election/defaultwatch"
+	"github.com/meshd-io/meshd/internal/election/podexit"
+	"github.com/meshd-io/meshd/internal/election/session"
+	"github.com/meshd-io/meshd/internal/lockwatch"
+	"github.com/meshd-io/meshd/internal/pacing"
 )
 
 // Shared is what elections built with it share, in the manner of etcd's
@@ -34,11 +34,11 @@ import (
 // goroutines awaited, with its last. It therefore needs no Close. It is safe
 // for concurrent use. The zero value is not usable: call NewShared.
 type Shared struct {
-	hub      *resourcelock.WatchHub
-	watchers *revisions.SharedWatchers
+	hub      *lockwatch.WatchHub
+	watchers *defaultwatch.SharedWatchers
 	sessions *session.Sessions
 	rosters  *coordinated.Rosters
-	pacer    *elector.Pacer
+	pacer    *pacing.Pacer
 	pods     *podexit.Watches
 
 	identityOnce sync.Once
@@ -47,16 +47,16 @@ type Shared struct {
 
 // NewShared returns a Shared that runs nothing yet.
 func NewShared() *Shared {
-	hub := resourcelock.NewWatchHub()
+	hub := lockwatch.NewWatchHub()
 	return &Shared{
 		hub:      hub,
-		watchers: revisions.NewSharedWatchers(),
+		watchers: defaultwatch.NewSharedWatchers(),
 		// Sessions follow their Leases through the locks' hub: a holder
 		// credits a heartbeat only once it came back through the watch that
 		// also delivers its lock.
 		sessions: session.NewSessions(hub),
 		rosters:  coordinated.NewRosters(),
-		pacer:    elector.NewPacer(),
+		pacer:    pacing.NewPacer(),
 		pods:     podexit.NewWatches(),
 	}
 }

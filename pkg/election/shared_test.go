@@ -84,16 +84,16 @@ func TestElectionsShareOnlyWhatTheyAreGiven(t *testing.T) {
 		}
 		groups = append(groups, g)
 	}
-	if a, b := groups[0].Shared(), groups[1].Shared(); a == b {
+	if a, b := groups[0].shared, groups[1].shared; a == b {
 		t.Fatal("two groups share one Shared")
 	}
 	for _, g := range groups {
 		els := g.Elections()
-		if els[0].Identity() != g.Shared().Identity() || els[1].Identity() != els[0].Identity() {
-			t.Errorf("a group's elections have identities %q, %q; want its Shared's %q", els[0].Identity(), els[1].Identity(), g.Shared().Identity())
+		if els[0].Identity() != g.shared.Identity() || els[1].Identity() != els[0].Identity() {
+			t.Errorf("a group's elections have identities %q, %q; want its Shared's %q", els[0].Identity(), els[1].Identity(), g.shared.Identity())
 		}
 	}
-	if groups[0].Shared().Identity() == groups[1].Shared().Identity() {
+	if groups[0].shared.Identity() == groups[1].shared.Identity() {
 		t.Error("two groups drew one identity")
 	}
 	var standalone []*LeaderElection
@@ -109,7 +109,7 @@ func TestElectionsShareOnlyWhatTheyAreGiven(t *testing.T) {
 	}
 	runAll(t, standalone, groups, func() {
 		for i, g := range groups {
-			if got := g.Shared().Running(); got != (SharedActivity{LockWatches: 1, DefaultWatches: 1}) {
+			if got := g.shared.Running(); got != (SharedActivity{LockWatches: 1, DefaultWatches: 1}) {
 				t.Errorf("group %d runs %+v, want one lock watch and one default-revision watch", i, got)
 			}
 		}
@@ -120,7 +120,7 @@ func TestElectionsShareOnlyWhatTheyAreGiven(t *testing.T) {
 		}
 	})
 	for i, g := range groups {
-		if got := g.Shared().Running(); got != (SharedActivity{}) {
+		if got := g.shared.Running(); got != (SharedActivity{}) {
 			t.Errorf("group %d runs %+v after Run returned", i, got)
 		}
 	}
@@ -153,7 +153,7 @@ func runAll(t *testing.T, standalone []*LeaderElection, groups []*Group, during 
 				t.Logf("%s: %+v", le.ID(), le.Status())
 			}
 			for i, g := range groups {
-				t.Logf("group %d synced %v, running %+v", i, g.Synced(), g.Shared().Running())
+				t.Logf("group %d synced %v, running %+v", i, g.Synced(), g.shared.Running())
 			}
 		}
 	})
@@ -194,7 +194,7 @@ func TestSharedIsRefusedWhereItDoesNotApply(t *testing.T) {
 	if _, err := g.New(spec, WithShared(NewShared())); err == nil || !strings.Contains(err.Error(), "NewGroup") {
 		t.Errorf("Group.New with WithShared: err %v, want one pointing to NewGroup", err)
 	}
-	if _, err := g.New(spec, WithShared(g.Shared())); err != nil {
+	if _, err := g.New(spec, WithShared(g.shared)); err != nil {
 		t.Errorf("Group.New with the group's own Shared: %v", err)
 	}
 }

@@ -1,10 +1,10 @@
 // Package features holds meshd's typed environment flags.
 //
-// Every flag is registered once, with a name, a type, a default and a
-// description, in a Registry. The package-level functions (RegisterBool,
-// RegisterString, RegisterDuration, RegisterInt, Validate, All, Markdown)
-// work on the default registry, which reads the process environment; the
-// project's own flags live in flags.go.
+// Every flag is registered once, with Register, in a Registry: a name, a
+// type (bool, string, time.Duration or int), a default and a description.
+// Default is the registry that reads the process environment and holds the
+// project's own flags (flags.go); the flags that only configure elections
+// are read through ElectionOptions, the others are exported for the daemon.
 //
 // Guarantees:
 //
@@ -15,7 +15,7 @@
 //   - A flag never fails. A value that cannot be parsed, or that its validator
 //     rejects, is replaced by the default. The problem is logged once as a zap
 //     warning naming the variable, the bad value and the default used (see
-//     SetLogger), and it is kept so that Validate can report every problem of a
+//     Registry.SetLogger), and it is kept so that Validate can report every problem of a
 //     registry at once. A daemon that prefers to refuse bad settings calls
 //     Validate at start-up.
 //   - A variable that is set to the empty string counts as not set (its flag

@@ -20,19 +20,19 @@ import (
 // invalid value means its default (Validate reports it).
 func ElectionOptions() []election.Option {
 	// The flag's validator admits only values that parse.
-	lock, err := election.ParseLockKind(PrioritizedLeaderElectionLock.Get())
+	lock, err := election.ParseLockKind(prioritizedLeaderElectionLock.Get())
 	if err != nil {
 		lock = election.ConfigMapLock
 	}
 	return []election.Option{election.Defaults(append([]election.Option{
 		election.WithEnabled(EnableLeaderElection.Get()),
-		election.WithPrioritized(PrioritizedLeaderElection.Get()),
+		election.WithPrioritized(prioritizedLeaderElection.Get()),
 		election.WithTTL(LeaderElectionTTL.Get()),
 		election.WithDefaultLock(lock),
-		election.WithRevisionWebhook(DefaultRevisionWebhook.Get(), RevisionLabel.Get()),
+		election.WithRevisionWebhook(defaultRevisionWebhook.Get(), revisionLabel.Get()),
 		election.WithStopTimeout(LeaderElectionStopTimeout.Get()),
-		election.WithReleaseOnCancel(LeaderElectionReleaseOnCancel.Get()),
-		election.WithWatch(LeaderElectionWatch.Get()),
-		election.WithHandover(LeaderElectionHandover.Get(), LeaderElectionHandoverGrace.Get()),
+		election.WithReleaseOnCancel(leaderElectionReleaseOnCancel.Get()),
+		election.WithWatch(leaderElectionWatch.Get()),
+		election.WithHandover(leaderElectionHandover.Get(), LeaderElectionHandoverGrace.Get()),
 	}, podOptions()...)...)}
 }

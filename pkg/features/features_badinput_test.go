@@ -22,7 +22,7 @@ func TestHostileValuesFallBackToDefaults(t *testing.T) {
 	}
 	// The empty value is not a problem: it means unset.
 	empty := NewRegistry(newEnv("X", "").lookup)
-	if f := empty.RegisterDuration("X", 7*time.Second, "d"); f.Get() != 7*time.Second || empty.Validate() != nil {
+	if f := Register(empty, "X", 7*time.Second, "d"); f.Get() != 7*time.Second || empty.Validate() != nil {
 		t.Fatalf("empty value: %v, %v", f.Get(), empty.Validate())
 	}
 	for typ, values := range hostile {
@@ -33,19 +33,19 @@ func TestHostileValuesFallBackToDefaults(t *testing.T) {
 			var def string
 			switch typ {
 			case "duration":
-				f := r.RegisterDuration("X", 7*time.Second, "d")
+				f := Register(r, "X", 7*time.Second, "d")
 				get, def = func() string { return f.Get().String() }, "7s"
 			case "ttl":
-				f := r.RegisterDuration("X", 30*time.Second, "d", WithValidator(LeaderElectionTTL.s.validate))
+				f := Register(r, "X", 30*time.Second, "d", WithValidator(LeaderElectionTTL.s.validate))
 				get, def = func() string { return f.Get().String() }, "30s"
 			case "bool":
-				f := r.RegisterBool("X", true, "b")
+				f := Register(r, "X", true, "b")
 				get, def = func() string { return strconvFormatBool(f.Get()) }, "true"
 			case "int":
-				f := r.RegisterInt("X", 3, "i")
+				f := Register(r, "X", 3, "i")
 				get, def = func() string { return formatInt(f.Get()) }, "3"
 			case "oneof":
-				f := r.RegisterString("X", lockConfigMap, "s", OneOf(lockConfigMap, lockLease))
+				f := Register(r, "X", lockConfigMap, "s", OneOf(lockConfigMap, lockLease))
 				get, def = f.Get, lockConfigMap
 			}
 			if got := get(); got != def {

@@ -21,10 +21,10 @@ func FuzzParse(f *testing.F) {
 	f.Fuzz(func(t *testing.T, raw string) {
 		lookup := func(string) (string, bool) { return raw, true }
 		r := NewRegistry(lookup)
-		b := r.RegisterBool("B", true, "")
-		s := r.RegisterString("S", "configmap", "", OneOf("configmap", "lease"))
-		d := r.RegisterDuration("D", 30*time.Second, "")
-		i := r.RegisterInt("I", 7, "")
+		b := Register(r, "B", true, "")
+		s := Register(r, "S", "configmap", "", OneOf("configmap", "lease"))
+		d := Register(r, "D", 30*time.Second, "")
+		i := Register(r, "I", 7, "")
 
 		if got := d.Get(); got <= 0 {
 			t.Fatalf("duration %q gave non-positive %v", raw, got)

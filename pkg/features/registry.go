@@ -15,10 +15,10 @@ import (
 
 // Type names reported in FlagInfo.Type and in the Markdown table.
 const (
-	TypeBool     = "bool"
-	TypeString   = "string"
-	TypeDuration = "duration"
-	TypeInt      = "int"
+	typeBool     = "bool"
+	typeString   = "string"
+	typeDuration = "duration"
+	typeInt      = "int"
 )
 
 // Registry is a set of typed flags read from one source of variables.
@@ -61,10 +61,6 @@ var defaultRegistry = NewRegistry(os.LookupEnv)
 // the project's flags (see flags.go).
 func Default() *Registry { return defaultRegistry }
 
-// SetLogger sets the logger that receives one warning per invalid value of
-// the Default registry's flags; see Registry.SetLogger.
-func SetLogger(l *zap.Logger) { defaultRegistry.SetLogger(l) }
-
 // SetLogger sets the logger that receives one warning per invalid value. nil
 // restores the default, zap.L(). Warnings are emitted when a flag is first
 // read, so call SetLogger before reading flags to see them; Validate reports
@@ -82,7 +78,7 @@ func (r *Registry) currentLogger() *zap.Logger {
 type FlagInfo struct {
 	// Name is the environment variable.
 	Name string
-	// Type is one of TypeBool, TypeString, TypeDuration, TypeInt.
+	// Type is "bool", "string", "duration" or "int".
 	Type string
 	// Default is the default value, formatted as it would be written in the
 	// environment (durations as time.Duration.String, e.g. "30s").
@@ -153,24 +149,17 @@ func quoteAll(s []string) []string {
 	return out
 }
 
-// Flag is a registered flag holding a value of type T. Obtain one from a
-// Register function; the zero Flag is not usable. A Flag is a small handle and
-// may be copied; copies share the cached value.
-type Flag[T comparable] struct {
-	s *flagState[T]
+// Value is the type of a flag's value.
+type Value interface {
+	bool | string | time.Duration | int
 }
 
-// BoolFlag is a boolean flag.
-type BoolFlag = Flag[bool]
-
-// StringFlag is a string flag.
-type StringFlag = Flag[string]
-
-// DurationFlag is a flag holding a positive time.Duration.
-type DurationFlag = Flag[time.Duration]
-
-// IntFlag is an integer flag.
-type IntFlag = Flag[int]
+// Flag is a registered flag holding a value of type T. Obtain one from
+// Register; the zero Flag is not usable. A Flag is a small handle and may be
+// copied; copies share the cached value.
+type Flag[T Value] struct {
+	s *flagState[T]
+}
 
 // Get returns the value in effect: the parsed environment value, or the
 // default when the variable is unset, empty or invalid. The environment is
@@ -186,53 +175,42 @@ func (f Flag[T]) Name() string { return f.s.name }
 // Default returns the default value of the flag.
 func (f Flag[T]) Default() T { return f.s.def }
 
-// RegisterBool registers a boolean flag. Values are parsed by
-// strconv.ParseBool: 1, t, T, TRUE, true, True, 0, f, F, FALSE, false, False.
-// See Registry for the rules on names, defaults and repeated registration.
-func (r *Registry) RegisterBool(name string, def bool, description string, opts ...Option[bool]) BoolFlag {
-	return register(r, name, TypeBool, def, description, parseBool, strconvFormatBool, opts)
+// Register registers the flag name on r, with its default, a description
+// for `meshd env` and docs/env.md, and validators. Values are read by type:
+//   - bool: strconv.ParseBool's words (1, t, T, TRUE, true, True, 0, f, F,
+//     FALSE, false, False);
+//   - string: the value verbatim;
+//   - time.Duration: time.ParseDuration's syntax (e.g. "30s", "1m30s"), and
+//     it must be positive, as must def;
+//   - int: a base-10 integer that fits in an int.
+//
+// T is inferred from def: write a duration's default as a time.Duration
+// (an untyped 30 registers an int flag). See Registry for the rules on
+// names, defaults and repeated registration.
+func Register[T Value](r *Registry, name string, def T, description string, opts ...Option[T]) Flag[T] {
+	typ, parse, format := codecOf[T]()
+	return register(r, name, typ, def, description, parse, format, opts)
 }
 
-// RegisterString registers a string flag; the value is used verbatim.
-func (r *Registry) RegisterString(name string, def string, description string, opts ...Option[string]) StringFlag {
-	return register(r, name, TypeString, def, description, parseString, formatString, opts)
-}
-
-// RegisterDuration registers a duration flag. Values use the syntax of
-// time.ParseDuration (e.g. "30s", "1m30s") and must be positive; so must def.
-func (r *Registry) RegisterDuration(name string, def time.Duration, description string, opts ...Option[time.Duration]) DurationFlag {
-	return register(r, name, TypeDuration, def, description, parseDuration, formatDuration, opts)
-}
-
-// RegisterInt registers an integer flag; values are base-10 integers that fit
-// in an int.
-func (r *Registry) RegisterInt(name string, def int, description string, opts ...Option[int]) IntFlag {
-	return register(r, name, TypeInt, def, description, parseInt, formatInt, opts)
-}
-
-// RegisterBool registers a boolean flag on the default registry.
-func RegisterBool(name string, def bool, description string, opts ...Option[bool]) BoolFlag {
-	return defaultRegistry.RegisterBool(name, def, description, opts...)
-}
-
-// RegisterString registers a string flag on the default registry.
-func RegisterString(name string, def string, description string, opts ...Option[string]) StringFlag {
-	return defaultRegistry.RegisterString(name, def, description, opts...)
-}
-
-// RegisterDuration registers a duration flag on the default registry.
-func RegisterDuration(name string, def time.Duration, description string, opts ...Option[time.Duration]) DurationFlag {
-	return defaultRegistry.RegisterDuration(name, def, description, opts...)
-}
-
-// RegisterInt registers an integer flag on the default registry.
-func RegisterInt(name string, def int, description string, opts ...Option[int]) IntFlag {
-	return defaultRegistry.RegisterInt(name, def, description, opts...)
+// codecOf returns the type name, parser and formatter of flags of type T.
+func codecOf[T Value]() (typ string, parse func(string) (T, error), format func(T) string) {
+	var p, f any
+	switch any(*new(T)).(type) {
+	case bool:
+		typ, p, f = typeBool, parseBool, strconvFormatBool
+	case string:
+		typ, p, f = typeString, parseString, formatString
+	case time.Duration:
+		typ, p, f = typeDuration, parseDuration, formatDuration
+	case int:
+		typ, p, f = typeInt, parseInt, formatInt
+	}
+	return typ, p.(func(string) (T, error)), f.(func(T) string)
 }
 
 // register is the common part of the Register functions; the rules it
 // enforces are documented on Registry.
-func register[T comparable](r *Registry, name, typ string, def T, description string,
+func register[T Value](r *Registry, name, typ string, def T, description string,
 	parse func(string) (T, error), format func(T) string, opts []Option[T],
 ) Flag[T] {
 	if !validName(name) {
@@ -302,7 +280,7 @@ type entry interface {
 	problem() error
 }
 
-type flagState[T comparable] struct {
+type flagState[T Value] struct {
 	name        string
 	typ         string
 	description string
@@ -451,14 +429,3 @@ func markdownCell(s string) string {
 }
 
 var htmlEscaper = strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;")
-
-// Validate reports the problems of the default registry; see
-// (*Registry).Validate.
-func Validate() error { return defaultRegistry.Validate() }
-
-// All describes the flags of the default registry; see (*Registry).All.
-func All() []FlagInfo { return defaultRegistry.All() }
-
-// Markdown documents the flags of the default registry; see
-// (*Registry).Markdown.
-func Markdown() string { return defaultRegistry.Markdown() }

@@ -116,7 +116,7 @@ func TestParseBool(t *testing.T) {
 		{name: "fAlSe", set: true, raw: "fAlSe", want: "true", problem: true},
 	}
 	runParseCases(t, cases, func(r *Registry) func() string {
-		f := r.RegisterBool("X", true, "a bool")
+		f := Register(r, "X", true, "a bool")
 		return func() string { return fmt.Sprint(f.Get()) }
 	})
 }
@@ -130,7 +130,7 @@ func TestParseString(t *testing.T) {
 		{name: "not allowed", set: true, raw: "Lease", want: "configmap", problem: true},
 	}
 	runParseCases(t, cases, func(r *Registry) func() string {
-		f := r.RegisterString("X", "configmap", "a lock", OneOf("configmap", "lease"))
+		f := Register(r, "X", "configmap", "a lock", OneOf("configmap", "lease"))
 		return f.Get
 	})
 
@@ -139,7 +139,7 @@ func TestParseString(t *testing.T) {
 		{name: "unicode", set: true, raw: "ünïcode", want: "ünïcode"},
 	}
 	runParseCases(t, free, func(r *Registry) func() string {
-		return r.RegisterString("X", "", "free text").Get
+		return Register(r, "X", "", "free text").Get
 	})
 }
 
@@ -158,7 +158,7 @@ func TestParseDuration(t *testing.T) {
 		{name: "below validator minimum", set: true, raw: "500ms", want: "30s", problem: true},
 	}
 	runParseCases(t, cases, func(r *Registry) func() string {
-		f := r.RegisterDuration("X", 30*time.Second, "a ttl", WithValidator(func(d time.Duration) error {
+		f := Register(r, "X", 30*time.Second, "a ttl", WithValidator(func(d time.Duration) error {
 			if d < time.Second {
 				return errors.New("must be at least 1s")
 			}
@@ -182,7 +182,7 @@ func TestParseInt(t *testing.T) {
 		{name: "words", set: true, raw: "three", want: "3", problem: true},
 	}
 	runParseCases(t, cases, func(r *Registry) func() string {
-		f := r.RegisterInt("X", 3, "a count")
+		f := Register(r, "X", 3, "a count")
 		return func() string { return fmt.Sprint(f.Get()) }
 	})
 }
@@ -190,8 +190,8 @@ func TestParseInt(t *testing.T) {
 func TestReadOnce(t *testing.T) {
 	e := newEnv("B", "false", "D", "10s")
 	r := NewRegistry(e.lookup)
-	b := r.RegisterBool("B", true, "")
-	d := r.RegisterDuration("D", time.Second, "")
+	b := Register(r, "B", true, "")
+	d := Register(r, "D", time.Second, "")
 	if e.calls.Load() != 0 {
 		t.Fatalf("registration read the environment %d times", e.calls.Load())
 	}
@@ -218,7 +218,7 @@ func TestReadOnce(t *testing.T) {
 func TestConcurrentGet(t *testing.T) {
 	e := newEnv("I", "7")
 	r := NewRegistry(e.lookup)
-	f := r.RegisterInt("I", 1, "")
+	f := Register(r, "I", 1, "")
 	var wg sync.WaitGroup
 	for range 16 {
 		wg.Go(func() {
@@ -244,11 +244,11 @@ func TestValidateCollectsAll(t *testing.T) {
 		"GOOD", "5s",
 	)
 	r := NewRegistry(e.lookup)
-	r.RegisterBool("ENABLE", true, "")
-	r.RegisterDuration("TTL", 30*time.Second, "")
-	r.RegisterInt("COUNT", 1, "")
-	r.RegisterString("LOCK", "configmap", "", OneOf("configmap", "lease"))
-	r.RegisterDuration("GOOD", time.Second, "")
+	Register(r, "ENABLE", true, "")
+	Register(r, "TTL", 30*time.Second, "")
+	Register(r, "COUNT", 1, "")
+	Register(r, "LOCK", "configmap", "", OneOf("configmap", "lease"))
+	Register(r, "GOOD", time.Second, "")
 
 	err := r.Validate()
 	var me *multierror.Error
@@ -283,10 +283,10 @@ func TestWarningLogged(t *testing.T) {
 	r.SetLogger(zap.New(core))
 	// Another registry's logger, and the Default one's, are not this one's.
 	NewRegistry(nil).SetLogger(zap.NewNop())
-	SetLogger(zap.NewNop())
-	t.Cleanup(func() { SetLogger(nil) })
+	Default().SetLogger(zap.NewNop())
+	t.Cleanup(func() { Default().SetLogger(nil) })
 
-	f := r.RegisterBool("ENABLE_LEADER_ELECTION", true, "")
+	f := Register(r, "ENABLE_LEADER_ELECTION", true, "")
 	f.Get()
 	f.Get()
 	_ = r.Validate()
@@ -304,10 +304,10 @@ func TestWarningLogged(t *testing.T) {
 func TestAll(t *testing.T) {
 	e := newEnv("B_BOOL", "false", "C_DUR", "nope")
 	r := NewRegistry(e.lookup)
-	r.RegisterDuration("C_DUR", 2*time.Minute, "dur")
-	r.RegisterString("D_STR", "x", "str")
-	r.RegisterBool("B_BOOL", true, "bool")
-	r.RegisterInt("A_INT", -1, "int")
+	Register(r, "C_DUR", 2*time.Minute, "dur")
+	Register(r, "D_STR", "x", "str")
+	Register(r, "B_BOOL", true, "bool")
+	Register(r, "A_INT", -1, "int")
 
 	want := []FlagInfo{
 		{Name: "A_INT", Type: "int", Default: "-1", Value: "-1", Description: "int"},
@@ -329,8 +329,8 @@ func TestAll(t *testing.T) {
 func TestRegisterTwice(t *testing.T) {
 	e := newEnv("N", "4")
 	r := NewRegistry(e.lookup)
-	a := r.RegisterInt("N", 1, "first")
-	b := r.RegisterInt("N", 1, "second")
+	a := Register(r, "N", 1, "first")
+	b := Register(r, "N", 1, "second")
 	if a != b {
 		t.Fatal("identical registration returned a different flag")
 	}
@@ -341,19 +341,19 @@ func TestRegisterTwice(t *testing.T) {
 		t.Fatalf("All() = %+v, want the first registration only", got)
 	}
 
-	mustPanic(t, "different default", func() { r.RegisterInt("N", 2, "") })
-	mustPanic(t, "different type", func() { r.RegisterString("N", "1", "") })
-	mustPanic(t, "bool over int", func() { r.RegisterBool("N", false, "") })
+	mustPanic(t, "different default", func() { Register(r, "N", 2, "") })
+	mustPanic(t, "different type", func() { Register(r, "N", "1", "") })
+	mustPanic(t, "bool over int", func() { Register(r, "N", false, "") })
 }
 
 func TestRegisterProgrammingErrors(t *testing.T) {
 	r := NewRegistry(newEnv().lookup)
-	mustPanic(t, "empty name", func() { r.RegisterBool("", true, "") })
-	mustPanic(t, "name with dash", func() { r.RegisterBool("A-B", true, "") })
-	mustPanic(t, "leading digit", func() { r.RegisterBool("1A", true, "") })
-	mustPanic(t, "zero duration default", func() { r.RegisterDuration("D", 0, "") })
-	mustPanic(t, "negative duration default", func() { r.RegisterDuration("D", -time.Second, "") })
-	mustPanic(t, "default rejected by validator", func() { r.RegisterString("S", "etcd", "", OneOf("configmap", "lease")) })
+	mustPanic(t, "empty name", func() { Register(r, "", true, "") })
+	mustPanic(t, "name with dash", func() { Register(r, "A-B", true, "") })
+	mustPanic(t, "leading digit", func() { Register(r, "1A", true, "") })
+	mustPanic(t, "zero duration default", func() { Register(r, "D", time.Duration(0), "") })
+	mustPanic(t, "negative duration default", func() { Register(r, "D", -time.Second, "") })
+	mustPanic(t, "default rejected by validator", func() { Register(r, "S", "etcd", "", OneOf("configmap", "lease")) })
 	if len(r.All()) != 0 {
 		t.Fatal("a panicking registration left a flag behind")
 	}
@@ -374,9 +374,9 @@ func TestMarkdownDeterministic(t *testing.T) {
 		e := newEnv("A", "false", "B", "1h")
 		r := NewRegistry(e.lookup)
 		regs := []func(){
-			func() { r.RegisterBool("A", true, "First flag.") },
-			func() { r.RegisterDuration("B", 30*time.Second, "Second\nflag | with a pipe, <tags> & `<code>`.") },
-			func() { r.RegisterString("C", "", "Third flag.") },
+			func() { Register(r, "A", true, "First flag.") },
+			func() { Register(r, "B", 30*time.Second, "Second\nflag | with a pipe, <tags> & `<code>`.") },
+			func() { Register(r, "C", "", "Third flag.") },
 		}
 		if reverse {
 			for i := len(regs) - 1; i >= 0; i-- {
@@ -414,22 +414,22 @@ func TestDefaultRegistry(t *testing.T) {
 		got            FlagInfo
 	}{
 		{"ENABLE_LEADER_ELECTION", "bool", "true", staticInfo(EnableLeaderElection.s)},
-		{"PRIORITIZED_LEADER_ELECTION", "bool", "true", staticInfo(PrioritizedLeaderElection.s)},
+		{"PRIORITIZED_LEADER_ELECTION", "bool", "true", staticInfo(prioritizedLeaderElection.s)},
 		{"LEADER_ELECTION_TTL", "duration", "30s", staticInfo(LeaderElectionTTL.s)},
-		{"PRIORITIZED_LEADER_ELECTION_LOCK", "string", "configmap", staticInfo(PrioritizedLeaderElectionLock.s)},
-		{"DEFAULT_REVISION_WEBHOOK", "string", "", staticInfo(DefaultRevisionWebhook.s)},
-		{"REVISION_LABEL", "string", "istio.io/rev", staticInfo(RevisionLabel.s)},
+		{"PRIORITIZED_LEADER_ELECTION_LOCK", "string", "configmap", staticInfo(prioritizedLeaderElectionLock.s)},
+		{"DEFAULT_REVISION_WEBHOOK", "string", "", staticInfo(defaultRevisionWebhook.s)},
+		{"REVISION_LABEL", "string", "istio.io/rev", staticInfo(revisionLabel.s)},
 		{"LEADER_ELECTION_STOP_TIMEOUT", "duration", "5s", staticInfo(LeaderElectionStopTimeout.s)},
-		{"LEADER_ELECTION_RELEASE_ON_CANCEL", "bool", "true", staticInfo(LeaderElectionReleaseOnCancel.s)},
-		{"LEADER_ELECTION_WATCH", "bool", "true", staticInfo(LeaderElectionWatch.s)},
-		{"LEADER_ELECTION_HANDOVER", "bool", "true", staticInfo(LeaderElectionHandover.s)},
+		{"LEADER_ELECTION_RELEASE_ON_CANCEL", "bool", "true", staticInfo(leaderElectionReleaseOnCancel.s)},
+		{"LEADER_ELECTION_WATCH", "bool", "true", staticInfo(leaderElectionWatch.s)},
+		{"LEADER_ELECTION_HANDOVER", "bool", "true", staticInfo(leaderElectionHandover.s)},
 		{"LEADER_ELECTION_HANDOVER_GRACE", "duration", "10s", staticInfo(LeaderElectionHandoverGrace.s)},
 		{"LEADER_ELECTION_MODE", "string", "racing", staticInfo(LeaderElectionMode.s)},
 		{"LEADER_ELECTION_SESSIONS", "bool", "false", staticInfo(LeaderElectionSessions.s)},
-		{"POD_NAME", "string", "", staticInfo(PodName.s)},
-		{"POD_NAMESPACE", "string", "", staticInfo(PodNamespace.s)},
-		{"POD_UID", "string", "", staticInfo(PodUID.s)},
-		{"CONTAINER_NAME", "string", "", staticInfo(ContainerName.s)},
+		{"POD_NAME", "string", "", staticInfo(podName.s)},
+		{"POD_NAMESPACE", "string", "", staticInfo(podNamespace.s)},
+		{"POD_UID", "string", "", staticInfo(podUID.s)},
+		{"CONTAINER_NAME", "string", "", staticInfo(containerName.s)},
 	}
 	for _, c := range checks {
 		if c.got.Name != c.name || c.got.Type != c.typ || c.got.Default != c.def || c.got.Description == "" {
@@ -441,7 +441,7 @@ func TestDefaultRegistry(t *testing.T) {
 	}
 
 	golden := filepath.Join("testdata", "env.md")
-	md := Markdown()
+	md := Default().Markdown()
 	if *update {
 		if err := os.WriteFile(golden, []byte(md), 0o644); err != nil {
 			t.Fatal(err)
@@ -471,7 +471,7 @@ func TestProjectFlagValidators(t *testing.T) {
 			t.Errorf("LEADER_ELECTION_TTL=%s: err=%v, want ok=%v", raw, err, ok)
 		}
 	}
-	lock := PrioritizedLeaderElectionLock.s
+	lock := prioritizedLeaderElectionLock.s
 	for raw, ok := range map[string]bool{"configmap": true, "lease": true, "Lease": false, "endpoints": false} {
 		if err := lock.validate(raw); (err == nil) != ok {
 			t.Errorf("PRIORITIZED_LEADER_ELECTION_LOCK=%s: err=%v, want ok=%v", raw, err, ok)

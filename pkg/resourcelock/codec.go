@@ -9,9 +9,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// MaxRecordBytes bounds the size of a record this package will decode; a
+// maxRecordBytes bounds the size of a record this package will decode; a
 // larger annotation is treated as corrupt rather than parsed.
-const MaxRecordBytes = 64 << 10
+const maxRecordBytes = 64 << 10
 
 // DecodeRecord parses a record in the JSON format of the ConfigMap
 // annotation. Anything that is not such a record (bad JSON, wrong field types,
@@ -20,8 +20,8 @@ const MaxRecordBytes = 64 << 10
 // ErrCorruptRecord. Unknown fields are ignored, as istiod does. Times are
 // truncated to whole seconds, the precision of the wire format.
 func DecodeRecord(raw []byte) (*Record, error) {
-	if len(raw) > MaxRecordBytes {
-		return nil, fmt.Errorf("%w: %d bytes exceeds the limit of %d", ErrCorruptRecord, len(raw), MaxRecordBytes)
+	if len(raw) > maxRecordBytes {
+		return nil, fmt.Errorf("%w: %d bytes exceeds the limit of %d", ErrCorruptRecord, len(raw), maxRecordBytes)
 	}
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	var r Record

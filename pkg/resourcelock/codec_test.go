@@ -175,7 +175,7 @@ func TestEncodeRecordLiteral(t *testing.T) {
 func TestDecodeRecordEdgeCases(t *testing.T) {
 	valid := string(readFixture(t, "valid.json"))
 	big := `{"holderIdentity":"` + strings.Repeat("a", 1<<20) + `"}`
-	atLimit := `{"holderIdentity":"` + strings.Repeat("a", MaxRecordBytes-len(`{"holderIdentity":""}`)) + `"}`
+	atLimit := `{"holderIdentity":"` + strings.Repeat("a", maxRecordBytes-len(`{"holderIdentity":""}`)) + `"}`
 	cases := []struct {
 		name    string
 		raw     string
@@ -223,9 +223,9 @@ func TestDecodeRecordEdgeCases(t *testing.T) {
 					t.Errorf("time %s keeps a fraction of a second", tm.UTC().Format(time.RFC3339Nano))
 				}
 			}
-			// (Unless the canonical form outgrows MaxRecordBytes, as the
+			// (Unless the canonical form outgrows maxRecordBytes, as the
 			// at-limit record does: EncodeRecord adds the missing fields.)
-			if enc := EncodeRecord(*got); len(enc) <= MaxRecordBytes {
+			if enc := EncodeRecord(*got); len(enc) <= maxRecordBytes {
 				if _, err := DecodeRecord(enc); err != nil {
 					t.Errorf("re-decoding %s: %v", abbrev(enc), err)
 				}
@@ -261,7 +261,7 @@ func FuzzDecodeRecord(f *testing.F) {
 			t.Fatal("nil record without an error")
 		}
 		enc := EncodeRecord(*rec)
-		if len(enc) > MaxRecordBytes {
+		if len(enc) > maxRecordBytes {
 			// The canonical form can be longer than the input (missing
 			// fields are added, "<" becomes "\u003c"): a record just under
 			// the limit may not fit once re-encoded. Not a property of

@@ -10,6 +10,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/watchlist"
+
+	"github.com/meshd-io/meshd/internal/lockmeta"
 )
 
 // EventRecorder is the subset of client-go's record.EventRecorder a lock uses.
@@ -26,13 +28,15 @@ type Config struct {
 	// EventRecorder, if set, receives events about the lock object.
 	EventRecorder EventRecorder
 	// Cooperative makes every record write also write the handover
-	// annotation naming the new holder, which tells candidates that the
-	// holder honours handover requests (see HandoverAnnotationKey).
+	// annotation (leader.meshd.io/handover) naming the new holder, which
+	// tells candidates that the holder honours handover requests.
 	Cooperative bool
-	// HolderPod, if set, supplies the Pod mark (HolderPodAnnotationKey)
-	// that every write of a record naming Identity carries; any other write
-	// removes the mark. Nil leaves the annotation as the lock finds it.
-	HolderPod HolderPodSource
+	// HolderPod, if set, supplies the Pod mark (the annotation
+	// leader.meshd.io/holder-pod) that every write of a record naming
+	// Identity carries; any other write removes the mark. Nil leaves the
+	// annotation as the lock finds it. Package election sets it for
+	// WithPodIdentity.
+	HolderPod lockmeta.HolderPodSource
 }
 
 // Lock kinds accepted by New.
@@ -41,7 +45,7 @@ const (
 	LeasesResourceLock     = "leases"
 	// ConfigMapsLeasesResourceLock holds both a ConfigMap (primary) and a
 	// Lease of the same name: the migration step from ConfigMap to Lease
-	// (see MultiLock).
+	// (see NewMultiLock).
 	ConfigMapsLeasesResourceLock = "configmapsleases"
 	// LeasesConfigMapsResourceLock holds both, the Lease as primary: the
 	// migration step from Lease back to ConfigMap.

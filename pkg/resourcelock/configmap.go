@@ -16,11 +16,6 @@ type ConfigMapLock struct {
 	objectLock[*corev1.ConfigMap, *corev1.ConfigMapList]
 }
 
-var (
-	_ HandoverLock = (*ConfigMapLock)(nil)
-	_ Watchable    = (*ConfigMapLock)(nil)
-)
-
 // configMapKind is where the record lives in a ConfigMap.
 var configMapKind = kindAdapter[*corev1.ConfigMap]{
 	kind: "ConfigMap", apiVersion: "v1",

@@ -11,6 +11,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/meshd-io/meshd/internal/lockmeta"
 )
 
 // badHandovers are handover annotations that are not a handover: each reads
@@ -34,13 +36,13 @@ func TestBadHandoverAnnotationsReadAsNone(t *testing.T) {
 			name = name[:30]
 		}
 		t.Run(name, func(t *testing.T) {
-			if h := readHandover(map[string]string{HandoverAnnotationKey: raw}); h != (Handover{}) {
+			if h := lockmeta.ReadHandover(map[string]string{lockmeta.HandoverAnnotationKey: raw}); h != (lockmeta.Handover{}) {
 				t.Fatalf("readHandover = %+v, want none", h)
 			}
 			for _, cooperative := range []bool{false, true} {
 				client := fake.NewClientset(&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{
 					Name: testName, Namespace: testNamespace,
-					Annotations: map[string]string{HandoverAnnotationKey: raw},
+					Annotations: map[string]string{lockmeta.HandoverAnnotationKey: raw},
 				}})
 				l, err := NewConfigMapLock(client.CoreV1(), testNamespace, testName, Config{Identity: "me", Cooperative: cooperative})
 				if err != nil {
@@ -49,14 +51,14 @@ func TestBadHandoverAnnotationsReadAsNone(t *testing.T) {
 				if _, _, err := l.Get(context.Background()); err != nil {
 					t.Fatalf("Get: %v", err)
 				}
-				if h := l.Handover(); h != (Handover{}) {
+				if h := l.Handover(); h != (lockmeta.Handover{}) {
 					t.Fatalf("Handover = %+v, want none", h)
 				}
 				if err := l.Update(context.Background(), Record{HolderIdentity: "me", LeaseDurationSeconds: 4}); err != nil {
 					t.Fatalf("Update: %v", err)
 				}
 				cm, _ := client.CoreV1().ConfigMaps(testNamespace).Get(context.Background(), testName, metav1.GetOptions{})
-				got := cm.Annotations[HandoverAnnotationKey]
+				got := cm.Annotations[lockmeta.HandoverAnnotationKey]
 				switch {
 				case cooperative && got != `{"holder":"me"}`:
 					t.Fatalf("cooperative write left %.40q, want the new holder advertised", got)
@@ -78,7 +80,7 @@ func FuzzReadHandover(f *testing.F) {
 	f.Add(`{"holder":"stable-1","candidate":"canary-2","candidateKey":"canary","requestTime":"2026-01-02T03:04:05Z"}`)
 	f.Add(`{"holder":"a","requestTime":null}`)
 	f.Fuzz(func(t *testing.T, raw string) {
-		h := readHandover(map[string]string{HandoverAnnotationKey: raw})
+		h := lockmeta.ReadHandover(map[string]string{lockmeta.HandoverAnnotationKey: raw})
 		if h.RequestTime != nil {
 			// The wire format has second precision.
 			h.RequestTime = &metav1.Time{Time: h.RequestTime.Truncate(time.Second)}
@@ -87,14 +89,14 @@ func FuzzReadHandover(f *testing.F) {
 			}
 		}
 		var meta metav1.ObjectMeta
-		writeHandover(&meta, h)
-		if h == (Handover{}) {
-			if _, ok := meta.Annotations[HandoverAnnotationKey]; ok {
+		lockmeta.WriteHandover(&meta, h)
+		if h == (lockmeta.Handover{}) {
+			if _, ok := meta.Annotations[lockmeta.HandoverAnnotationKey]; ok {
 				t.Fatal("an empty handover was written")
 			}
 			return
 		}
-		again := readHandover(meta.Annotations)
+		again := lockmeta.ReadHandover(meta.Annotations)
 		if again.Holder != h.Holder || again.Candidate != h.Candidate || again.CandidateKey != h.CandidateKey ||
 			(again.RequestTime == nil) != (h.RequestTime == nil) ||
 			(h.RequestTime != nil && !again.RequestTime.Equal(h.RequestTime)) {
@@ -114,7 +116,7 @@ func FuzzLockAnnotations(f *testing.F) {
 	f.Fuzz(func(t *testing.T, record, handover, key string, lease int32) {
 		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{
 			Name: testName, Namespace: testNamespace, ResourceVersion: "7",
-			Annotations: map[string]string{LeaderAnnotationKey: record, HandoverAnnotationKey: handover},
+			Annotations: map[string]string{LeaderAnnotationKey: record, lockmeta.HandoverAnnotationKey: handover},
 		}}
 		cl, err := NewConfigMapLock(fake.NewClientset().CoreV1(), testNamespace, testName, Config{Identity: "me"})
 		if err != nil {
@@ -134,7 +136,7 @@ func FuzzLockAnnotations(f *testing.F) {
 		holder := "h"
 		lc := &coordinationv1.Lease{
 			ObjectMeta: metav1.ObjectMeta{Name: testName, Namespace: testNamespace, ResourceVersion: "7",
-				Annotations: map[string]string{LeaseHolderKeyAnnotation: key, HandoverAnnotationKey: handover}},
+				Annotations: map[string]string{LeaseHolderKeyAnnotation: key, lockmeta.HandoverAnnotationKey: handover}},
 			Spec: coordinationv1.LeaseSpec{HolderIdentity: &holder, LeaseDurationSeconds: &lease},
 		}
 		ll, err := NewLeaseLock(fake.NewClientset().CoordinationV1(), testNamespace, testName, Config{Identity: "me"})

@@ -9,10 +9,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/meshd-io/meshd/internal/lockmeta"
 )
 
-func testHolderPod() HolderPod {
-	return HolderPod{
+func testHolderPod() lockmeta.HolderPod {
+	return lockmeta.HolderPod{
 		Namespace: "istio-system", Pod: "meshd-0", UID: "uid-1", Container: "meshd", RestartCount: 2,
 		StartedAt:    metav1.NewTime(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)),
 		ProcessStart: metav1.NewMicroTime(time.Date(2026, 1, 2, 3, 4, 5, 250000000, time.UTC)),
@@ -25,7 +27,7 @@ func testHolderPod() HolderPod {
 // leaves the mark as it finds it.
 func TestHolderPodMarkFollowsTheRecord(t *testing.T) {
 	have := false
-	source := func() (HolderPod, bool) { return testHolderPod(), have }
+	source := func() (lockmeta.HolderPod, bool) { return testHolderPod(), have }
 	for _, kind := range []string{ConfigMapsResourceLock, LeasesResourceLock} {
 		t.Run(kind, func(t *testing.T) {
 			ctx := context.Background()
@@ -34,7 +36,7 @@ func TestHolderPodMarkFollowsTheRecord(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			reader := l.(HolderPodReader)
+			reader := l.(holderPodReader)
 			have = false
 			if err := l.Create(ctx, Record{HolderIdentity: "a", LeaseDurationSeconds: 30}); err != nil {
 				t.Fatal(err)
@@ -74,7 +76,7 @@ func TestHolderPodMarkFollowsTheRecord(t *testing.T) {
 			if err := other.Update(ctx, Record{HolderIdentity: "b", LeaseDurationSeconds: 30}); err != nil {
 				t.Fatal(err)
 			}
-			if p, ok := other.(HolderPodReader).HolderPod(); !ok || p.Holder != "a" {
+			if p, ok := other.(holderPodReader).HolderPod(); !ok || p.Holder != "a" {
 				t.Errorf("a writer without a source dropped or changed the mark: %+v %v", p, ok)
 			}
 		})
@@ -88,7 +90,7 @@ func TestHolderPodMarkKeepsOtherAnnotations(t *testing.T) {
 		Annotations: map[string]string{"example.com/owner": "platform-team"}}, Data: map[string]string{"k": "v"}}
 	cs := fake.NewClientset(cm)
 	l, err := NewConfigMapLock(cs.CoreV1(), testNamespace, testName, Config{Identity: "a",
-		HolderPod: func() (HolderPod, bool) { return testHolderPod(), true }})
+		HolderPod: func() (lockmeta.HolderPod, bool) { return testHolderPod(), true }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,7 +107,7 @@ func TestHolderPodMarkKeepsOtherAnnotations(t *testing.T) {
 	if got.Annotations["example.com/owner"] != "platform-team" || got.Data["k"] != "v" {
 		t.Errorf("other content lost: %v %v", got.Annotations, got.Data)
 	}
-	if _, ok := got.Annotations[HolderPodAnnotationKey]; !ok {
+	if _, ok := got.Annotations[lockmeta.HolderPodAnnotationKey]; !ok {
 		t.Errorf("no mark written: %v", got.Annotations)
 	}
 }
@@ -113,13 +115,13 @@ func TestHolderPodMarkKeepsOtherAnnotations(t *testing.T) {
 // Any annotation value decodes to a complete mark or to none, never a
 // panic, and a mark decoded survives encoding again.
 func FuzzReadHolderPod(f *testing.F) {
-	good, _ := json.Marshal(HolderPod{Holder: "a", Namespace: "n", Pod: "p", UID: "u", Container: "c",
+	good, _ := json.Marshal(lockmeta.HolderPod{Holder: "a", Namespace: "n", Pod: "p", UID: "u", Container: "c",
 		StartedAt: metav1.NewTime(time.Unix(1700000000, 0)), ProcessStart: metav1.NewMicroTime(time.Unix(1700000000, 5000))})
 	for _, s := range []string{string(good), `{"holder":"a"}`, `{}`, `null`, `[`, ``, `{"holder":"a","restartCount":-1}`} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, raw string) {
-		p, ok := readHolderPod(map[string]string{HolderPodAnnotationKey: raw})
+		p, ok := lockmeta.ReadHolderPod(map[string]string{lockmeta.HolderPodAnnotationKey: raw})
 		if !ok {
 			return
 		}
@@ -127,7 +129,7 @@ func FuzzReadHolderPod(f *testing.F) {
 			t.Fatalf("an incomplete mark was accepted: %q", raw)
 		}
 		again, _ := json.Marshal(p)
-		p2, ok := readHolderPod(map[string]string{HolderPodAnnotationKey: string(again)})
+		p2, ok := lockmeta.ReadHolderPod(map[string]string{lockmeta.HolderPodAnnotationKey: string(again)})
 		if !ok || p2.UID != p.UID || !p2.ProcessStart.Equal(&p.ProcessStart) || p2.RestartCount != p.RestartCount {
 			t.Fatalf("mark %+v did not survive encoding: %s", p, again)
 		}
@@ -140,7 +142,7 @@ func FuzzReadHolderPod(f *testing.F) {
 // of another holder or a lock without a source.
 func TestHolderPodPendingUntilTheRecordCarriesTheMark(t *testing.T) {
 	have := false
-	source := func() (HolderPod, bool) { return testHolderPod(), have }
+	source := func() (lockmeta.HolderPod, bool) { return testHolderPod(), have }
 	type pending interface{ HolderPodPending() bool }
 	for _, kind := range []string{ConfigMapsResourceLock, LeasesResourceLock} {
 		t.Run(kind, func(t *testing.T) {

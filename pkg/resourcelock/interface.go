@@ -8,9 +8,9 @@
 //   - LeaseLock maps the record onto a coordination.k8s.io/v1 Lease spec and
 //     keeps the holder key in the annotation leader.istio.io/holder-key.
 //
-// Both are one generic object lock with a small adapter per kind. A
-// MultiLock holds a ConfigMap and a Lease together, to move an election from
-// one kind to the other during a rolling update.
+// Both are one generic object lock with a small adapter per kind. The lock
+// NewMultiLock returns holds a ConfigMap and a Lease together, to move an
+// election from one kind to the other during a rolling update.
 //
 // Every write is an optimistic-concurrency update of the object last read or
 // written through the same lock: a write that races another one fails with a
@@ -33,10 +33,6 @@ const (
 	// LeaseHolderKeyAnnotation is the Lease annotation that holds the holder key.
 	// It is removed when the key is empty.
 	LeaseHolderKeyAnnotation = "leader.istio.io/holder-key"
-	// LeasePreferredHolderKeyAnnotation is the Lease annotation in which a
-	// coordinator writes the holder key of spec.preferredHolder. It goes
-	// with spec.preferredHolder and is removed with it.
-	LeasePreferredHolderKeyAnnotation = "meshd.io/preferred-holder-key"
 )
 
 // ErrCorruptRecord is wrapped by the error Get returns when the object exists

@@ -7,6 +7,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	"k8s.io/client-go/util/watchlist"
+
+	"github.com/meshd-io/meshd/internal/lockmeta"
 )
 
 // LeaseLock maps the record onto a coordination.k8s.io/v1 Lease. The holder
@@ -17,29 +19,14 @@ type LeaseLock struct {
 	objectLock[*coordinationv1.Lease, *coordinationv1.LeaseList]
 }
 
-var (
-	_ HandoverLock    = (*LeaseLock)(nil)
-	_ Watchable       = (*LeaseLock)(nil)
-	_ CoordinatedLock = (*LeaseLock)(nil)
-)
-
-// CoordinatedLock is a lock whose object can carry a coordinator's
-// decision (coordinated leader election): the candidate the holder should
-// give the lock to.
-type CoordinatedLock interface {
-	Interface
-	// PreferredHolder returns spec.preferredHolder of the object version
-	// last read, written or watched, and the holder key written with it;
-	// empty when there is none.
-	PreferredHolder() (identity, key string)
-}
-
-// PreferredHolder implements CoordinatedLock.
+// PreferredHolder returns spec.preferredHolder of the object version
+// last read, written or watched, and the holder key written with it; empty
+// when there is none (lockcap.CoordinatedLock).
 func (l *LeaseLock) PreferredHolder() (identity, key string) {
 	if !l.valid || l.obj.Spec.PreferredHolder == nil {
 		return "", ""
 	}
-	return *l.obj.Spec.PreferredHolder, l.obj.Annotations[LeasePreferredHolderKeyAnnotation]
+	return *l.obj.Spec.PreferredHolder, l.obj.Annotations[lockmeta.LeasePreferredHolderKeyAnnotation]
 }
 
 // leaseKind is where the record lives in a Lease.
@@ -101,7 +88,7 @@ func ApplyRecordToLease(r Record, lease *coordinationv1.Lease) {
 	holder := r.HolderIdentity
 	if p := lease.Spec.PreferredHolder; p != nil && (*p == holder || lease.Spec.HolderIdentity == nil || *lease.Spec.HolderIdentity != holder) {
 		lease.Spec.PreferredHolder = nil
-		delete(lease.Annotations, LeasePreferredHolderKeyAnnotation)
+		delete(lease.Annotations, lockmeta.LeasePreferredHolderKeyAnnotation)
 	}
 	duration := clampInt32(r.LeaseDurationSeconds)
 	transitions := clampInt32(r.LeaderTransitions)

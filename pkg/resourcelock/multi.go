@@ -7,16 +7,25 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/meshd-io/meshd/internal/lockmeta"
 )
 
-// MultiLock holds one election in two lock objects at once, typically a
-// ConfigMap and a Lease of the same name. It is the way to move an election
-// from one lock kind to the other during a rolling update without two
-// leaders:
+// multiLock is the lock NewMultiLock returns.
+type multiLock struct {
+	Primary   Interface
+	Secondary Interface
+}
+
+// NewMultiLock returns a lock over primary and secondary, which must write
+// the same identity and key. It holds one election in two lock objects at
+// once, typically a ConfigMap and a Lease of the same name. It is the way to
+// move an election from one lock kind to the other during a rolling update
+// without two leaders:
 //
 //  1. all instances use the old kind;
-//  2. roll out instances that use a MultiLock with the old kind as Primary
-//     and the new kind as Secondary: they share the old object with the
+//  2. roll out instances that use a multi lock with the old kind as primary
+//     and the new kind as secondary: they share the old object with the
 //     instances not yet updated, and also keep the new object up to date;
 //  3. roll out instances that use only the new kind: they share the new
 //     object with the instances of step 2.
@@ -24,27 +33,19 @@ import (
 // Each step must finish before the next starts: an instance of step 1 and
 // one of step 3 share no object and would both lead.
 //
-// Every write goes to both objects, Primary first; a write that succeeds on
-// Primary and fails on Secondary returns the error, and the elector's next
-// attempt reads both again. Handover requests live in Primary's object. A
-// MultiLock cannot be watched: electors using it poll.
-type MultiLock struct {
-	Primary   Interface
-	Secondary Interface
-}
-
-var _ HandoverLock = (*MultiLock)(nil)
-
-// NewMultiLock returns a lock over primary and secondary, which must write
-// the same identity and key.
-func NewMultiLock(primary, secondary Interface) (*MultiLock, error) {
+// Every write goes to both objects, primary first; a write that succeeds on
+// primary and fails on secondary returns the error, and the elector's next
+// attempt reads both again. Handover requests and the holder's Pod mark live
+// in primary's object. A multi lock cannot be watched: electors using it
+// poll.
+func NewMultiLock(primary, secondary Interface) (Interface, error) {
 	switch {
 	case primary == nil || secondary == nil:
 		return nil, errors.New("multi lock: both locks must be set")
 	case primary.Identity() != secondary.Identity() || primary.Key() != secondary.Key():
 		return nil, fmt.Errorf("multi lock: %s and %s write different identities or keys", primary.Describe(), secondary.Describe())
 	}
-	return &MultiLock{Primary: primary, Secondary: secondary}, nil
+	return &multiLock{Primary: primary, Secondary: secondary}, nil
 }
 
 // Get reads both objects. When only one exists, its record is returned (the
@@ -54,7 +55,7 @@ func NewMultiLock(primary, secondary Interface) (*MultiLock, error) {
 // alone overlap with instances that use the other, the record returned
 // names both holders joined by a comma: no candidate recognises it as its
 // own, and it expires like any other record unless one of them renews.
-func (m *MultiLock) Get(ctx context.Context) (*Record, []byte, error) {
+func (m *multiLock) Get(ctx context.Context) (*Record, []byte, error) {
 	p, pRaw, pErr := m.Primary.Get(ctx)
 	s, sRaw, sErr := m.Secondary.Get(ctx)
 	switch {
@@ -87,7 +88,7 @@ func laterTime(a, b *Record) metav1.Time {
 }
 
 // Create creates both objects; one that already exists is updated instead.
-func (m *MultiLock) Create(ctx context.Context, r Record) error {
+func (m *multiLock) Create(ctx context.Context, r Record) error {
 	if err := m.Primary.Create(ctx, r); err != nil {
 		return err
 	}
@@ -96,7 +97,7 @@ func (m *MultiLock) Create(ctx context.Context, r Record) error {
 
 // Update writes both objects over the versions last seen; a missing
 // Secondary is created.
-func (m *MultiLock) Update(ctx context.Context, r Record) error {
+func (m *multiLock) Update(ctx context.Context, r Record) error {
 	if err := m.Primary.Update(ctx, r); err != nil {
 		return err
 	}
@@ -116,42 +117,54 @@ func writeOrCreate(ctx context.Context, l Interface, r Record) error {
 	return nil
 }
 
-// Handover implements HandoverLock with Primary's annotation; the zero value
+// Handover implements lockcap.HandoverLock with Primary's annotation; the zero value
 // when Primary cannot hand over.
-func (m *MultiLock) Handover() Handover {
-	if h, ok := m.Primary.(HandoverLock); ok {
+func (m *multiLock) Handover() lockmeta.Handover {
+	if h, ok := m.Primary.(handoverLock); ok {
 		return h.Handover()
 	}
-	return Handover{}
+	return lockmeta.Handover{}
 }
 
-// RequestHandover implements HandoverLock on Primary's object.
-func (m *MultiLock) RequestHandover(ctx context.Context, h Handover) error {
-	if hl, ok := m.Primary.(HandoverLock); ok {
+// RequestHandover implements lockcap.HandoverLock on Primary's object.
+func (m *multiLock) RequestHandover(ctx context.Context, h lockmeta.Handover) error {
+	if hl, ok := m.Primary.(handoverLock); ok {
 		return hl.RequestHandover(ctx, h)
 	}
 	return fmt.Errorf("%s does not support handover", m.Primary.Describe())
 }
 
 // RecordEvent records the event on both objects.
-func (m *MultiLock) RecordEvent(eventType, reason, message string) {
+func (m *multiLock) RecordEvent(eventType, reason, message string) {
 	m.Primary.RecordEvent(eventType, reason, message)
 	m.Secondary.RecordEvent(eventType, reason, message)
 }
 
 // ResourceVersion joins both objects' versions, so that a write to either
 // shows.
-func (m *MultiLock) ResourceVersion() string {
+func (m *multiLock) ResourceVersion() string {
 	return m.Primary.ResourceVersion() + "+" + m.Secondary.ResourceVersion()
 }
 
 // Identity implements Interface.
-func (m *MultiLock) Identity() string { return m.Primary.Identity() }
+func (m *multiLock) Identity() string { return m.Primary.Identity() }
 
 // Key implements Interface.
-func (m *MultiLock) Key() string { return m.Primary.Key() }
+func (m *multiLock) Key() string { return m.Primary.Key() }
 
 // Describe names both objects.
-func (m *MultiLock) Describe() string {
+func (m *multiLock) Describe() string {
 	return m.Primary.Describe() + " + " + m.Secondary.Describe()
 }
+
+// handoverLock and holderPodReader are the parts of lockcap.HandoverLock and
+// lockcap.HolderPodReader that a multi lock asks of its primary.
+type (
+	handoverLock interface {
+		Handover() lockmeta.Handover
+		RequestHandover(ctx context.Context, h lockmeta.Handover) error
+	}
+	holderPodReader interface {
+		HolderPod() (lockmeta.HolderPod, bool)
+	}
+)

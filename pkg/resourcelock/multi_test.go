@@ -10,14 +10,16 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/meshd-io/meshd/internal/lockmeta"
 )
 
-func newMulti(t *testing.T, identity string) (*MultiLock, func() (Record, Record)) {
+func newMulti(t *testing.T, identity string) (*multiLock, func() (Record, Record)) {
 	m, both, _ := newMultiOn(t, identity)
 	return m, both
 }
 
-func newMultiOn(t *testing.T, identity string) (*MultiLock, func() (Record, Record), *fake.Clientset) {
+func newMultiOn(t *testing.T, identity string) (*multiLock, func() (Record, Record), *fake.Clientset) {
 	t.Helper()
 	cs := newClientset(t)
 	l, err := New(ConfigMapsLeasesResourceLock, testNamespace, testName, cs, Config{Identity: identity, Key: "canary"})
@@ -36,7 +38,7 @@ func newMultiOn(t *testing.T, identity string) (*MultiLock, func() (Record, Reco
 		}
 		return a, b
 	}
-	return l.(*MultiLock), both, cs
+	return l.(*multiLock), both, cs
 }
 
 func TestMultiLockWritesBothObjects(t *testing.T) {
@@ -118,17 +120,17 @@ func TestLeaseFieldsAreClampedToInt32(t *testing.T) {
 // the first format knows keep their names and meaning.
 func TestHandoverAnswerRoundTrips(t *testing.T) {
 	raw := `{"holder":"h","candidate":"c","candidateKey":"canary","requestTime":"2026-01-02T03:04:05Z","answer":"accepted","stopWithinMillis":5000}`
-	h := readHandover(map[string]string{HandoverAnnotationKey: raw})
-	if !h.Requested("h") || h.Pending("h") || h.Answer != AnswerAccepted || h.StopWithinMillis != 5000 {
+	h := lockmeta.ReadHandover(map[string]string{lockmeta.HandoverAnnotationKey: raw})
+	if !h.Requested("h") || h.Pending("h") || h.Answer != lockmeta.AnswerAccepted || h.StopWithinMillis != 5000 {
 		t.Fatalf("decoded %+v", h)
 	}
-	old := readHandover(map[string]string{HandoverAnnotationKey: `{"holder":"h","candidate":"c","candidateKey":"canary"}`})
+	old := lockmeta.ReadHandover(map[string]string{lockmeta.HandoverAnnotationKey: `{"holder":"h","candidate":"c","candidateKey":"canary"}`})
 	if !old.Pending("h") {
 		t.Fatalf("a request without an answer is not pending: %+v", old)
 	}
 	meta := &metav1.ObjectMeta{}
-	writeHandover(meta, h)
-	if got := meta.Annotations[HandoverAnnotationKey]; got != raw {
+	lockmeta.WriteHandover(meta, h)
+	if got := meta.Annotations[lockmeta.HandoverAnnotationKey]; got != raw {
 		t.Fatalf("encoded %s, want %s", got, raw)
 	}
 }

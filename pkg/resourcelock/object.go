@@ -10,6 +10,9 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/meshd-io/meshd/internal/lockmeta"
+	"github.com/meshd-io/meshd/internal/lockwatch"
 )
 
 // kubeObject is a pointer to a Kubernetes object type such as
@@ -92,7 +95,7 @@ func (l *objectLock[T, L]) Get(ctx context.Context) (*Record, []byte, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	obj.SetManagedFields(nil) // see trimForCache
+	obj.SetManagedFields(nil) // as the shared watch trims what it caches (package lockwatch)
 	l.set(obj)
 	return l.decode()
 }
@@ -146,36 +149,36 @@ func (l *objectLock[T, L]) write(ctx context.Context, obj T) error {
 	if err != nil {
 		return err
 	}
-	updated.SetManagedFields(nil) // see trimForCache
+	updated.SetManagedFields(nil) // as the shared watch trims what it caches (package lockwatch)
 	l.set(updated)
 	return nil
 }
 
-// Handover implements HandoverLock.
-func (l *objectLock[T, L]) Handover() Handover {
+// Handover implements lockcap.HandoverLock.
+func (l *objectLock[T, L]) Handover() lockmeta.Handover {
 	if !l.valid {
-		return Handover{}
+		return lockmeta.Handover{}
 	}
-	return readHandover(l.obj.GetAnnotations())
+	return lockmeta.ReadHandover(l.obj.GetAnnotations())
 }
 
-// RequestHandover implements HandoverLock.
-func (l *objectLock[T, L]) RequestHandover(ctx context.Context, h Handover) error {
+// RequestHandover implements lockcap.HandoverLock.
+func (l *objectLock[T, L]) RequestHandover(ctx context.Context, h lockmeta.Handover) error {
 	base, err := l.writable(ctx)
 	if err != nil {
 		return err
 	}
 	obj := l.kind.copyObject(base)
 	meta := metav1.ObjectMeta{Annotations: obj.GetAnnotations()}
-	writeHandover(&meta, h)
+	lockmeta.WriteHandover(&meta, h)
 	obj.SetAnnotations(meta.Annotations)
 	return l.write(ctx, obj)
 }
 
-// ListWatch implements Watchable.
+// ListWatch implements lockcap.Watchable.
 func (l *objectLock[T, L]) ListWatch() cache.ListerWatcher {
 	selector := fields.OneTermEqualSelector("metadata.name", l.name).String()
-	return &listWatch{
+	return &lockwatch.ListWatch{
 		ListWatch: cache.ListWatch{
 			ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
 				opts.FieldSelector = selector
@@ -186,18 +189,18 @@ func (l *objectLock[T, L]) ListWatch() cache.ListerWatcher {
 				return l.client.Watch(ctx, opts)
 			}),
 		},
-		noWatchList: l.noWatchList || l.clientNoWatchList,
+		NoWatchList: l.noWatchList || l.clientNoWatchList,
 	}
 }
 
-// ExampleObject implements Watchable.
+// ExampleObject implements lockcap.Watchable.
 func (l *objectLock[T, L]) ExampleObject() runtime.Object { return l.kind.newObject("", "") }
 
-// Observe implements Watchable.
+// Observe implements lockcap.Watchable.
 func (l *objectLock[T, L]) Observe(obj any, deleted bool) (*Record, []byte, error) {
 	o, ok := ownObject(obj, l.namespace, l.name)
 	if !ok {
-		return nil, nil, ErrForeignObject
+		return nil, nil, lockwatch.ErrForeignObject
 	}
 	if deleted {
 		l.forget()
@@ -216,7 +219,7 @@ func (l *objectLock[T, L]) Observe(obj any, deleted bool) (*Record, []byte, erro
 	return l.decode()
 }
 
-// Peek implements Watchable.
+// Peek implements lockcap.Watchable.
 func (l *objectLock[T, L]) Peek() (*Record, []byte, error) {
 	if !l.valid {
 		return nil, nil, ErrNotInitialized

@@ -12,6 +12,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/meshd-io/meshd/internal/lockwatch"
 )
 
 func TestOnOwnStackReturnsTheRequestsResults(t *testing.T) {
@@ -80,7 +82,7 @@ func TestHubDeliversObjectsWithoutManagedFields(t *testing.T) {
 	client := fake.NewClientset(lease)
 	lock := newLeaseLocks(t, client, "ns", 1)[0]
 	got := make(chan *coordinationv1.Lease, 1)
-	defer NewWatchHub().Subscribe(lock, Subscriber{OnObject: func(obj any, _ bool) {
+	defer lockwatch.NewWatchHub().Subscribe(lock, lockwatch.Subscriber{OnObject: func(obj any, _ bool) {
 		if l, ok := obj.(*coordinationv1.Lease); ok {
 			select {
 			case got <- l:

@@ -4,78 +4,21 @@ import (
 	"encoding/json"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/meshd-io/meshd/internal/lockmeta"
 )
 
-// SessionAnnotationKey is the annotation of a lock object in which a holder
-// that renews through a session (one heartbeat Lease per process, see
-// package election/session) names that session. Its value is the JSON of a
-// SessionMark. Readers that do not know it (istiod, older meshd) ignore it
-// and read the record as usual.
-const SessionAnnotationKey = "meshd.io/session"
-
-// SessionMark is what a session-aware writer leaves on a lock object next
-// to the record.
-type SessionMark struct {
-	// Holder is the holder identity of the record the mark was written
-	// with. A mark whose Holder is not the record's holder was left by an
-	// earlier writer (istiod keeps annotations it does not know) and means
-	// nothing.
-	Holder string `json:"holder"`
-	// Session names the session whose heartbeat keeps the holder alive, as
-	// "<lease name>/<token>"; empty when the holder renews its record
-	// itself, although it understands sessions.
-	Session string `json:"session,omitempty"`
-	// Mixed is set by a holder that has seen a holder without sessions in
-	// this election (istiod, client-go, older meshd): such a candidate may
-	// still be waiting, so every session-aware candidate that reads the
-	// mark renews its record itself too.
-	Mixed bool `json:"mixed,omitempty"`
-}
-
-// SessionLock is a lock whose record writes can name the holder's session.
-// LeaseLock and ConfigMapLock implement it.
-type SessionLock interface {
-	// SetSession turns session marks on: from now on every write of a
-	// record naming this lock's identity carries a mark naming ref (which
-	// may be empty: the holder renews its record itself), a record naming
-	// another holder carries a mark without a session, and a release
-	// removes the mark. mixed is written into the mark (see
-	// SessionMark.Mixed). A lock whose SetSession was never called leaves
-	// the annotation as it finds it.
-	SetSession(ref string, mixed bool)
-	// SessionMark returns the mark of the object version last seen; false
-	// when there is none or it cannot be decoded.
-	SessionMark() (SessionMark, bool)
-}
-
-var (
-	_ SessionLock = (*LeaseLock)(nil)
-	_ SessionLock = (*ConfigMapLock)(nil)
-)
-
-// SetSession implements SessionLock.
+// SetSession implements lockcap.SessionLock.
 func (l *objectLock[T, L]) SetSession(ref string, mixed bool) {
 	l.session, l.sessionMixed, l.sessionOn = ref, mixed, true
 }
 
-// SessionMark implements SessionLock.
-func (l *objectLock[T, L]) SessionMark() (SessionMark, bool) {
+// SessionMark implements lockcap.SessionLock.
+func (l *objectLock[T, L]) SessionMark() (lockmeta.SessionMark, bool) {
 	if !l.valid {
-		return SessionMark{}, false
+		return lockmeta.SessionMark{}, false
 	}
-	return readSessionMark(l.obj.GetAnnotations())
-}
-
-func readSessionMark(annotations map[string]string) (SessionMark, bool) {
-	raw, ok := annotations[SessionAnnotationKey]
-	if !ok {
-		return SessionMark{}, false
-	}
-	var m SessionMark
-	if err := json.Unmarshal([]byte(raw), &m); err != nil || m.Holder == "" {
-		return SessionMark{}, false
-	}
-	return m, true
+	return lockmeta.ReadSessionMark(l.obj.GetAnnotations())
 }
 
 // markSession writes the mark that goes with record r, when marks are on.
@@ -84,10 +27,10 @@ func (l *objectLock[T, L]) markSession(meta *metav1.ObjectMeta, r Record) {
 		return
 	}
 	if r.HolderIdentity == "" {
-		delete(meta.Annotations, SessionAnnotationKey)
+		delete(meta.Annotations, lockmeta.SessionAnnotationKey)
 		return
 	}
-	m := SessionMark{Holder: r.HolderIdentity, Mixed: l.sessionMixed}
+	m := lockmeta.SessionMark{Holder: r.HolderIdentity, Mixed: l.sessionMixed}
 	if r.HolderIdentity == l.cfg.Identity {
 		m.Session = l.session
 	}
@@ -95,5 +38,5 @@ func (l *objectLock[T, L]) markSession(meta *metav1.ObjectMeta, r Record) {
 	if meta.Annotations == nil {
 		meta.Annotations = map[string]string{}
 	}
-	meta.Annotations[SessionAnnotationKey] = string(raw)
+	meta.Annotations[lockmeta.SessionAnnotationKey] = string(raw)
 }

@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/meshd-io/meshd/internal/lockmeta"
 )
 
 // The mark written with a record names the session only for this lock's
@@ -13,20 +15,20 @@ func TestSessionMarkFollowsTheRecord(t *testing.T) {
 	l := &objectLock[*metav1.PartialObjectMetadata, *metav1.PartialObjectMetadataList]{cfg: Config{Identity: "a"}}
 	meta := &metav1.ObjectMeta{Annotations: map[string]string{"other": "x"}}
 	l.markSession(meta, Record{HolderIdentity: "a"})
-	if _, ok := meta.Annotations[SessionAnnotationKey]; ok {
+	if _, ok := meta.Annotations[lockmeta.SessionAnnotationKey]; ok {
 		t.Fatal("a lock whose SetSession was never called wrote a mark")
 	}
 	l.SetSession("s/1", false)
 	for _, c := range []struct {
 		holder string
-		want   *SessionMark
+		want   *lockmeta.SessionMark
 	}{
-		{"a", &SessionMark{Holder: "a", Session: "s/1"}},
-		{"b", &SessionMark{Holder: "b"}},
+		{"a", &lockmeta.SessionMark{Holder: "a", Session: "s/1"}},
+		{"b", &lockmeta.SessionMark{Holder: "b"}},
 		{"", nil},
 	} {
 		l.markSession(meta, Record{HolderIdentity: c.holder})
-		got, ok := readSessionMark(meta.Annotations)
+		got, ok := lockmeta.ReadSessionMark(meta.Annotations)
 		if meta.Annotations["other"] != "x" {
 			t.Fatalf("holder %q: a foreign annotation was lost", c.holder)
 		}
@@ -36,7 +38,7 @@ func TestSessionMarkFollowsTheRecord(t *testing.T) {
 	}
 	l.SetSession("", true)
 	l.markSession(meta, Record{HolderIdentity: "a"})
-	if got, _ := readSessionMark(meta.Annotations); got != (SessionMark{Holder: "a", Mixed: true}) {
+	if got, _ := lockmeta.ReadSessionMark(meta.Annotations); got != (lockmeta.SessionMark{Holder: "a", Mixed: true}) {
 		t.Errorf("a holder that fell back wrote %+v", got)
 	}
 }
@@ -48,7 +50,7 @@ func FuzzReadSessionMark(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, raw string) {
-		m, ok := readSessionMark(map[string]string{SessionAnnotationKey: raw})
+		m, ok := lockmeta.ReadSessionMark(map[string]string{lockmeta.SessionAnnotationKey: raw})
 		if !ok {
 			return
 		}
@@ -56,7 +58,7 @@ func FuzzReadSessionMark(f *testing.F) {
 			t.Fatalf("a mark without a holder was accepted: %q", raw)
 		}
 		again, _ := json.Marshal(m)
-		if m2, ok := readSessionMark(map[string]string{SessionAnnotationKey: string(again)}); !ok || m2 != m {
+		if m2, ok := lockmeta.ReadSessionMark(map[string]string{lockmeta.SessionAnnotationKey: string(again)}); !ok || m2 != m {
 			t.Fatalf("mark %+v did not survive encoding: %s", m, again)
 		}
 	})

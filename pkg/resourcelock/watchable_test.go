@@ -9,6 +9,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/meshd-io/meshd/internal/lockmeta"
+	"github.com/meshd-io/meshd/internal/lockwatch"
 )
 
 func TestObserveTakesOnlyNewerVersionsOfItsOwnObject(t *testing.T) {
@@ -21,7 +24,7 @@ func TestObserveTakesOnlyNewerVersionsOfItsOwnObject(t *testing.T) {
 		return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ns", ResourceVersion: rv,
 			Annotations: map[string]string{LeaderAnnotationKey: `{"holderIdentity":"` + holder + `"}`}}}
 	}
-	if _, _, err := l.Observe(cm("other", "5", "x"), false); !errors.Is(err, ErrForeignObject) {
+	if _, _, err := l.Observe(cm("other", "5", "x"), false); !errors.Is(err, lockwatch.ErrForeignObject) {
 		t.Fatalf("foreign object: err = %v", err)
 	}
 	if _, _, err := l.Peek(); !errors.Is(err, ErrNotInitialized) {
@@ -33,7 +36,7 @@ func TestObserveTakesOnlyNewerVersionsOfItsOwnObject(t *testing.T) {
 	if rec, _, _ := l.Observe(cm("lock", "9", "old"), false); rec.HolderIdentity != "b" || l.ResourceVersion() != "10" {
 		t.Fatalf("an older version replaced a newer one: %+v rv %s", rec, l.ResourceVersion())
 	}
-	if _, _, err := l.Observe(cache.DeletedFinalStateUnknown{Obj: cm("other", "11", "x")}, true); !errors.Is(err, ErrForeignObject) {
+	if _, _, err := l.Observe(cache.DeletedFinalStateUnknown{Obj: cm("other", "11", "x")}, true); !errors.Is(err, lockwatch.ErrForeignObject) {
 		t.Fatalf("deletion of a foreign object: err = %v", err)
 	}
 	if l.ResourceVersion() != "10" {
@@ -57,7 +60,7 @@ func TestCooperativeWritesAdvertiseTheHolder(t *testing.T) {
 	if h := l.Handover(); h.Holder != "a" || h.Candidate != "" {
 		t.Fatalf("after create: %+v", h)
 	}
-	if err := l.RequestHandover(ctx, Handover{Holder: "a", Candidate: "c", CandidateKey: "stable"}); err != nil {
+	if err := l.RequestHandover(ctx, lockmeta.Handover{Holder: "a", Candidate: "c", CandidateKey: "stable"}); err != nil {
 		t.Fatal(err)
 	}
 	if h := l.Handover(); !h.Requested("a") || h.Requested("b") {
@@ -72,7 +75,7 @@ func TestCooperativeWritesAdvertiseTheHolder(t *testing.T) {
 	if err := l.Update(ctx, Record{LeaseDurationSeconds: 1}); err != nil {
 		t.Fatal(err)
 	}
-	if _, found := l.obj.Annotations[HandoverAnnotationKey]; found {
+	if _, found := l.obj.Annotations[lockmeta.HandoverAnnotationKey]; found {
 		t.Fatal("a release left the handover annotation behind")
 	}
 }

@@ -19,6 +19,8 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/rest"
 	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/meshd-io/meshd/internal/lockwatch"
 )
 
 // countVerbs counts the clientset's actions on resource by verb.
@@ -39,12 +41,12 @@ type recorder struct {
 	healthy bool
 }
 
-func (r *recorder) subscriber() Subscriber {
-	return Subscriber{
+func (r *recorder) subscriber() lockwatch.Subscriber {
+	return lockwatch.Subscriber{
 		OnObject: func(obj any, _ bool) {
 			r.mu.Lock()
 			defer r.mu.Unlock()
-			r.names = append(r.names, objectName(obj))
+			r.names = append(r.names, lockwatch.ObjectName(obj))
 		},
 		OnHealth: func(ok bool) {
 			r.mu.Lock()
@@ -87,7 +89,7 @@ func newLeaseLocks(t *testing.T, client *fake.Clientset, ns string, n int) []*Le
 func TestHubOpensOneWatchPerNamespaceAndWakesOnlyTheOwner(t *testing.T) {
 	defer goleak.VerifyNone(t)
 	client := fake.NewClientset()
-	hub := NewWatchHub()
+	hub := lockwatch.NewWatchHub()
 	locks := newLeaseLocks(t, client, "ns", 20)
 	other := newLeaseLocks(t, client, "other", 1)[0]
 	recs := make([]*recorder, len(locks)+1)
@@ -139,7 +141,7 @@ func TestHubGivesALateSubscriberTheCachedObject(t *testing.T) {
 	defer goleak.VerifyNone(t)
 	lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "lock-1", Namespace: "ns", ResourceVersion: "7"}}
 	client := fake.NewClientset(lease)
-	hub := new(WatchHub) // the zero value is an empty hub
+	hub := new(lockwatch.WatchHub) // the zero value is an empty hub
 	locks := newLeaseLocks(t, client, "ns", 2)
 	first := &recorder{}
 	defer hub.Subscribe(locks[0], first.subscriber())()
@@ -171,7 +173,7 @@ func TestHubTellsEverySubscriberWhenTheWatchBreaks(t *testing.T) {
 		}
 		return true, nil, apierrors.NewServiceUnavailable("down")
 	})
-	hub := NewWatchHub()
+	hub := lockwatch.NewWatchHub()
 	locks := newLeaseLocks(t, client, "ns", 3)
 	recs := []*recorder{{}, {}, {}}
 	for i, l := range locks {
@@ -189,7 +191,7 @@ func TestHubTellsEverySubscriberWhenTheWatchBreaks(t *testing.T) {
 func TestHubJoinsAndLeavesAtAnyTimeWithoutLeaks(t *testing.T) {
 	defer goleak.VerifyNone(t)
 	client := fake.NewClientset()
-	hub := NewWatchHub()
+	hub := lockwatch.NewWatchHub()
 	locks := newLeaseLocks(t, client, "ns", 8)
 	ctx := context.Background()
 	var wg sync.WaitGroup
@@ -201,7 +203,7 @@ func TestHubJoinsAndLeavesAtAnyTimeWithoutLeaks(t *testing.T) {
 			for range 20 {
 				var calls sync.Mutex
 				left := false
-				unsub := hub.Subscribe(l, Subscriber{
+				unsub := hub.Subscribe(l, lockwatch.Subscriber{
 					OnObject: func(any, bool) {
 						calls.Lock()
 						defer calls.Unlock()
@@ -297,12 +299,12 @@ func TestSharedWatchFollowsConfigMapMetadataOnlyOnARealServer(t *testing.T) {
 	}
 	fakeClient := fake.NewClientset()
 	cfg := Config{Identity: "me"}
-	build := func(kind string, client kubernetes.Interface) SharedWatchable {
+	build := func(kind string, client kubernetes.Interface) lockwatch.SharedWatchable {
 		l, err := New(kind, "ns", "lock", client, cfg)
 		if err != nil {
 			t.Fatal(err)
 		}
-		return l.(SharedWatchable)
+		return l.(lockwatch.SharedWatchable)
 	}
 	typedCM, err := NewConfigMapLock(real.CoreV1(), "ns", "lock", cfg)
 	if err != nil {
@@ -310,7 +312,7 @@ func TestSharedWatchFollowsConfigMapMetadataOnlyOnARealServer(t *testing.T) {
 	}
 	tests := []struct {
 		name         string
-		lock         SharedWatchable
+		lock         lockwatch.SharedWatchable
 		wantClient   any
 		wantResource string
 		wantExample  any
@@ -323,7 +325,7 @@ func TestSharedWatchFollowsConfigMapMetadataOnlyOnARealServer(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			sw := tc.lock.SharedWatch()
-			want := WatchKey{Client: tc.wantClient, Namespace: "ns", Resource: tc.wantResource}
+			want := lockwatch.WatchKey{Client: tc.wantClient, Namespace: "ns", Resource: tc.wantResource}
 			if sw.Key != want || sw.Name != "lock" {
 				t.Fatalf("key %+v name %q, want %+v and lock", sw.Key, sw.Name, want)
 			}
@@ -382,7 +384,7 @@ func TestHubCountsARelistAsABreakUntilItDelivers(t *testing.T) {
 		watches <- w
 		return true, w, nil
 	})
-	hub := NewWatchHub()
+	hub := lockwatch.NewWatchHub()
 	rec := &recorder{}
 	unsubscribe := hub.Subscribe(newLeaseLocks(t, client, "ns", 1)[0], rec.subscriber())
 	waitFor(t, "the first list", func() bool { _, ok := rec.snapshot(); return ok })

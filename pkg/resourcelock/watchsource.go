@@ -14,14 +14,16 @@ import (
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/meshd-io/meshd/internal/lockwatch"
 )
 
 var (
-	_ SharedWatchable = (*LeaseLock)(nil)
-	_ SharedWatchable = (*ConfigMapLock)(nil)
+	_ lockwatch.SharedWatchable = (*LeaseLock)(nil)
+	_ lockwatch.SharedWatchable = (*ConfigMapLock)(nil)
 )
 
-// SharedWatch implements SharedWatchable: one watch of every object of the
+// SharedWatch implements lockwatch.SharedWatchable: one watch of every object of the
 // lock's kind in its namespace, shared by the locks built on the same client.
 //
 // A kind whose record lives in the metadata (ConfigMap) is followed by its
@@ -30,13 +32,13 @@ var (
 // write after such an observation reads the whole object first (see
 // writable). Otherwise (a fake clientset, a Lease) whole objects are
 // watched.
-func (l *objectLock[T, L]) SharedWatch() SharedWatch {
-	key := WatchKey{Client: l.hubKey, Namespace: l.namespace, Resource: l.kind.resource.Resource}
+func (l *objectLock[T, L]) SharedWatch() lockwatch.SharedWatch {
+	key := lockwatch.WatchKey{Client: l.hubKey, Namespace: l.namespace, Resource: l.kind.resource.Resource}
 	if l.kind.fromMetadata != nil {
 		if rc := restClientOf(l.hubKey); rc != nil {
 			key.Resource += " (metadata)"
 			gvr, ns := l.kind.resource, l.namespace
-			return SharedWatch{
+			return lockwatch.SharedWatch{
 				Key: key, Name: l.name,
 				ListWatch: func() cache.ListerWatcher { return metadataListWatch(rc, gvr, ns) },
 				Example:   &metav1.PartialObjectMetadata{},
@@ -44,7 +46,7 @@ func (l *objectLock[T, L]) SharedWatch() SharedWatch {
 		}
 	}
 	client, noWatchList := l.client, l.noWatchList || l.clientNoWatchList
-	return SharedWatch{
+	return lockwatch.SharedWatch{
 		Key: key, Name: l.name,
 		ListWatch: func() cache.ListerWatcher {
 			return namespaceListWatch(noWatchList,
@@ -59,9 +61,9 @@ func namespaceListWatch(noWatchList bool,
 	list func(context.Context, metav1.ListOptions) (runtime.Object, error),
 	watchFn func(context.Context, metav1.ListOptions) (watch.Interface, error),
 ) cache.ListerWatcher {
-	return &listWatch{
+	return &lockwatch.ListWatch{
 		ListWatch:   cache.ListWatch{ListWithContextFunc: list, WatchFuncWithContext: serverTimedWatch(watchFn)},
-		noWatchList: noWatchList,
+		NoWatchList: noWatchList,
 	}
 }
 

@@ -10,6 +10,8 @@ import (
 	"go.uber.org/goleak"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+
+	"github.com/meshd-io/meshd/internal/lockwatch"
 )
 
 // The shared watch and a lock's own watch ask for no timeout, so that the
@@ -48,10 +50,12 @@ func TestWatchesLeaveTheirDurationToTheAPIServer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	watchable := lock.(Watchable)
+	watchable := lock.(*LeaseLock)
 	for name, lw := range map[string]func() func(){
-		"shared watch": func() func() { return NewWatchHub().Subscribe(watchable, Subscriber{}) },
-		"own watch":    func() func() { return NewWatchHub().Subscribe(privateOnly{watchable}, Subscriber{}) },
+		"shared watch": func() func() { return lockwatch.NewWatchHub().Subscribe(watchable, lockwatch.Subscriber{}) },
+		"own watch": func() func() {
+			return lockwatch.NewWatchHub().Subscribe(privateOnly{watchable}, lockwatch.Subscriber{})
+		},
 	} {
 		stop := lw()
 		plain := false
@@ -72,4 +76,4 @@ func TestWatchesLeaveTheirDurationToTheAPIServer(t *testing.T) {
 
 // privateOnly hides a lock's SharedWatch, so that the hub gives it a watch
 // of its own.
-type privateOnly struct{ Watchable }
+type privateOnly struct{ lockwatch.Source }

@@ -109,6 +109,10 @@ func (o Options) withDefaults() Options {
 	return o
 }
 
+// Validate reports every invalid field of o, its empty fields taken as
+// their defaults, as NewDefaultWatcher would.
+func (o Options) Validate() error { return o.withDefaults().validate() }
+
 // validate reports every invalid field of defaulted options.
 func (o Options) validate() error {
 	var errs *multierror.Error

@@ -9,8 +9,8 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/meshd-io/meshd/internal/election/coordinated"
 	"github.com/meshd-io/meshd/internal/testing/meshdproc"
-	"github.com/meshd-io/meshd/pkg/election/coordinated"
 )
 
 // checkCandidates fails unless the status election has exactly one

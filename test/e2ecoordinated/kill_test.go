@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meshd-io/meshd/internal/election/coordinated"
 	"github.com/meshd-io/meshd/internal/testing/meshdproc"
-	"github.com/meshd-io/meshd/pkg/election/coordinated"
 )
 
 // A SIGKILL of the process that runs the coordinator: another instance

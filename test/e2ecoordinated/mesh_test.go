@@ -19,10 +19,10 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/meshd-io/meshd/internal/controllers/status"
+	"github.com/meshd-io/meshd/internal/election/coordinated"
 	"github.com/meshd-io/meshd/internal/ledger"
 	"github.com/meshd-io/meshd/internal/testing/meshdproc"
 	"github.com/meshd-io/meshd/pkg/election"
-	"github.com/meshd-io/meshd/pkg/election/coordinated"
 )
 
 const (

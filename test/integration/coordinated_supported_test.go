@@ -3,8 +3,8 @@ package integration
 import (
 	"testing"
 
+	"github.com/meshd-io/meshd/internal/election/coordinated"
 	"github.com/meshd-io/meshd/internal/testing/testcluster"
-	"github.com/meshd-io/meshd/pkg/election/coordinated"
 )
 
 // TestCoordinatedNotSupported checks that a plain API server (coordinated

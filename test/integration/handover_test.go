@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/meshd-io/meshd/internal/ledger"
+	"github.com/meshd-io/meshd/internal/lockmeta"
 	"github.com/meshd-io/meshd/internal/testing/testcluster"
 	"github.com/meshd-io/meshd/internal/testing/testutil"
 	"github.com/meshd-io/meshd/pkg/election"
@@ -128,8 +129,8 @@ func fakeHolder(t *testing.T, ns, name string, advertise bool) (stop func()) {
 		}
 		cm.Annotations[resourcelock.LeaderAnnotationKey] = string(resourcelock.EncodeRecord(rec))
 		if advertise {
-			if _, ok := cm.Annotations[resourcelock.HandoverAnnotationKey]; !ok {
-				cm.Annotations[resourcelock.HandoverAnnotationKey] = `{"holder":"hung-1"}`
+			if _, ok := cm.Annotations[lockmeta.HandoverAnnotationKey]; !ok {
+				cm.Annotations[lockmeta.HandoverAnnotationKey] = `{"holder":"hung-1"}`
 			}
 		}
 		if cm.ResourceVersion == "" {
@@ -171,8 +172,8 @@ func TestHungCooperativeHolderIsPreemptedAfterGrace(t *testing.T) {
 	stable := newInstance(t, "stable-1", le, err)
 	testutil.Eventually(t, 10*time.Second, testutil.Check("a handover request", func() bool {
 		_, cm := configMapRecord(t, c.Client, ns, election.NamespaceController)
-		return cm.Annotations[resourcelock.HandoverAnnotationKey] != "" &&
-			strings.Contains(cm.Annotations[resourcelock.HandoverAnnotationKey], `"candidate":"stable-1"`)
+		return cm.Annotations[lockmeta.HandoverAnnotationKey] != "" &&
+			strings.Contains(cm.Annotations[lockmeta.HandoverAnnotationKey], `"candidate":"stable-1"`)
 	}))
 	testutil.Eventually(t, 10*time.Second, testutil.Check("stable to take the lock after the grace period", stable.leads))
 	if waited := stable.lastStart().Sub(started); waited < grace {
@@ -196,7 +197,7 @@ func TestIstiodHolderIsPreemptedWithoutWaiting(t *testing.T) {
 	// answer that an istiod holder never gives.
 	testutil.Eventually(t, 10*time.Second, testutil.Check("stable to take the lock", stable.leads))
 	_, cm := configMapRecord(t, c.Client, ns, election.NamespaceController)
-	if raw := cm.Annotations[resourcelock.HandoverAnnotationKey]; strings.Contains(raw, "candidate") {
+	if raw := cm.Annotations[lockmeta.HandoverAnnotationKey]; strings.Contains(raw, "candidate") {
 		t.Fatalf("asked an istiod holder to hand over: %s", raw)
 	}
 }

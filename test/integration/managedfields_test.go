@@ -9,6 +9,8 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/meshd-io/meshd/internal/lockcap"
+	"github.com/meshd-io/meshd/internal/lockwatch"
 	"github.com/meshd-io/meshd/internal/testing/testcluster"
 	"github.com/meshd-io/meshd/pkg/resourcelock"
 )
@@ -33,10 +35,10 @@ func TestLockWritesKeepOtherManagersFields(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	watchable := lock.(resourcelock.Watchable)
+	watchable := lock.(lockcap.Watchable)
 	var mu sync.Mutex
 	var seen *coordinationv1.Lease
-	unsubscribe := resourcelock.NewWatchHub().Subscribe(watchable, resourcelock.Subscriber{
+	unsubscribe := lockwatch.NewWatchHub().Subscribe(watchable, lockwatch.Subscriber{
 		OnObject: func(obj any, deleted bool) {
 			if l, ok := obj.(*coordinationv1.Lease); ok && !deleted {
 				mu.Lock()

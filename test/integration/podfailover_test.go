@@ -15,10 +15,10 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/meshd-io/meshd/internal/ledger"
+	"github.com/meshd-io/meshd/internal/lockmeta"
 	"github.com/meshd-io/meshd/internal/testing/testcluster"
 	"github.com/meshd-io/meshd/internal/testing/testutil"
 	"github.com/meshd-io/meshd/pkg/election"
-	"github.com/meshd-io/meshd/pkg/resourcelock"
 )
 
 // Pod-aware failover on a real API server. The tests play the kubelet:
@@ -102,7 +102,7 @@ func waitForMark(t *testing.T, client kubernetes.Interface, ns, holder string, r
 		if err != nil {
 			return err
 		}
-		raw, ok := cm.Annotations[resourcelock.HolderPodAnnotationKey]
+		raw, ok := cm.Annotations[lockmeta.HolderPodAnnotationKey]
 		last = raw
 		if ok && strings.Contains(raw, `"holder":"`+holder+`"`) &&
 			strings.Contains(raw, `"restartCount":`+strconv.Itoa(int(restarts))+`,`) {
@@ -377,7 +377,7 @@ func waitForLeaseMark(t *testing.T, client kubernetes.Interface, ns, name, holde
 		if err != nil {
 			return err
 		}
-		last = lease.Annotations[resourcelock.HolderPodAnnotationKey]
+		last = lease.Annotations[lockmeta.HolderPodAnnotationKey]
 		if strings.Contains(last, `"holder":"`+holder+`"`) {
 			return nil
 		}
@@ -422,7 +422,7 @@ func TestPodFailoverWithSessions(t *testing.T) {
 	time.Sleep(2 * time.Second) // the renewals are the session's now
 	if lease, err := c.Client.CoordinationV1().Leases(ns).Get(ctx, "pods", metav1.GetOptions{}); err != nil {
 		t.Fatal(err)
-	} else if raw, ok := lease.Annotations[resourcelock.HolderPodAnnotationKey]; ok {
+	} else if raw, ok := lease.Annotations[lockmeta.HolderPodAnnotationKey]; ok {
 		t.Fatalf("a published a Pod mark before its Pod showed its run: %s", raw)
 	}
 
@@ -499,7 +499,7 @@ func TestPodFailoverChainsOnceTheSuccessorsWorkRuns(t *testing.T) {
 		if err != nil {
 			return false
 		}
-		raw = cm.Annotations[resourcelock.HolderPodAnnotationKey]
+		raw = cm.Annotations[lockmeta.HolderPodAnnotationKey]
 		return strings.Contains(raw, `"holder":"b"`) && strings.Contains(raw, uidB)
 	}))
 	t.Logf("b's mark %s appeared %v after b's work started", raw, time.Since(b.lastStart()))

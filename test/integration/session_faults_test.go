@@ -18,12 +18,12 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/meshd-io/meshd/internal/election/session"
 	"github.com/meshd-io/meshd/internal/ledger"
+	"github.com/meshd-io/meshd/internal/lockmeta"
 	"github.com/meshd-io/meshd/internal/testing/testcluster"
 	"github.com/meshd-io/meshd/internal/testing/testutil"
 	"github.com/meshd-io/meshd/pkg/election"
-	"github.com/meshd-io/meshd/pkg/election/session"
-	"github.com/meshd-io/meshd/pkg/resourcelock"
 )
 
 // faultLink is one simulated process's way to the API server whose faults
@@ -169,7 +169,7 @@ func sessionLeases(t *testing.T, c *testcluster.Cluster, ns string) []string {
 }
 
 // sessionMark reads the session mark of Lease lock name.
-func sessionMark(t *testing.T, c *testcluster.Cluster, ns, name string) (holder string, mark resourcelock.SessionMark) {
+func sessionMark(t *testing.T, c *testcluster.Cluster, ns, name string) (holder string, mark lockmeta.SessionMark) {
 	t.Helper()
 	lease, err := c.Client.CoordinationV1().Leases(ns).Get(context.Background(), name, metav1.GetOptions{})
 	if err != nil {
@@ -178,7 +178,7 @@ func sessionMark(t *testing.T, c *testcluster.Cluster, ns, name string) (holder 
 	if lease.Spec.HolderIdentity != nil {
 		holder = *lease.Spec.HolderIdentity
 	}
-	if raw := lease.Annotations[resourcelock.SessionAnnotationKey]; raw != "" {
+	if raw := lease.Annotations[lockmeta.SessionAnnotationKey]; raw != "" {
 		if err := jsonUnmarshal(raw, &mark); err != nil {
 			t.Fatalf("session mark %q of %s: %v", raw, name, err)
 		}
@@ -467,9 +467,9 @@ func runSessionFlips(t *testing.T, kind election.LockKind, lockPath string) {
 		if rec.HolderIdentity != "canary-1" || rec.LeaderTransitions != flips {
 			t.Errorf("holder %q after %d transitions; want canary-1 after %d", rec.HolderIdentity, rec.LeaderTransitions, flips)
 		}
-		var mark resourcelock.SessionMark
-		if err := jsonUnmarshal(cm.Annotations[resourcelock.SessionAnnotationKey], &mark); err != nil || mark.Holder != "canary-1" {
-			t.Errorf("session mark %q (%v), want one of canary-1", cm.Annotations[resourcelock.SessionAnnotationKey], err)
+		var mark lockmeta.SessionMark
+		if err := jsonUnmarshal(cm.Annotations[lockmeta.SessionAnnotationKey], &mark); err != nil || mark.Holder != "canary-1" {
+			t.Errorf("session mark %q (%v), want one of canary-1", cm.Annotations[lockmeta.SessionAnnotationKey], err)
 		}
 	} else if holder, mark := sessionMark(t, c, ns, election.NamespaceController); holder != "canary-1" || mark.Holder != "canary-1" || mark.Session == "" {
 		t.Errorf("holder %q with mark %+v; want canary-1 naming its session", holder, mark)

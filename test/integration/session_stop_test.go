@@ -8,12 +8,12 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/meshd-io/meshd/internal/election/session"
 	"github.com/meshd-io/meshd/internal/ledger"
+	"github.com/meshd-io/meshd/internal/lockmeta"
 	"github.com/meshd-io/meshd/internal/testing/testcluster"
 	"github.com/meshd-io/meshd/internal/testing/testutil"
 	"github.com/meshd-io/meshd/pkg/election"
-	"github.com/meshd-io/meshd/pkg/election/session"
-	"github.com/meshd-io/meshd/pkg/resourcelock"
 )
 
 // A session holder whose watch stalls (open, no error, nothing delivered)
@@ -131,8 +131,8 @@ func TestGarbageMarkDoesNotEndLiveHolder(t *testing.T) {
 		name string
 		set  func(annotations map[string]string)
 	}{
-		{"garbage", func(a map[string]string) { a[resourcelock.SessionAnnotationKey] = "{not json" }},
-		{"removed", func(a map[string]string) { delete(a, resourcelock.SessionAnnotationKey) }},
+		{"garbage", func(a map[string]string) { a[lockmeta.SessionAnnotationKey] = "{not json" }},
+		{"removed", func(a map[string]string) { delete(a, lockmeta.SessionAnnotationKey) }},
 	} {
 		t.Run(edit.name, func(t *testing.T) {
 			c := testcluster.Get(t)

@@ -12,12 +12,12 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/meshd-io/meshd/internal/election/session"
+	"github.com/meshd-io/meshd/internal/lockmeta"
 	"github.com/meshd-io/meshd/internal/testing/faultproxy"
 	"github.com/meshd-io/meshd/internal/testing/testcluster"
 	"github.com/meshd-io/meshd/internal/testing/testutil"
 	"github.com/meshd-io/meshd/pkg/election"
-	"github.com/meshd-io/meshd/pkg/election/session"
-	"github.com/meshd-io/meshd/pkg/resourcelock"
 )
 
 // sessionProcess is n elections of one process, all with sessions.
@@ -86,7 +86,7 @@ func TestSessionRenewsEveryRecordWithOneLease(t *testing.T) {
 	if st := a.instances[0].le.Status(); st.Session != session.LeaseName("a", ttl) || st.SessionFallback {
 		t.Errorf("status: session %q, fallback %v; want a's session and no fallback", st.Session, st.SessionFallback)
 	}
-	mark := lease.Annotations[resourcelock.SessionAnnotationKey]
+	mark := lease.Annotations[lockmeta.SessionAnnotationKey]
 	if !strings.Contains(mark, session.LeaseName("a", ttl)) || *lease.Spec.HolderIdentity != "a" {
 		t.Errorf("the lock names holder %q with session mark %q; want a and its session", *lease.Spec.HolderIdentity, mark)
 	}

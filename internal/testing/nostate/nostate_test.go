@@ -20,7 +20,7 @@ import (
 // checkedTrees are the directories, relative to the module root, whose
 // non-test Go files (subdirectories included) may declare no package-level
 // variable but the kinds allowed by allowedVar.
-var checkedTrees = []string{"pkg/election", "pkg/resourcelock", "pkg/revisions"}
+var checkedTrees = []string{"pkg/election", "pkg/resourcelock", "pkg/revisions", "internal/election", "internal/protocol"}
 
 // immutable are the package-level variables, by "<dir>.<name>", that hold
 // values fixed at initialisation and never assigned or changed afterwards,

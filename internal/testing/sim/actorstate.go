@@ -11,7 +11,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"github.com/meshd-io/meshd/pkg/election/session"
+	"github.com/meshd-io/meshd/internal/election/session"
 )
 
 // errMode is how an actor's API calls fail while an error fault lasts.

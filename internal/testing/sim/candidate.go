@@ -11,9 +11,16 @@ import (
 
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/meshd-io/meshd/internal/election/podexit"
+	"github.com/meshd-io/meshd/internal/election/session"
+	"github.com/meshd-io/meshd/internal/lockcap"
+	"github.com/meshd-io/meshd/internal/lockmeta"
+	"github.com/meshd-io/meshd/internal/lockwatch"
+	"github.com/meshd-io/meshd/internal/pacing"
+	"github.com/meshd-io/meshd/internal/protocol/coordination"
+	"github.com/meshd-io/meshd/internal/protocol/handover"
+	"github.com/meshd-io/meshd/internal/protocol/sessions"
 	"github.com/meshd-io/meshd/pkg/election/elector"
-	"github.com/meshd-io/meshd/pkg/election/podexit"
-	"github.com/meshd-io/meshd/pkg/election/session"
 	"github.com/meshd-io/meshd/pkg/resourcelock"
 )
 
@@ -204,13 +211,15 @@ func (c *candidate) electorConfig(lock resourcelock.Interface) elector.Config {
 		// candidate it knows (the coordinator's roster stands for the
 		// LeaseCandidates it would read).
 		cfg.KeyComparison = nil
-		cfg.Coordination = &elector.Coordination{Live: c.w.isLive, Successor: c.successor}
+		cfg.Coordination = coordination.New(coordination.Config{Live: c.w.isLive, Successor: c.successor, LeaseDuration: t.LeaseDuration})
 	case c.w.sched.PerRevision:
 		cfg.KeyComparison = nil // a per-revision election never steals
 	}
 	if c.spec.Cooperative {
-		cfg.HandoverGrace = t.HandoverGrace
-		cfg.AcceptHandover = c.shouldHandOver
+		cfg.Handover = handover.New(handover.Config{
+			Name: cfg.Name, Lock: lock.(lockcap.HandoverLock), Grace: t.HandoverGrace, Accept: c.shouldHandOver,
+			Outranks: cfg.KeyComparison, LeaseDuration: t.LeaseDuration, RetryPeriod: t.RetryPeriod, Logger: cfg.Logger,
+		})
 	}
 	return cfg
 }
@@ -246,9 +255,9 @@ func (c *candidate) start() error {
 		}
 		// As package election does: the mark goes out only while the
 		// work runs (see its podAware.source).
-		lockCfg.HolderPod = func() (resourcelock.HolderPod, bool) {
+		lockCfg.HolderPod = func() (lockmeta.HolderPod, bool) {
 			if !c.working.Load() {
-				return resourcelock.HolderPod{}, false
+				return lockmeta.HolderPod{}, false
 			}
 			return pub.Mark()
 		}
@@ -261,11 +270,11 @@ func (c *candidate) start() error {
 	cfg := c.electorConfig(lock)
 	var judge *podexit.Judge
 	if c.spec.PodFailover && c.w.sched.NaiveHolderExit {
-		if marks, ok := lock.(resourcelock.HolderPodReader); ok {
+		if marks, ok := lock.(lockcap.HolderPodReader); ok {
 			cfg.HolderExit = naiveExit{w: c.w, marks: marks}
 		}
 	} else if c.spec.PodFailover {
-		if marks, ok := lock.(resourcelock.HolderPodReader); ok {
+		if marks, ok := lock.(lockcap.HolderPodReader); ok {
 			judge = podexit.NewJudge(client, pods, marks, c.w.electorLogger(c.id+"/pod"))
 			cfg.HolderExit = judge
 			stopPods = append(stopPods, judge.Close)
@@ -274,7 +283,7 @@ func (c *candidate) start() error {
 	// What a process shares among its elections is its own, made anew at
 	// every start: nothing of one process (or of one World) reaches
 	// another. The session follows Leases through the elector's hub.
-	cfg.Hub, cfg.Pacer = resourcelock.NewWatchHub(), elector.NewPacer()
+	cfg.Hub, cfg.Pacer = lockwatch.NewWatchHub(), pacing.NewPacer()
 	var member *session.Member
 	if c.spec.Session {
 		t := c.w.sched.Timing
@@ -287,7 +296,9 @@ func (c *candidate) start() error {
 		if err != nil {
 			return fmt.Errorf("session of %s: %w", c.id, err)
 		}
-		cfg.Session = member
+		cfg.Session = sessions.New(sessions.Config{
+			Name: cfg.Name, Heartbeat: member, Lock: lock.(sessions.Lock), RetryPeriod: t.RetryPeriod, Logger: cfg.Logger,
+		})
 	}
 	le, err := elector.New(cfg)
 	if err != nil {

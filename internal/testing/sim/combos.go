@@ -10,6 +10,7 @@ import (
 
 	"k8s.io/client-go/kubernetes/fake"
 
+	"github.com/meshd-io/meshd/internal/protocol/coordination"
 	"github.com/meshd-io/meshd/pkg/election"
 	"github.com/meshd-io/meshd/pkg/election/elector"
 	"github.com/meshd-io/meshd/pkg/resourcelock"
@@ -212,9 +213,12 @@ func multiLockCombinations() []Combination {
 		return []string{NotApplicable}
 	}
 	sessions := choice(func(c *elector.Config) { c.Session = noSession{}; c.Watch = true })
-	coordinated := valid(func(c *elector.Config) { c.KeyComparison = nil; c.Coordination = &elector.Coordination{} })
+	coordinated := valid(func(c *elector.Config) {
+		c.KeyComparison = nil
+		c.Coordination = coordination.New(coordination.Config{LeaseDuration: t.LeaseDuration})
+	})
 	handover := choice(func(c *elector.Config) {
-		c.HandoverGrace, c.AcceptHandover = t.HandoverGrace, func(string) bool { return true }
+		c.Handover = noHandover{grace: t.HandoverGrace}
 	})
 	atOnce := choice(func(c *elector.Config) { c.StartAtOnceAfterSteal = true })
 	watch := choice(func(c *elector.Config) { c.Watch = true })
@@ -239,9 +243,18 @@ func multiLockCombinations() []Combination {
 	return out
 }
 
-// noSession is a Session that is never used: it only lets the validation
+// noSession is a Sessions that is never used: it only lets the validation
 // of elector.Config judge whether a session fits.
-type noSession struct{ elector.Session }
+type noSession struct{ elector.Sessions }
+
+// noHandover is a Handover that is only asked for its grace, for the same
+// purpose.
+type noHandover struct {
+	elector.Handover
+	grace time.Duration
+}
+
+func (h noHandover) Grace() time.Duration { return h.grace }
 
 // noExit is a HolderExit that is never asked, for the same purpose.
 type noExit struct{ elector.HolderExit }

@@ -10,6 +10,7 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/meshd-io/meshd/internal/lockmeta"
 	"github.com/meshd-io/meshd/pkg/resourcelock"
 )
 
@@ -154,13 +155,13 @@ func (w *World) coordinate() {
 	lease = lease.DeepCopy()
 	if want == "" {
 		lease.Spec.PreferredHolder = nil
-		delete(lease.Annotations, resourcelock.LeasePreferredHolderKeyAnnotation)
+		delete(lease.Annotations, lockmeta.LeasePreferredHolderKeyAnnotation)
 	} else {
 		lease.Spec.PreferredHolder = &want
 		if lease.Annotations == nil {
 			lease.Annotations = map[string]string{}
 		}
-		lease.Annotations[resourcelock.LeasePreferredHolderKeyAnnotation] = wantKey
+		lease.Annotations[lockmeta.LeasePreferredHolderKeyAnnotation] = wantKey
 	}
 	w.j.logf("coordinator prefers %q for the lock held by %q", want, holder)
 	if err := w.api.putLock(leases, lease, true); err != nil {
@@ -189,7 +190,7 @@ func (w *World) assign(lease *coordinationv1.Lease, ranked []rosterEntry, now ti
 	t := metav1.NewMicroTime(now)
 	lease.Spec.AcquireTime, lease.Spec.RenewTime = &t, &t
 	lease.Spec.PreferredHolder = nil
-	delete(lease.Annotations, resourcelock.LeasePreferredHolderKeyAnnotation)
+	delete(lease.Annotations, lockmeta.LeasePreferredHolderKeyAnnotation)
 	w.j.logf("coordinator gives the vacant lock to %q", best.id)
 	if err := w.api.putLock(leases, lease, update); err != nil {
 		w.j.logf("coordinator: %v", err)

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/meshd-io/meshd/internal/lockmeta"
 	"github.com/meshd-io/meshd/pkg/resourcelock"
 )
 
@@ -77,7 +78,7 @@ func wallStepMakesRequestStale() Scenario {
 		checkRequestTime("b", step), workedAfter("b", 3*time.Second),
 		func(w *World) {
 			for _, r := range w.Records() {
-				if r.Writer == "a" && r.Handover.Candidate == "b" && r.Handover.Answer == resourcelock.AnswerAccepted {
+				if r.Writer == "a" && r.Handover.Candidate == "b" && r.Handover.Answer == lockmeta.AnswerAccepted {
 					w.Violate("wall clock", "a accepted b's request at %v, which its clock reads as %v in the future", r.At, step)
 				}
 			}
@@ -106,7 +107,7 @@ func wallStepWithinLease() Scenario {
 	s.Checks = []func(*World){
 		func(w *World) {
 			for _, r := range w.Records() {
-				if r.Writer == "a" && r.Handover.Candidate == "b" && r.Handover.Answer == resourcelock.AnswerAccepted {
+				if r.Writer == "a" && r.Handover.Candidate == "b" && r.Handover.Answer == lockmeta.AnswerAccepted {
 					if got := r.Handover.AnswerTime.Sub(epoch.Add(r.At).Truncate(time.Second)); got < step-time.Second || got > step+time.Second {
 						w.Violate("wall clock", "a's answer carries a time %v off the world's clock, want %v", got, step)
 					}

@@ -7,7 +7,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/watch"
 
-	"github.com/meshd-io/meshd/pkg/resourcelock"
+	"github.com/meshd-io/meshd/internal/lockmeta"
 )
 
 // Faults added to the schedules after the first ones: wall-clock steps,
@@ -143,7 +143,7 @@ func (w *World) LeaveWhen(name, when string, crash bool, back time.Duration, aga
 		case leaveTaken:
 			return r.Holder == name && prev != name && prev != ""
 		case leaveAccepted:
-			return h.Candidate == name && r.Holder != name && h.Answer == resourcelock.AnswerAccepted
+			return h.Candidate == name && r.Holder != name && h.Answer == lockmeta.AnswerAccepted
 		default:
 			return h.Candidate == name && r.Holder != name && h.Answer == ""
 		}

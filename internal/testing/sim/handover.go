@@ -3,11 +3,11 @@ package sim
 import (
 	"encoding/json"
 
-	"github.com/meshd-io/meshd/pkg/resourcelock"
+	"github.com/meshd-io/meshd/internal/lockmeta"
 )
 
-func decodeHandover(raw string) resourcelock.Handover {
-	var h resourcelock.Handover
+func decodeHandover(raw string) lockmeta.Handover {
+	var h lockmeta.Handover
 	_ = json.Unmarshal([]byte(raw), &h) // a bad annotation reads as none
 	return h
 }

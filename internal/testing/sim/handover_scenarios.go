@@ -4,6 +4,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/meshd-io/meshd/internal/lockmeta"
 	"github.com/meshd-io/meshd/pkg/resourcelock"
 )
 
@@ -39,7 +40,7 @@ func handoverWriteFails(kind string) Scenario {
 	s.Candidates = []CandidateSpec{a, b}
 	var once sync.Once
 	s.OnRecord = func(w *World, r Record) {
-		if r.Writer == "a" && r.Handover.Answer == resourcelock.AnswerAccepted {
+		if r.Writer == "a" && r.Handover.Answer == lockmeta.AnswerAccepted {
 			once.Do(func() {
 				w.noteFault()
 				w.state("a").setMode(errInternal)

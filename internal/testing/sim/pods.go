@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/meshd-io/meshd/internal/lockcap"
 	"github.com/meshd-io/meshd/pkg/resourcelock"
 )
 
@@ -262,7 +263,7 @@ func (w *World) podChanged() {
 // (Schedule.NaiveHolderExit) to show that they catch each of these.
 type naiveExit struct {
 	w     *World
-	marks resourcelock.HolderPodReader
+	marks lockcap.HolderPodReader
 }
 
 func (n naiveExit) Exited(rec resourcelock.Record) bool {

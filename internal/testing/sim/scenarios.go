@@ -7,6 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/meshd-io/meshd/internal/lockmeta"
 	"github.com/meshd-io/meshd/pkg/election/elector"
 	"github.com/meshd-io/meshd/pkg/resourcelock"
 )
@@ -221,8 +222,8 @@ func ancientRequestForGhost() Scenario {
 		old := metav1.NewTime(time.Date(2020, 1, 2, 3, 4, 5, 0, time.UTC))
 		h := `{"holder":"holder","candidate":"ghost","candidateKey":"stable","requestTime":"` + old.UTC().Format(time.RFC3339) + `"}`
 		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: LockName, Namespace: Namespace, Annotations: map[string]string{
-			resourcelock.LeaderAnnotationKey:   string(resourcelock.EncodeRecord(rec)),
-			resourcelock.HandoverAnnotationKey: h,
+			resourcelock.LeaderAnnotationKey: string(resourcelock.EncodeRecord(rec)),
+			lockmeta.HandoverAnnotationKey:   h,
 		}}}
 		return w.api.putLock(resourcelock.ConfigMapsResourceLock, cm, false)
 	}

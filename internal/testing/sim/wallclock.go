@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 
+	"github.com/meshd-io/meshd/internal/lockmeta"
 	"github.com/meshd-io/meshd/pkg/resourcelock"
 )
 
@@ -164,11 +165,11 @@ func shiftTimes(obj runtime.Object, d time.Duration) runtime.Object {
 
 // shiftHandover moves the times of the handover annotation in ann by d.
 func shiftHandover(ann map[string]string, d time.Duration) {
-	raw, ok := ann[resourcelock.HandoverAnnotationKey]
+	raw, ok := ann[lockmeta.HandoverAnnotationKey]
 	if !ok {
 		return
 	}
-	var h resourcelock.Handover
+	var h lockmeta.Handover
 	if err := json.Unmarshal([]byte(raw), &h); err != nil {
 		return
 	}
@@ -184,5 +185,5 @@ func shiftHandover(ann map[string]string, d time.Duration) {
 	if err != nil {
 		return
 	}
-	ann[resourcelock.HandoverAnnotationKey] = string(out)
+	ann[lockmeta.HandoverAnnotationKey] = string(out)
 }

@@ -11,21 +11,22 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 
+	"github.com/meshd-io/meshd/internal/lockmeta"
 	"github.com/meshd-io/meshd/pkg/resourcelock"
 )
 
 // handoverAt is a handover annotation requested and answered at t.
 func handoverAt(t time.Time) string {
-	raw, _ := json.Marshal(resourcelock.Handover{Holder: "a", Candidate: "b", CandidateKey: "canary",
-		RequestTime: &metav1.Time{Time: t}, Answer: resourcelock.AnswerRefused, AnswerTime: &metav1.Time{Time: t}})
+	raw, _ := json.Marshal(lockmeta.Handover{Holder: "a", Candidate: "b", CandidateKey: "canary",
+		RequestTime: &metav1.Time{Time: t}, Answer: lockmeta.AnswerRefused, AnswerTime: &metav1.Time{Time: t}})
 	return string(raw)
 }
 
 func handoverTimes(t *testing.T, ann map[string]string) (req, ans time.Time) {
 	t.Helper()
-	h := decodeHandover(ann[resourcelock.HandoverAnnotationKey])
+	h := decodeHandover(ann[lockmeta.HandoverAnnotationKey])
 	if h.RequestTime == nil || h.AnswerTime == nil || h.Candidate != "b" {
-		t.Fatalf("handover annotation %q lost its content", ann[resourcelock.HandoverAnnotationKey])
+		t.Fatalf("handover annotation %q lost its content", ann[lockmeta.HandoverAnnotationKey])
 	}
 	return h.RequestTime.Time, h.AnswerTime.Time
 }
@@ -43,7 +44,7 @@ func TestWallClockShiftsLeaseTimes(t *testing.T) {
 	a.stepWall(5 * time.Second)
 
 	l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: LockName, Namespace: Namespace,
-		Annotations: map[string]string{resourcelock.HandoverAnnotationKey: handoverAt(t0)}},
+		Annotations: map[string]string{lockmeta.HandoverAnnotationKey: handoverAt(t0)}},
 		Spec: coordinationv1.LeaseSpec{AcquireTime: &metav1.MicroTime{Time: t0}, RenewTime: &metav1.MicroTime{Time: t0}}}
 	mine, err := ca.CoordinationV1().Leases(Namespace).Create(ctx, l, metav1.CreateOptions{})
 	if err != nil {
@@ -124,9 +125,9 @@ func TestWallClockShiftsConfigMapRecordAndWatch(t *testing.T) {
 	rec := resourcelock.Record{HolderIdentity: "a", HolderKey: "stable", LeaseDurationSeconds: 4,
 		AcquireTime: metav1.NewTime(t0), RenewTime: metav1.NewTime(t0)}
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: LockName, Namespace: Namespace, Annotations: map[string]string{
-		resourcelock.LeaderAnnotationKey:   string(resourcelock.EncodeRecord(rec)),
-		resourcelock.HandoverAnnotationKey: handoverAt(t0),
-		"example.com/other":                "kept",
+		resourcelock.LeaderAnnotationKey: string(resourcelock.EncodeRecord(rec)),
+		lockmeta.HandoverAnnotationKey:   handoverAt(t0),
+		"example.com/other":              "kept",
 	}}, Data: map[string]string{"k": "v"}}
 	a.stepWall(2 * time.Second)
 	if _, err := ca.CoreV1().ConfigMaps(Namespace).Create(ctx, cm, metav1.CreateOptions{}); err != nil {
@@ -160,8 +161,8 @@ func TestWallClockShiftsConfigMapRecordAndWatch(t *testing.T) {
 // the object itself.
 func TestShiftLeavesBadAnnotationsAlone(t *testing.T) {
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: LockName, Annotations: map[string]string{
-		resourcelock.LeaderAnnotationKey:   "{not json",
-		resourcelock.HandoverAnnotationKey: "[]",
+		resourcelock.LeaderAnnotationKey: "{not json",
+		lockmeta.HandoverAnnotationKey:   "[]",
 	}}}
 	out := shiftTimes(cm, time.Second).(*corev1.ConfigMap)
 	if out == cm {

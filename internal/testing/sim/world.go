@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/watch"
 
+	"github.com/meshd-io/meshd/internal/lockmeta"
 	"github.com/meshd-io/meshd/pkg/election/elector"
 	"github.com/meshd-io/meshd/pkg/resourcelock"
 )
@@ -108,7 +109,7 @@ type Record struct {
 	At       time.Duration
 	Holder   string
 	Key      string
-	Handover resourcelock.Handover
+	Handover lockmeta.Handover
 	Deleted  bool
 	// Writer is the actor that wrote it; empty for the world's own writes.
 	Writer string
@@ -272,7 +273,7 @@ func (w *World) noteChange(ev apiEvent) {
 		rec := resourcelock.LeaseToRecord(o)
 		r.Holder, r.Key = rec.HolderIdentity, rec.HolderKey
 	}
-	if raw, ok := ann[resourcelock.HandoverAnnotationKey]; ok {
+	if raw, ok := ann[lockmeta.HandoverAnnotationKey]; ok {
 		r.Handover = decodeHandover(raw)
 	}
 	w.mu.Lock()
@@ -294,11 +295,11 @@ func (w *World) noteChange(ev apiEvent) {
 // markOf describes the session mark of a lock object for the trace: its
 // holder and whether it names a session (not which: the token is random).
 func markOf(ann map[string]string) string {
-	raw, ok := ann[resourcelock.SessionAnnotationKey]
+	raw, ok := ann[lockmeta.SessionAnnotationKey]
 	if !ok {
 		return ""
 	}
-	var m resourcelock.SessionMark
+	var m lockmeta.SessionMark
 	if err := json.Unmarshal([]byte(raw), &m); err != nil {
 		return fmt.Sprintf(" session mark %q (undecodable)", raw)
 	}

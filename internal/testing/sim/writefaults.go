@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 
+	"github.com/meshd-io/meshd/internal/lockmeta"
 	"github.com/meshd-io/meshd/pkg/resourcelock"
 )
 
@@ -45,8 +46,8 @@ type writeFault struct {
 // lockView is what a write of the lock object says, for telling its kind.
 type lockView struct {
 	holder   string
-	handover resourcelock.Handover
-	mark     resourcelock.SessionMark
+	handover lockmeta.Handover
+	mark     lockmeta.SessionMark
 }
 
 func viewLock(obj runtime.Object) lockView {
@@ -74,10 +75,10 @@ func viewLock(obj runtime.Object) lockView {
 	default:
 		return v
 	}
-	if raw, ok := ann[resourcelock.HandoverAnnotationKey]; ok {
+	if raw, ok := ann[lockmeta.HandoverAnnotationKey]; ok {
 		v.handover = decodeHandover(raw)
 	}
-	if raw, ok := ann[resourcelock.SessionAnnotationKey]; ok {
+	if raw, ok := ann[lockmeta.SessionAnnotationKey]; ok {
 		_ = json.Unmarshal([]byte(raw), &v.mark) // a bad mark reads as none
 	}
 	return v

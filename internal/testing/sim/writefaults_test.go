@@ -10,7 +10,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 
-	"github.com/meshd-io/meshd/pkg/election/session"
+	"github.com/meshd-io/meshd/internal/election/session"
+	"github.com/meshd-io/meshd/internal/lockmeta"
 	"github.com/meshd-io/meshd/pkg/resourcelock"
 )
 
@@ -23,16 +24,16 @@ func mustJSON(v any) string {
 }
 
 // lockLease is a lock Lease whose record names holder, with handover h.
-func lockLease(holder string, h *resourcelock.Handover, mark *resourcelock.SessionMark) *coordinationv1.Lease {
+func lockLease(holder string, h *lockmeta.Handover, mark *lockmeta.SessionMark) *coordinationv1.Lease {
 	l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: LockName, Namespace: Namespace}}
 	now := metav1.NewTime(epoch)
 	resourcelock.ApplyRecordToLease(resourcelock.Record{HolderIdentity: holder, LeaseDurationSeconds: 4, AcquireTime: now, RenewTime: now}, l)
 	l.Annotations = map[string]string{}
 	if h != nil {
-		l.Annotations[resourcelock.HandoverAnnotationKey] = mustJSON(h)
+		l.Annotations[lockmeta.HandoverAnnotationKey] = mustJSON(h)
 	}
 	if mark != nil {
-		l.Annotations[resourcelock.SessionAnnotationKey] = mustJSON(mark)
+		l.Annotations[lockmeta.SessionAnnotationKey] = mustJSON(mark)
 	}
 	return l
 }
@@ -41,11 +42,11 @@ func lockLease(holder string, h *resourcelock.Handover, mark *resourcelock.Sessi
 // apart from the writes around it.
 func TestWriteKinds(t *testing.T) {
 	api, _, _ := newTestAPI()
-	req := &resourcelock.Handover{Holder: "a", Candidate: "b", CandidateKey: "canary", RequestTime: &metav1.Time{Time: epoch}}
+	req := &lockmeta.Handover{Holder: "a", Candidate: "b", CandidateKey: "canary", RequestTime: &metav1.Time{Time: epoch}}
 	accepted := *req
-	accepted.Answer = resourcelock.AnswerAccepted
-	plain := &resourcelock.Handover{Holder: "a"}
-	mark := &resourcelock.SessionMark{Holder: "a", Session: "meshd-session-4s-a/1"}
+	accepted.Answer = lockmeta.AnswerAccepted
+	plain := &lockmeta.Handover{Holder: "a"}
+	mark := &lockmeta.SessionMark{Holder: "a", Session: "meshd-session-4s-a/1"}
 	if err := api.putLock(leases, lockLease("a", plain, nil), false); err != nil {
 		t.Fatal(err)
 	}
@@ -92,7 +93,7 @@ func TestWriteFaultFailsOnlyItsKind(t *testing.T) {
 	api, st, c := newTestAPI()
 	ctx := context.Background()
 	leasesOf := c.CoordinationV1().Leases(Namespace)
-	plain := &resourcelock.Handover{Holder: "a"}
+	plain := &lockmeta.Handover{Holder: "a"}
 	if _, err := leasesOf.Create(ctx, lockLease("a", plain, nil), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -113,7 +114,7 @@ func TestWriteFaultFailsOnlyItsKind(t *testing.T) {
 	if h := resourcelock.LeaseToRecord(cur()).HolderIdentity; h != "a" {
 		t.Fatalf("the failed successor write was executed: holder %q", h)
 	}
-	marked := lockLease("a", plain, &resourcelock.SessionMark{Holder: "a", Session: "s/1"})
+	marked := lockLease("a", plain, &lockmeta.SessionMark{Holder: "a", Session: "s/1"})
 	marked.ResourceVersion = cur().ResourceVersion
 	before := cur().ResourceVersion
 	if _, err := leasesOf.Update(ctx, marked, metav1.UpdateOptions{}); !apierrors.IsServerTimeout(err) {

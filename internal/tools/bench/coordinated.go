@@ -13,9 +13,9 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/watch"
 
+	"github.com/meshd-io/meshd/internal/election/coordinated"
 	"github.com/meshd-io/meshd/internal/ledger"
 	"github.com/meshd-io/meshd/pkg/election"
-	"github.com/meshd-io/meshd/pkg/election/coordinated"
 	"github.com/meshd-io/meshd/pkg/features"
 	"github.com/meshd-io/meshd/pkg/revisions"
 )

@@ -17,8 +17,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/meshd-io/meshd/internal/lockmeta"
 	"github.com/meshd-io/meshd/pkg/election"
-	"github.com/meshd-io/meshd/pkg/resourcelock"
 )
 
 // KubeletReportDelay is how long after the kill the benchmark writes the
@@ -448,8 +448,8 @@ func (e *Env) marked(ctx context.Context, ns, lock, holder string) bool {
 	if err != nil {
 		return false
 	}
-	var mark resourcelock.HolderPod
-	raw, ok := l.Annotations[resourcelock.HolderPodAnnotationKey]
+	var mark lockmeta.HolderPod
+	raw, ok := l.Annotations[lockmeta.HolderPodAnnotationKey]
 	return ok && json.Unmarshal([]byte(raw), &mark) == nil && mark.Complete() && mark.Holder == holder
 }
 

@@ -15,6 +15,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/meshd-io/meshd/internal/controllers/rootcert"
+	"github.com/meshd-io/meshd/internal/lockmeta"
 	"github.com/meshd-io/meshd/pkg/resourcelock"
 )
 
@@ -159,14 +160,14 @@ func TestRewriteSetsExtraAnnotations(t *testing.T) {
 	l := m.locks[1] // a Lease
 	mark := `{"holder":"intruder-2","session":"meshd-session-4s-intruder-2-x/bogus"}`
 	if err := m.rewrite(ctx, l, func(r *resourcelock.Record) { r.HolderIdentity = "intruder-2" },
-		map[string]string{resourcelock.SessionAnnotationKey: mark}); err != nil {
+		map[string]string{lockmeta.SessionAnnotationKey: mark}); err != nil {
 		t.Fatal(err)
 	}
 	lease, err := client.CoordinationV1().Leases("mesh").Get(ctx, l.name, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := lease.Annotations[resourcelock.SessionAnnotationKey]; got != mark {
+	if got := lease.Annotations[lockmeta.SessionAnnotationKey]; got != mark {
 		t.Errorf("session mark %q, want %q", got, mark)
 	}
 	if lease.Annotations[keepKey] != keepValue || *lease.Spec.HolderIdentity != "intruder-2" {

@@ -20,13 +20,14 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/meshd-io/meshd/internal/election/coordinated"
+	"github.com/meshd-io/meshd/internal/election/session"
 	"github.com/meshd-io/meshd/internal/errlist"
+	"github.com/meshd-io/meshd/internal/lockmeta"
 	"github.com/meshd-io/meshd/internal/testing/faultproxy"
 	"github.com/meshd-io/meshd/internal/testing/testcluster"
 	"github.com/meshd-io/meshd/pkg/election"
-	"github.com/meshd-io/meshd/pkg/election/coordinated"
 	"github.com/meshd-io/meshd/pkg/election/elector"
-	"github.com/meshd-io/meshd/pkg/election/session"
 	"github.com/meshd-io/meshd/pkg/resourcelock"
 	"github.com/meshd-io/meshd/pkg/revisions"
 )
@@ -681,13 +682,13 @@ func (r *runner) inject(ctx context.Context, n int, f Fault) FaultRecord {
 			// it renew their records themselves in that election for the
 			// rest of their process.
 			lease, _, _ := Timing(r.cfg.TTL)
-			mark, err := json.Marshal(resourcelock.SessionMark{Holder: holder, Session: session.Ref(session.LeaseName(holder, lease), "bogus")})
+			mark, err := json.Marshal(lockmeta.SessionMark{Holder: holder, Session: session.Ref(session.LeaseName(holder, lease), "bogus")})
 			if err != nil {
 				instant()
 				rec.Err = err
 				break
 			}
-			extra = map[string]string{resourcelock.SessionAnnotationKey: string(mark)}
+			extra = map[string]string{lockmeta.SessionAnnotationKey: string(mark)}
 			rec.Target += " (with a session mark)"
 		}
 		instant()

@@ -81,22 +81,23 @@ func (le *LeaderElector) renewFast(ctx context.Context) (outcome, error) {
 // handOff when it accepted one, readNeeded when there was nothing to act on.
 // A leader whose callback is stopping answers nothing.
 func (le *LeaderElector) answerRequest(ctx context.Context) (outcome, error) {
-	if le.stopping {
+	if le.loop.stopping {
 		return readNeeded, nil
 	}
 	if h := le.preferredSuccessor(); h != nil {
-		le.handTo = h
+		le.loop.handTo = h
 		return handOff, nil
 	}
 	if le.handover == nil {
 		return readNeeded, nil
 	}
-	h, err := le.handover.answer(ctx, le.clock.Now())
+	now := le.clock.Now()
+	h, err := le.handover.Answer(ctx, now, le.stopWithin(now))
 	switch {
 	case err != nil:
 		return failed, err
 	case h != nil:
-		le.handTo = h
+		le.loop.handTo = h
 		return handOff, nil
 	}
 	return readNeeded, nil
@@ -174,54 +175,13 @@ func (le *LeaderElector) writeFresh(ctx context.Context, create bool, now time.T
 // decideAndWrite applies the election rules to the record just read and
 // writes this candidate's record when they allow it.
 func (le *LeaderElector) decideAndWrite(ctx context.Context, renewing bool, rec *resourcelock.Record, now time.Time) (outcome, error) {
-	me := le.cfg.Lock.Identity()
-	desired := le.desired(now)
-	if rec.HolderIdentity == me {
-		if !renewing {
-			if !le.inherited.IsZero() {
-				if now.Before(le.inherited) {
-					// An earlier process of this identity wrote the record:
-					// it is that process's, whose work may run until its
-					// lease has passed by this observation. Leave it as
-					// another holder's record: writing it now would renew
-					// a dead process's lease and keep the others from
-					// taking the lock when it runs out.
-					return heldByOther, nil
-				}
-				le.inherited = time.Time{}
-			}
-			if h := le.promisedSuccessor(now); h != nil {
-				// This holder accepted a request in its last term and its
-				// write naming the candidate failed: keep the promise
-				// instead of taking the lock back, but not before the fence
-				// of a lock it took by force has passed (the candidate
-				// starts at once, and the previous holder's work may still
-				// run). Until then the lock is left as it is.
-				if !le.startAt.After(now) {
-					le.handOver(*h, false)
-				}
-				return heldByOther, nil
-			}
-			if le.handover != nil {
-				if since, ok := le.handover.namedSince(rec, now); ok {
-					// Handed the lock on request: the record is a valid
-					// term already, and the work starts on it alone.
-					le.namedFrom = since
-					le.log.Info("the holder handed the lock over on request; leading on its record")
-					return acquired, nil
-				}
-			}
-			// Handed the lock: answer requests once leading.
-		} else if out, err := le.answerRequest(ctx); out != readNeeded {
-			return out, err
-		}
-		desired.AcquireTime = rec.AcquireTime
-		desired.LeaderTransitions = rec.LeaderTransitions
-		return le.write(ctx, desired, now)
+	if rec.HolderIdentity == le.cfg.Lock.Identity() {
+		return le.decideOwn(ctx, renewing, rec, now)
 	}
 	if renewing {
 		return heldByOther, nil // the record is not ours any more
 	}
+	desired := le.desired(now)
 	desired.LeaderTransitions = rec.LeaderTransitions + 1
 	if rec.HolderIdentity == "" || !le.leaseValid(now) {
 		if le.leaveVacant(now) {
@@ -229,19 +189,85 @@ func (le *LeaderElector) decideAndWrite(ctx context.Context, renewing bool, rec 
 		}
 		return le.write(ctx, desired, now)
 	}
-	le.vacantSince = time.Time{}
+	le.occupied()
 	if le.coordinated() {
 		return heldByOther, nil // the coordinator moves a held lock, never a candidate
 	}
 	if out, err := le.mayPreempt(ctx, rec, now); out != acquired {
 		return out, err
 	}
+	return le.steal(ctx, rec, desired, now)
+}
+
+// decideOwn acts on a record that names this candidate: a leader renews
+// it (or answers a request); a follower leads on it unless it belongs to an
+// earlier process of this identity, or this holder promised the lock to a
+// candidate in its last term.
+func (le *LeaderElector) decideOwn(ctx context.Context, renewing bool, rec *resourcelock.Record, now time.Time) (outcome, error) {
+	if !renewing {
+		if out, decided := le.decideNamed(rec, now); decided {
+			return out, nil
+		}
+		// Handed the lock: answer requests once leading.
+	} else if out, err := le.answerRequest(ctx); out != readNeeded {
+		return out, err
+	}
+	desired := le.desired(now)
+	desired.AcquireTime = rec.AcquireTime
+	desired.LeaderTransitions = rec.LeaderTransitions
+	return le.write(ctx, desired, now)
+}
+
+// decideNamed is for a follower that finds the record naming it: decided
+// is false when it is to write its record over it.
+func (le *LeaderElector) decideNamed(rec *resourcelock.Record, now time.Time) (out outcome, decided bool) {
+	if !le.fence.inherited.IsZero() {
+		if now.Before(le.fence.inherited) {
+			// An earlier process of this identity wrote the record: it is
+			// that process's, whose work may run until its lease has
+			// passed by this observation. Leave it as another holder's
+			// record: writing it now would renew a dead process's lease
+			// and keep the others from taking the lock when it runs out.
+			return heldByOther, true
+		}
+		le.fence.inherited = time.Time{}
+	}
+	if h := le.promisedSuccessor(now); h != nil {
+		// This holder accepted a request in its last term and its write
+		// naming the candidate failed: keep the promise instead of taking
+		// the lock back, but not before the fence of a lock it took by
+		// force has passed (the candidate starts at once, and the previous
+		// holder's work may still run). Until then the lock is left as it
+		// is.
+		if !le.fence.startAt.After(now) {
+			le.handOver(*h, false)
+		}
+		return heldByOther, true
+	}
+	if le.handover == nil {
+		return 0, false
+	}
+	if since, ok := le.namedSince(le.handover.AskedAt(), rec, now); ok {
+		// Handed the lock on request: the record is a valid term already,
+		// and the work starts on it alone.
+		le.loop.namedFrom = since
+		le.log.Info("the holder handed the lock over on request; leading on its record")
+		return acquired, true
+	}
+	return 0, false
+}
+
+// steal writes desired over rec, whose holder this candidate may preempt
+// now, and sets the fence before which its work must not start.
+func (le *LeaderElector) steal(ctx context.Context, rec *resourcelock.Record, desired resourcelock.Record, now time.Time) (outcome, error) {
 	fence := le.leaseEnd()
 	if le.holderNamesSession() {
 		// Whatever this candidate saw of the holder's session, the holder
 		// credits only renewals sent before this write (see Session): it
 		// stops within its renew deadline of now unless it sees the steal.
-		fence = later(fence, now.Add(le.cfg.RenewDeadline))
+		if end := now.Add(le.cfg.RenewDeadline); end.After(fence) {
+			fence = end
+		}
 	}
 	out, err := le.write(ctx, desired, now)
 	switch {
@@ -282,11 +308,11 @@ func (le *LeaderElector) mayPreempt(ctx context.Context, rec *resourcelock.Recor
 	if le.handover == nil {
 		return acquired, nil
 	}
-	step, err := le.handover.ask(ctx, rec, now)
+	force, err := le.handover.Ask(ctx, rec, now)
 	switch {
 	case err != nil:
 		return failed, err
-	case step == takeByForce:
+	case force:
 		return acquired, nil
 	}
 	return heldByOther, nil
@@ -301,8 +327,8 @@ func (le *LeaderElector) stole(rec *resourcelock.Record, fence, now time.Time) {
 	le.fenceAt(fence, now)
 	msg := fmt.Sprintf("%s took the lock from %s (key %q)", le.cfg.Lock.Identity(), rec.HolderIdentity, rec.HolderKey)
 	le.log.Info("took the lock from a lower-priority holder", zap.String("holder", rec.HolderIdentity),
-		zap.String("holderKey", rec.HolderKey), zap.Time("workStartsAt", le.startAt))
-	le.cfg.Lock.RecordEvent(corev1.EventTypeNormal, ReasonLeaderElection, msg)
+		zap.String("holderKey", rec.HolderKey), zap.Time("workStartsAt", le.fence.startAt))
+	le.cfg.Lock.RecordEvent(corev1.EventTypeNormal, reasonLeaderElection, msg)
 }
 
 // recordDestroyed is called when this holder finds its lock object missing
@@ -321,8 +347,8 @@ func (le *LeaderElector) recordDestroyed(now time.Time) {
 // fence, unless Config.StartAtOnceAfterSteal; a later fence already set
 // stays.
 func (le *LeaderElector) fenceAt(fence, now time.Time) {
-	if !le.cfg.StartAtOnceAfterSteal && fence.After(now) && fence.After(le.startAt) {
-		le.startAt = fence
+	if !le.cfg.StartAtOnceAfterSteal && fence.After(now) && fence.After(le.fence.startAt) {
+		le.fence.startAt = fence
 	}
 }
 

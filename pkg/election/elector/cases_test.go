@@ -23,6 +23,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	k8stesting "k8s.io/client-go/testing"
 
+	"github.com/meshd-io/meshd/internal/lockmeta"
 	"github.com/meshd-io/meshd/internal/testing/kubetest"
 	"github.com/meshd-io/meshd/pkg/resourcelock"
 )
@@ -130,7 +131,7 @@ func TestDisagreeingCandidatesDoNotStorm(t *testing.T) {
 	if ma.get("cycle")+mb.get("cycle") == 0 || ma.get("suspended")+mb.get("suspended") == 0 {
 		t.Fatal("cycle not counted in metrics")
 	}
-	if events.count(corev1.EventTypeWarning, ReasonPreemptionSuspended) == 0 {
+	if events.count(corev1.EventTypeWarning, reasonPreemptionSuspended) == 0 {
 		t.Fatal("no PreemptionSuspended event")
 	}
 	if !strings.Contains(pa.String()+pb.String(), "suspended after") {
@@ -225,7 +226,7 @@ func testRefusalIsAnAnswerAndIsReconsidered(t *testing.T) {
 	var cStarted atomic.Bool
 	c := h.start(candidateOpts{identity: "c", key: "canary", steal: true,
 		work: x.wrap(func(ctx context.Context) error { cStarted.Store(true); return waitDone(ctx) })})
-	waitFor(t, "the refusal", func() bool { return h.handover().Answer == resourcelock.AnswerRefused })
+	waitFor(t, "the refusal", func() bool { return h.handover().Answer == lockmeta.AnswerRefused })
 	h.steps(12, time.Second) // past the old fixed grace of 10s; repeated requests are refused again
 	if h.record().HolderIdentity != "h" || c.le.IsLeader() {
 		t.Fatalf("the lock moved although the holder refused: %+v", h.record())
@@ -269,8 +270,8 @@ func TestPollingSlowHolderIsNotPreemptedWhileItStops(t *testing.T) {
 
 func TestTimingRelationsAreValidated(t *testing.T) {
 	lock, _ := resourcelock.NewConfigMapLock(kubetest.NewClientset().CoreV1(), ns, lockName, resourcelock.Config{Identity: "a"})
-	_, err := New(Config{Lock: lock, LeaseDuration: 4 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: time.Second,
-		StopTimeout: 3 * time.Second, HandoverGrace: time.Second, Callbacks: Callbacks{OnStartedLeading: waitDone}})
+	_, err := New(cooperative(Config{Lock: lock, LeaseDuration: 4 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: time.Second,
+		StopTimeout: 3 * time.Second, Callbacks: Callbacks{OnStartedLeading: waitDone}}, time.Second, nil))
 	if !errors.Is(err, ErrInvalidConfig) {
 		t.Fatalf("err = %v", err)
 	}

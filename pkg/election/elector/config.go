@@ -11,20 +11,14 @@ import (
 	"go.uber.org/zap"
 	"k8s.io/utils/clock"
 
+	"github.com/meshd-io/meshd/internal/lockcap"
+	"github.com/meshd-io/meshd/internal/lockwatch"
 	"github.com/meshd-io/meshd/pkg/resourcelock"
 )
 
 // JitterFactor stretches each retry wait to a random duration in
 // [RetryPeriod, RetryPeriod*(1+JitterFactor)), as client-go does.
 const JitterFactor = 1.2
-
-// KeyComparison is consulted only when the lock is held by another identity
-// and has not expired. It receives the holder's key and returns true when this
-// candidate should take the lock anyway.
-//
-// Comparisons of all candidates must not allow cycles (A takes from B and B
-// from A), or the lock would be stolen back and forth forever.
-type KeyComparison func(holderKey string) bool
 
 // Callbacks are invoked on leadership changes.
 type Callbacks struct {
@@ -71,8 +65,12 @@ type Config struct {
 	Callbacks Callbacks
 
 	// KeyComparison, if set, allows taking an unexpired lock from a holder
-	// with a lesser key.
-	KeyComparison KeyComparison
+	// with a lesser key. It is consulted only when the lock is held by
+	// another identity and has not expired: it receives the holder's key
+	// and returns true when this candidate should take the lock anyway.
+	// Comparisons of all candidates must not allow cycles (A takes from B
+	// and B from A), or the lock would be stolen back and forth forever.
+	KeyComparison func(holderKey string) bool
 
 	// ReleaseOnCancel writes an empty holder when the Run context is
 	// cancelled while leading, so that others can take over at once.
@@ -106,49 +104,45 @@ type Config struct {
 	// the watch is broken the elector polls every RetryPeriod. The watch is
 	// Hub's shared one of the lock's client, namespace and kind, which needs
 	// list and watch on that kind in the namespace. The lock must implement
-	// resourcelock.Watchable.
+	// lockcap.Watchable.
 	Watch bool
 	// Hub is the watch hub through which a watching elector follows its
 	// lock, shared with the other electors (and sessions) given the same
 	// hub. Nil means a hub of this elector's own, which opens one watch
 	// for it alone.
-	Hub *resourcelock.WatchHub
+	Hub *lockwatch.WatchHub
 	// Pacer paces this elector's first attempt together with those of the
-	// other electors given the same pacer. Nil means a pacer of its own,
-	// which never makes the first attempt wait.
-	Pacer *Pacer
+	// other electors given the same pacer. Nil: the first attempt is not
+	// paced, as a pacer of its own would never make it wait.
+	Pacer Pacer
 
-	// HandoverGrace, when positive, turns on cooperative preemption (see
-	// handover.go and docs/handover.md). A candidate entitled by
-	// KeyComparison to take the lock from a holder that advertises
-	// cooperation (see resourcelock.HandoverAnnotationKey) first asks it to
-	// hand over. The holder answers at once through its watch, or at its
-	// next renew: it accepts, with the time within which its work will
-	// have stopped, or refuses. HandoverGrace is how long the candidate
-	// waits for an answer before it takes the lock by force (with the
-	// fenced start); it must exceed RetryPeriod. An accepted request is
+	// Handover, if set, turns on cooperative preemption (docs/handover.md;
+	// package internal/protocol/handover implements it). A candidate
+	// entitled by KeyComparison to take the lock from a holder that
+	// advertises cooperation (see lockmeta.HandoverAnnotationKey) first
+	// asks it to hand over. The holder answers at once through its watch,
+	// or at its next renew: it accepts, with the time within which its work
+	// will have stopped, or refuses. The candidate waits Handover.Grace()
+	// for an answer before it takes the lock by force (with the fenced
+	// start); the grace must exceed RetryPeriod. An accepted request is
 	// never followed by force: the holder names the candidate once its work
-	// stopped. A refused one is repeated after Trigger or after a lease.
-	// The lock must implement resourcelock.HandoverLock.
-	HandoverGrace time.Duration
-	// AcceptHandover tells a holder whether to honour a request from a
-	// candidate with the given key; it is asked again at every renew and on
-	// Trigger for a request it refused, while the request is fresh. Requests
-	// older than LeaseDuration are ignored. Nil refuses every request.
-	AcceptHandover func(candidateKey string) bool
+	// stopped. The lock must implement lockcap.HandoverLock.
+	Handover Handover
 
 	// Coordination, when set, makes this a candidate of a coordinated
-	// election (docs/coordinated.md): it never races for the lock and never
+	// election (docs/coordinated.md; package internal/protocol/coordination
+	// implements it): it never races for the lock and never
 	// takes it from a holder; it leads when a coordinator (or the previous
 	// holder) writes its identity into the record. A holder whose lock
 	// names another candidate as preferred holder stops its work, renewing
 	// meanwhile, and then hands the lock to that candidate. The lock must
-	// implement resourcelock.CoordinatedLock; KeyComparison and
-	// HandoverGrace must be unset.
-	Coordination *Coordination
+	// implement lockcap.CoordinatedLock; KeyComparison and
+	// Handover must be unset.
+	Coordination Coordination
 
 	// Session, when set, lets the program's session renew this candidate's
-	// record while it leads (see "Sessions" in the package doc): the holder
+	// record while it leads (see "Sessions" in the package doc; package
+	// internal/protocol/sessions implements it): the holder
 	// names its session in a mark next to the record and stops rewriting
 	// the record every RetryPeriod; followers that use sessions too judge
 	// it alive while its session is. Use it only when every candidate of
@@ -156,7 +150,7 @@ type Config struct {
 	// them renews its record itself from then on. The lock must be
 	// a *resourcelock.LeaseLock; Watch must be set and Coordination unset,
 	// and the session must follow Leases through Hub.
-	Session Session
+	Session Sessions
 
 	// HolderExit, if set, may end the lease of the observed holder before
 	// it runs out, on proof that the holder's process has exited (see
@@ -194,6 +188,17 @@ func TimingFromTTL(ttl time.Duration) (leaseDuration, renewDeadline, retryPeriod
 func (c *Config) Validate() error {
 	var errs *multierror.Error
 	add := func(format string, args ...any) { errs = multierror.Append(errs, fmt.Errorf(format, args...)) }
+	c.validateTiming(add)
+	c.validateProtocols(add)
+	if errs == nil {
+		return nil
+	}
+	errs.ErrorFormat = listErrors
+	return fmt.Errorf("%w: %w", ErrInvalidConfig, errs)
+}
+
+// validateTiming reports the problems of the lock and the timings.
+func (c *Config) validateTiming(add func(format string, args ...any)) {
 	if c.Lock == nil {
 		add("Lock must be set")
 	} else if c.Lock.Identity() == "" {
@@ -214,20 +219,24 @@ func (c *Config) Validate() error {
 	if float64(c.RenewDeadline) <= JitterFactor*float64(c.RetryPeriod) {
 		add("RenewDeadline %v must be greater than %.1f x RetryPeriod %v", c.RenewDeadline, JitterFactor, c.RetryPeriod)
 	}
+}
+
+// validateProtocols reports the problems of the watch, the protocols, the
+// stop timeout, the callback and the pacer: what each needs of the lock and
+// of the other settings.
+func (c *Config) validateProtocols(add func(format string, args ...any)) {
 	if c.Watch && c.Lock != nil {
-		if _, ok := c.Lock.(resourcelock.Watchable); !ok {
+		if _, ok := c.Lock.(lockcap.Watchable); !ok {
 			add("Watch needs a lock that can be watched; %T cannot", c.Lock)
 		}
 	}
-	if c.HandoverGrace < 0 {
-		add("HandoverGrace %v must not be negative", c.HandoverGrace)
-	} else if c.HandoverGrace > 0 && c.Lock != nil {
-		if _, ok := c.Lock.(resourcelock.HandoverLock); !ok {
-			add("HandoverGrace needs a lock that supports handover; %T does not", c.Lock)
+	if c.Handover != nil {
+		if _, ok := c.Lock.(lockcap.HandoverLock); !ok && c.Lock != nil {
+			add("Handover needs a lock that supports handover; %T does not", c.Lock)
 		}
-	}
-	if c.HandoverGrace > 0 && c.HandoverGrace <= c.RetryPeriod {
-		add("HandoverGrace %v must be greater than RetryPeriod %v (a polling holder answers at its next renew)", c.HandoverGrace, c.RetryPeriod)
+		if g := c.Handover.Grace(); g <= c.RetryPeriod {
+			add("HandoverGrace %v must be greater than RetryPeriod %v (a polling holder answers at its next renew)", g, c.RetryPeriod)
+		}
 	}
 	if c.StopTimeout < 0 {
 		add("StopTimeout %v must not be negative", c.StopTimeout)
@@ -238,7 +247,7 @@ func (c *Config) Validate() error {
 	if c.Callbacks.OnStartedLeading == nil {
 		add("Callbacks.OnStartedLeading must be set")
 	}
-	if c.Pacer != nil && c.Pacer.tokens == nil {
+	if c.Pacer != nil && !c.Pacer.Built() {
 		add("Pacer was not built by NewPacer")
 	}
 	if c.Session != nil {
@@ -256,14 +265,9 @@ func (c *Config) Validate() error {
 			add("Session cannot be combined with Coordination")
 		}
 	}
-	for _, msg := range c.Coordination.problems(c) {
+	for _, msg := range c.coordinationProblems() {
 		add("%s", msg)
 	}
-	if errs == nil {
-		return nil
-	}
-	errs.ErrorFormat = listErrors
-	return fmt.Errorf("%w: %w", ErrInvalidConfig, errs)
 }
 
 // ErrInvalidConfig is wrapped by every validation error.

@@ -5,9 +5,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meshd-io/meshd/internal/protocol/coordination"
+
 	coordinationv1 "k8s.io/api/coordination/v1"
 	"k8s.io/utils/ptr"
 
+	"github.com/meshd-io/meshd/internal/lockmeta"
 	"github.com/meshd-io/meshd/pkg/resourcelock"
 )
 
@@ -28,7 +31,7 @@ func TestPreferredHolderThatLeftIsNotHandedTheLock(t *testing.T) {
 		Name: lockName, Lock: lock,
 		LeaseDuration: 4 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: time.Second,
 		Callbacks:    Callbacks{OnStartedLeading: waitDone},
-		Coordination: &Coordination{Live: func(string) bool { return alive.Load() }},
+		Coordination: coordination.New(coordination.Config{Live: func(string) bool { return alive.Load() }, LeaseDuration: 4 * time.Second}),
 		Clock:        h.clock,
 	})
 	if err != nil {
@@ -38,14 +41,14 @@ func TestPreferredHolderThatLeftIsNotHandedTheLock(t *testing.T) {
 	mustAttempt(t, le, false, acquired)
 	h.coordinate(func(l *coordinationv1.Lease) {
 		l.Spec.PreferredHolder = ptr.To("b")
-		l.Annotations[resourcelock.LeasePreferredHolderKeyAnnotation] = "stable"
+		l.Annotations[lockmeta.LeasePreferredHolderKeyAnnotation] = "stable"
 	})
 	mustAttempt(t, le, true, handOff)
-	if le.handTo == nil || le.handTo.Candidate != "b" {
-		t.Fatalf("hand over to %+v, want b", le.handTo)
+	if le.loop.handTo == nil || le.loop.handTo.Candidate != "b" {
+		t.Fatalf("hand over to %+v, want b", le.loop.handTo)
 	}
 	alive.Store(false) // b's candidacy lapsed while a's work stopped
-	le.finish(termEnd{stillHeld: true, handTo: le.handTo})
+	le.finish(termEnd{stillHeld: true, handTo: le.loop.handTo})
 	if rec := resourcelock.LeaseToRecord(h.lease()); rec.HolderIdentity != "" {
 		t.Fatalf("record after the preferred holder left = %+v, want released", rec)
 	}

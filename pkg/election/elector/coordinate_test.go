@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meshd-io/meshd/internal/protocol/coordination"
+
 	"go.uber.org/zap/zaptest"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -15,6 +17,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/meshd-io/meshd/internal/ledger"
+	"github.com/meshd-io/meshd/internal/lockmeta"
 	"github.com/meshd-io/meshd/internal/testing/kubetest"
 	"github.com/meshd-io/meshd/pkg/resourcelock"
 )
@@ -51,7 +54,7 @@ func (h *harness) startOnLease(o coordOpts) *candidate {
 		YieldOnRelease:  o.yield,
 	}
 	if o.yield == nil {
-		cfg.Coordination = &Coordination{Successor: o.successor}
+		cfg.Coordination = coordination.New(coordination.Config{Successor: o.successor, LeaseDuration: cfg.LeaseDuration})
 	}
 	le, err := New(cfg)
 	if err != nil {
@@ -147,14 +150,14 @@ func TestCoordinatedHolderHandsOverToThePreferredHolder(t *testing.T) {
 			waitFor(t, "remote-1 to lead", c1.le.IsLeader)
 			h.coordinate(func(l *coordinationv1.Lease) {
 				l.Spec.PreferredHolder = ptr.To("local-1")
-				l.Annotations[resourcelock.LeasePreferredHolderKeyAnnotation] = "stable"
+				l.Annotations[lockmeta.LeasePreferredHolderKeyAnnotation] = "stable"
 			})
 			if poll {
 				h.stepUntil(200*time.Millisecond, c2.le.IsLeader)
 			}
 			waitFor(t, "local-1 to lead", c2.le.IsLeader)
 			lease := h.lease()
-			if lease.Spec.PreferredHolder != nil || lease.Annotations[resourcelock.LeasePreferredHolderKeyAnnotation] != "" {
+			if lease.Spec.PreferredHolder != nil || lease.Annotations[lockmeta.LeasePreferredHolderKeyAnnotation] != "" {
 				t.Fatalf("preferred holder left after it took over: %v", lease.Spec.PreferredHolder)
 			}
 			if got := lease.Annotations[resourcelock.LeaseHolderKeyAnnotation]; got != "stable" {
@@ -228,7 +231,7 @@ func TestCoordinationValidation(t *testing.T) {
 		LeaseDuration: 4 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: time.Second,
 		Callbacks:     Callbacks{OnStartedLeading: waitDone},
 		KeyComparison: func(string) bool { return true },
-		Coordination:  &Coordination{Patience: -time.Second},
+		Coordination:  coordination.New(coordination.Config{Patience: -time.Second, LeaseDuration: 4 * time.Second}),
 	})
 	if !errors.Is(err, ErrInvalidConfig) {
 		t.Fatalf("err = %v, want ErrInvalidConfig", err)

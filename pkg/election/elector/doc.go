@@ -6,6 +6,24 @@
 // The package knows nothing about meshes, revisions or clusters: it sees a key
 // and a comparison. The mesh policy lives in package election.
 //
+// # Core and protocols
+//
+// The elector is a core that knows one record, one clock and one lock: it
+// observes the record, acquires, renews, releases, lets a lease expire,
+// starts and stops a term, and keeps the fence as a value. Every protocol
+// beyond that is a value the program builds and passes in Config, which the
+// core asks a question at a few points and which holds no reference back
+// into the core: Handover (cooperative preemption), Sessions (renewal by a
+// process's session), Coordination (a coordinator picks the holder),
+// HolderExit (proof that a holder's process exited) and Pacer (pacing of
+// first attempts). Package election builds them from the packages under
+// internal/protocol and internal/pacing; the steal damper is a value inside
+// the core. Each interface states what the core promises it: every method
+// is called from the election loop, with the clock reading of the decision
+// in progress, after the core has read or been delivered the lock object
+// whose annotations the protocol reads; the record, the fence and the end
+// of a term stay the core's.
+//
 // # Timing
 //
 // A candidate that does not hold the lock tries to take it every RetryPeriod
@@ -31,8 +49,9 @@
 // is shared by all the electors given the same hub (Config.Hub) on the same
 // client, namespace and lock kind, and the first attempts of all electors
 // given the same pacer (Config.Pacer) pass through one token bucket. Both
-// are objects the program creates and passes in; an elector given none has
-// its own, and shares nothing with any other.
+// are objects the program creates and passes in; an elector given no hub
+// has its own, one given no pacer is not paced, and neither shares anything
+// with any other.
 //
 // Only a change of the record itself (holder, key, lease, times,
 // transitions) restarts the lease: a label, a foreign annotation or a
@@ -60,8 +79,9 @@
 // SetPreemptionSuspended, LeaderElector.Preemption) until the candidate's
 // comparison no longer outranks the holder.
 //
-// With Config.HandoverGrace a candidate first asks a cooperating holder to
-// hand over (handover.go, docs/handover.md). The holder answers: it accepts
+// With Config.Handover (the protocol of package internal/protocol/handover,
+// behind the Handover interface; docs/handover.md) a candidate first asks a
+// cooperating holder to hand over. The holder answers: it accepts
 // with the time within which its work will have stopped, or refuses. An
 // accepted request is followed by the record naming the candidate once the
 // holder's work stopped, and the candidate starts on that record without a
@@ -69,7 +89,7 @@
 // request (every other candidate saw the record, and timed its lease, after
 // that); a refused one is never followed by force. Only a
 // holder that does not cooperate (istiod, client-go) or does not answer
-// within HandoverGrace is preempted by force.
+// within the grace (Handover.Grace) is preempted by force.
 //
 // After a forced steal the elector holds the lock at once but starts
 // OnStartedLeading only at the old holder's last renew as observed here
@@ -90,9 +110,10 @@
 // # Sessions
 //
 // With Config.Session a holder's record is kept alive by its process's
-// session (package election/session: one heartbeat Lease per process)
+// session (package election/session: one heartbeat Lease per process,
+// plugged in through package internal/protocol/sessions)
 // instead of one write per RetryPeriod. The holder names its session in a
-// mark next to the record (resourcelock.SessionMark) and, while the
+// mark next to the record (lockmeta.SessionMark) and, while the
 // session is current, its watch healthy and no request waits for an
 // answer, makes no request at its renewals; each session heartbeat counts
 // as a renew of the term once the lock's watch has delivered it back, so a
@@ -148,7 +169,7 @@
 //
 //	LeaseDuration >= 1s, LeaseDuration > RenewDeadline > JitterFactor x RetryPeriod > 0
 //	StopTimeout < LeaseDuration - RetryPeriod     (a holder's promised stop fits its lease)
-//	HandoverGrace > RetryPeriod                   (a polling holder answers at its next renew)
+//	Handover.Grace() > RetryPeriod                (a polling holder answers at its next renew)
 //
 // # Guarantees and limits
 //

@@ -12,6 +12,9 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/clock"
 
+	"github.com/meshd-io/meshd/internal/lockcap"
+	"github.com/meshd-io/meshd/internal/lockmeta"
+	"github.com/meshd-io/meshd/internal/lockwatch"
 	"github.com/meshd-io/meshd/pkg/resourcelock"
 )
 
@@ -31,15 +34,16 @@ const MaxLeaseDuration = time.Hour
 // it, not on it.
 const expirySlack = time.Millisecond
 
-// Event reasons recorded on the lock object.
+// Event reasons the elector records on the lock object. ReasonCorruptRecord
+// is exported for programs that watch for it; the others are stated in
+// the docs where they arise (RunFunctionFailed is package election's).
 const (
-	ReasonLeaderElection      = "LeaderElection"
+	reasonLeaderElection      = "LeaderElection"
 	ReasonCorruptRecord       = "CorruptLeaderRecord"
-	ReasonLeaseTooLong        = "LeaseDurationTooLong"
-	ReasonPreemptionSuspended = "PreemptionSuspended"
-	ReasonPreemptionResumed   = "PreemptionResumed"
-	ReasonRunFailed           = "RunFunctionFailed"
-	ReasonRunStuck            = "RunFunctionStuck"
+	reasonLeaseTooLong        = "LeaseDurationTooLong"
+	reasonPreemptionSuspended = "PreemptionSuspended"
+	reasonPreemptionResumed   = "PreemptionResumed"
+	reasonRunStuck            = "RunFunctionStuck"
 )
 
 // clockTimer is the timer of the injected clock.
@@ -63,41 +67,58 @@ type LeaderElector struct {
 
 	// watch is set when Config.Watch is; see watch.go.
 	watch *lockWatch
-	// handover is set when cooperative preemption is on; see handover.go.
-	handover *handoverProtocol
+	// handover is Config.Handover: nil unless cooperative; see protocol.go.
+	handover Handover
 	// damper limits steals; see damper.go.
 	damper stealDamper
-	// session is set in session mode; see session.go.
-	session sessionState
 
-	// Used only by the goroutine running Run.
-	acquiredAt  time.Time              // when the attempt that won the current term started
-	lastRenew   time.Time              // when the last successful renew of this term was sent
-	startAt     time.Time              // the fence: the callback starts no earlier
-	inherited   time.Time              // fence of a record naming this identity that this process found at first sight
-	emptySince  time.Time              // when the lock object was first seen missing or without a record
-	stopping    bool                   // the callback is stopping: renew, answer nothing
-	handTo      *resourcelock.Handover // the request accepted by the last renew
-	paced       bool                   // the first attempt has been paced; see pace.go
-	vacantSince time.Time              // coordinated: when the lock was first seen vacant; see coordinate.go
-	yieldAt     time.Time              // the try after a release, when yielding to better candidates
-	namedFrom   time.Time              // set by an attempt that leads on a record naming this candidate without a write
+	loop  loopState  // used only by the goroutine running Run
+	fence fenceState // used only by the goroutine running Run
 
-	mu              sync.Mutex
-	leading         bool
-	stuck           bool
-	observedRecord  resourcelock.Record
-	observedRaw     []byte
-	observedTime    time.Time
-	observedCorrupt bool
-	term            string    // termKey of the record last observed
-	termSeenAt      time.Time // when that term was seen to begin; zero: found on
-	reportedLeader  string
-	warnedLease     string // holder and lease of the last over-long lease reported
-	lastErr         error
-	preemption      Preemption
-	sessionRenew    time.Time // when the session heartbeat last credited to this term was sent
-	observedSession string    // the session the observed record's mark names for its holder
+	mu    sync.Mutex
+	obs   observation // guarded by mu
+	state status      // guarded by mu
+}
+
+// loopState is what the election loop keeps between attempts and terms.
+type loopState struct {
+	acquiredAt     time.Time          // when the attempt that won the current term started
+	lastRenew      time.Time          // when the last successful renew of this term was sent
+	emptySince     time.Time          // when the lock object was first seen missing or without a record
+	stopping       bool               // the callback is stopping: renew, answer nothing
+	handTo         *lockmeta.Handover // the request accepted by the last renew
+	paced          bool               // the first attempt has been paced; see pace.go
+	yieldAt        time.Time          // the try after a release, when yielding to better candidates
+	namedFrom      time.Time          // set by an attempt that leads on a record naming this candidate without a write
+	reportedLeader string             // the holder last reported to OnNewLeader
+	warnedLease    string             // holder and lease of the last over-long lease reported
+}
+
+// fenceState is the fence as a value: when the run callback of the coming
+// term may start at the earliest.
+type fenceState struct {
+	startAt   time.Time // the fence: the callback starts no earlier
+	inherited time.Time // fence of a record naming this identity that this process found at first sight
+}
+
+// observation is the record last observed and what goes with it.
+type observation struct {
+	record     resourcelock.Record
+	raw        []byte
+	time       time.Time // when this process saw the record change
+	corrupt    bool
+	term       string    // termKey of the record last observed
+	termSeenAt time.Time // when that term was seen to begin; zero: found on
+	session    string    // the session the observed record's mark names for its holder
+}
+
+// status is what the elector reports to other goroutines.
+type status struct {
+	leading      bool
+	stuck        bool
+	lastErr      error
+	preemption   Preemption
+	sessionRenew time.Time // when the session heartbeat last credited to this term was sent
 }
 
 // New validates cfg and returns an elector. It does not talk to the API
@@ -110,12 +131,13 @@ func New(cfg Config) (*LeaderElector, error) {
 		return nil, err
 	}
 	le := &LeaderElector{
-		cfg:     cfg,
-		log:     cfg.Logger,
-		clock:   cfg.Clock,
-		metrics: cfg.Metrics,
-		trigger: make(chan struct{}, 1),
-		damper:  stealDamper{retry: cfg.RetryPeriod, lease: cfg.LeaseDuration},
+		cfg:      cfg,
+		log:      cfg.Logger,
+		clock:    cfg.Clock,
+		metrics:  cfg.Metrics,
+		trigger:  make(chan struct{}, 1),
+		damper:   stealDamper{retry: cfg.RetryPeriod, lease: cfg.LeaseDuration},
+		handover: cfg.Handover,
 	}
 	switch {
 	case le.log == nil:
@@ -133,11 +155,8 @@ func New(cfg Config) (*LeaderElector, error) {
 	if le.metrics == nil {
 		le.metrics = noopMetrics{}
 	}
-	if le.cfg.Pacer == nil {
-		le.cfg.Pacer = NewPacer()
-	}
 	if cfg.Watch && le.cfg.Hub == nil {
-		le.cfg.Hub = resourcelock.NewWatchHub()
+		le.cfg.Hub = lockwatch.NewWatchHub()
 	}
 	// A sink that can create an election's series at 0 does so now, so that
 	// rates and alerts see a zero rather than no data.
@@ -145,13 +164,7 @@ func New(cfg Config) (*LeaderElector, error) {
 		m.Init(cfg.Name)
 	}
 	if cfg.Watch {
-		le.watch = newLockWatch(le, cfg.Lock.(resourcelock.Watchable))
-	}
-	if cfg.HandoverGrace > 0 {
-		le.handover = newHandoverProtocol(le, cfg.Lock.(resourcelock.HandoverLock))
-	}
-	if cfg.Session != nil {
-		le.session.lock = cfg.Lock.(resourcelock.SessionLock)
+		le.watch = newLockWatch(le, cfg.Lock.(lockcap.Watchable))
 	}
 	return le, nil
 }
@@ -191,7 +204,7 @@ func (le *LeaderElector) Run(ctx context.Context) {
 func (le *LeaderElector) IsLeader() bool {
 	le.mu.Lock()
 	defer le.mu.Unlock()
-	return le.leading
+	return le.state.leading
 }
 
 // GetLeader returns the holder identity last observed in the record ("" when
@@ -199,14 +212,14 @@ func (le *LeaderElector) IsLeader() bool {
 func (le *LeaderElector) GetLeader() string {
 	le.mu.Lock()
 	defer le.mu.Unlock()
-	return le.observedRecord.HolderIdentity
+	return le.obs.record.HolderIdentity
 }
 
 // Observed returns the record last observed and when it was observed.
 func (le *LeaderElector) Observed() (resourcelock.Record, time.Time) {
 	le.mu.Lock()
 	defer le.mu.Unlock()
-	return le.observedRecord, le.observedTime
+	return le.obs.record, le.obs.time
 }
 
 // LastError returns the error of the latest attempt to acquire or renew, or
@@ -217,7 +230,7 @@ func (le *LeaderElector) Observed() (resourcelock.Record, time.Time) {
 func (le *LeaderElector) LastError() error {
 	le.mu.Lock()
 	defer le.mu.Unlock()
-	return le.lastErr
+	return le.state.lastErr
 }
 
 // Preemption reports whether this candidate currently preempts holders it
@@ -225,7 +238,7 @@ func (le *LeaderElector) LastError() error {
 func (le *LeaderElector) Preemption() Preemption {
 	le.mu.Lock()
 	defer le.mu.Unlock()
-	return le.preemption
+	return le.state.preemption
 }
 
 // Trigger makes a waiting candidate try to acquire at once instead of at its
@@ -246,16 +259,16 @@ func (le *LeaderElector) Trigger() {
 func (le *LeaderElector) Check(tolerance time.Duration) error {
 	le.mu.Lock()
 	defer le.mu.Unlock()
-	if le.stuck {
+	if le.state.stuck {
 		return fmt.Errorf("%s: the run callback has not stopped within %v of the end of its term",
 			le.cfg.Lock.Describe(), le.cfg.StopTimeout)
 	}
-	if !le.leading {
+	if !le.state.leading {
 		return nil
 	}
-	renewed := le.observedTime
-	if le.sessionRenew.After(renewed) {
-		renewed = le.sessionRenew
+	renewed := le.obs.time
+	if le.state.sessionRenew.After(renewed) {
+		renewed = le.state.sessionRenew
 	}
 	if since := le.clock.Since(renewed); since > le.cfg.LeaseDuration+tolerance {
 		return fmt.Errorf("%s: leader has not renewed for %v (lease %v, tolerance %v)",
@@ -285,7 +298,7 @@ func (le *LeaderElector) acquire(ctx context.Context) bool {
 		case <-le.trigger:
 			timer.Stop()
 			if le.handover != nil {
-				le.handover.triggered()
+				le.handover.Triggered()
 			}
 			tryNow = true
 		case <-le.watchEvents():
@@ -302,11 +315,11 @@ func (le *LeaderElector) tryAcquire(ctx context.Context) bool {
 	le.setLastError(err)
 	switch out {
 	case acquired:
-		le.acquiredAt = started
-		if !le.namedFrom.IsZero() {
+		le.loop.acquiredAt = started
+		if !le.loop.namedFrom.IsZero() {
 			// Led on a record written by the previous holder: the term
 			// counts from the request it answered (see namedSince).
-			le.acquiredAt, le.namedFrom = le.namedFrom, time.Time{}
+			le.loop.acquiredAt, le.loop.namedFrom = le.loop.namedFrom, time.Time{}
 		}
 		le.acquiredVacancy()
 		le.log.Info("acquired leadership")
@@ -337,7 +350,7 @@ func (le *LeaderElector) followerWait() time.Duration {
 		return poll
 	}
 	le.mu.Lock()
-	rec, seen, corrupt := le.observedRecord, le.observedTime, le.observedCorrupt
+	rec, seen, corrupt := le.obs.record, le.obs.time, le.obs.corrupt
 	le.mu.Unlock()
 	if seen.IsZero() || (rec.HolderIdentity == "" && !corrupt) || rec.HolderIdentity == le.cfg.Lock.Identity() {
 		// Nothing known, free, or handed to this candidate: the last
@@ -356,15 +369,21 @@ func (le *LeaderElector) followerWait() time.Duration {
 	if !corrupt {
 		lease = honouredLease(rec)
 	}
+	return le.heldWait(poll, seen.Add(lease))
+}
+
+// heldWait is followerWait for a lock held by another holder whose record
+// runs out at end by this candidate's observation; poll is the jittered
+// retry period.
+func (le *LeaderElector) heldWait(poll time.Duration, end time.Time) time.Duration {
 	now := le.clock.Now()
-	end := seen.Add(lease)
 	if alive := le.sessionUntil(now, end); alive.After(end) {
 		end = alive // the holder's session keeps it alive longer
 	}
 	// An expired lock is a race like a released one: lesser candidates
 	// let better ones go first.
 	deadline := end.Add(le.yieldDelay())
-	for _, at := range []time.Time{le.damper.wakeAt(now), le.handoverWake()} {
+	for _, at := range []time.Time{le.damper.wakeAt(now), le.handoverWake(now)} {
 		if !at.IsZero() && at.Before(deadline) {
 			deadline = at
 		}
@@ -392,18 +411,18 @@ func (le *LeaderElector) followerWait() time.Duration {
 // emptyWake is when a lock object that is missing or has no record may be
 // taken (see emptyMayBeHeld); zero when none waits.
 func (le *LeaderElector) emptyWake(now time.Time) time.Time {
-	if at := le.emptySince.Add(le.cfg.LeaseDuration); !le.emptySince.IsZero() && at.After(now) {
+	if at := le.loop.emptySince.Add(le.cfg.LeaseDuration); !le.loop.emptySince.IsZero() && at.After(now) {
 		return at
 	}
 	return time.Time{}
 }
 
 // handoverWake is when the handover state may change by itself.
-func (le *LeaderElector) handoverWake() time.Time {
+func (le *LeaderElector) handoverWake(now time.Time) time.Time {
 	if le.handover == nil {
 		return time.Time{}
 	}
-	return le.handover.wakeAt()
+	return le.handover.WakeAt(now)
 }
 
 // worthTrying reports whether the record last observed may let this
@@ -412,7 +431,7 @@ func (le *LeaderElector) handoverWake() time.Time {
 // left to the expiry timer.
 func (le *LeaderElector) worthTrying() bool {
 	le.mu.Lock()
-	rec, corrupt := le.observedRecord, le.observedCorrupt
+	rec, corrupt := le.obs.record, le.obs.corrupt
 	le.mu.Unlock()
 	switch {
 	case corrupt:
@@ -434,7 +453,7 @@ func (le *LeaderElector) worthTrying() bool {
 // a lease that no one renews.
 func (le *LeaderElector) withdraw() {
 	me := le.cfg.Lock.Identity()
-	asked := le.handover != nil && !le.handover.askedAt.IsZero()
+	asked := le.handover != nil && !le.handover.AskedAt().IsZero()
 	if !asked && le.GetLeader() != me {
 		return // never asked, never named: nothing to undo
 	}
@@ -444,7 +463,7 @@ func (le *LeaderElector) withdraw() {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), le.cfg.RenewDeadline)
 	defer cancel()
-	if le.handover.withdraw(ctx) {
+	if le.retract(ctx) {
 		le.release()
 	}
 }
@@ -453,33 +472,33 @@ func (le *LeaderElector) withdraw() {
 // the log, an event, a metric and Preemption.
 func (le *LeaderElector) reportPreemption(suspended bool, msg string) {
 	le.mu.Lock()
-	le.preemption = le.damper.state
+	le.state.preemption = le.damper.state
 	le.mu.Unlock()
 	le.metrics.SetPreemptionSuspended(le.cfg.Name, suspended)
 	if suspended {
 		le.log.Warn(msg)
-		le.cfg.Lock.RecordEvent(corev1.EventTypeWarning, ReasonPreemptionSuspended, msg)
+		le.cfg.Lock.RecordEvent(corev1.EventTypeWarning, reasonPreemptionSuspended, msg)
 		return
 	}
 	le.log.Info(msg)
-	le.cfg.Lock.RecordEvent(corev1.EventTypeNormal, ReasonPreemptionResumed, msg)
+	le.cfg.Lock.RecordEvent(corev1.EventTypeNormal, reasonPreemptionResumed, msg)
 }
 
 func (le *LeaderElector) setLastError(err error) {
 	le.mu.Lock()
-	le.lastErr = err
+	le.state.lastErr = err
 	le.mu.Unlock()
 }
 
 func (le *LeaderElector) setStuck(v bool) {
 	le.mu.Lock()
-	le.stuck = v
+	le.state.stuck = v
 	le.mu.Unlock()
 }
 
 func (le *LeaderElector) setLeading(v bool) {
 	le.mu.Lock()
-	le.leading = v
+	le.state.leading = v
 	le.mu.Unlock()
 	le.metrics.SetLeading(le.cfg.Name, v)
 }

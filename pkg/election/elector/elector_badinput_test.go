@@ -173,7 +173,7 @@ func TestHugeLeaseIsHonouredUpToMaxLeaseDuration(t *testing.T) {
 		mustAttempt(t, le, false, heldByOther)
 		h.clock.Step(time.Millisecond)
 		mustAttempt(t, le, false, acquired)
-		if n := sink.count(corev1.EventTypeWarning, ReasonLeaseTooLong); n != 1 {
+		if n := sink.count(corev1.EventTypeWarning, reasonLeaseTooLong); n != 1 {
 			t.Fatalf("lease %ds: %d warnings, want 1", secs, n)
 		}
 	}
@@ -185,7 +185,7 @@ func TestHugeLeaseIsHonouredUpToMaxLeaseDuration(t *testing.T) {
 	mustAttempt(t, le, false, heldByOther)
 	h.clock.Step(MaxLeaseDuration)
 	mustAttempt(t, le, false, heldByOther)
-	if n := sink.count(corev1.EventTypeWarning, ReasonLeaseTooLong); n != 0 {
+	if n := sink.count(corev1.EventTypeWarning, reasonLeaseTooLong); n != 0 {
 		t.Fatalf("%d warnings for a lease at the cap", n)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/meshd-io/meshd/internal/ledger"
+	"github.com/meshd-io/meshd/internal/lockwatch"
 	"github.com/meshd-io/meshd/internal/testing/kubetest"
 	"github.com/meshd-io/meshd/pkg/resourcelock"
 )
@@ -116,7 +117,7 @@ func (l *faultyLock) Update(ctx context.Context, r resourcelock.Record) error {
 // partition no events arrive either.
 func (l *faultyLock) Observe(obj any, deleted bool) (*resourcelock.Record, []byte, error) {
 	if l.cut.Load() {
-		return nil, nil, resourcelock.ErrForeignObject
+		return nil, nil, lockwatch.ErrForeignObject
 	}
 	return l.ConfigMapLock.Observe(obj, deleted)
 }

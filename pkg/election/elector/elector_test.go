@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meshd-io/meshd/internal/pacing"
+
 	"go.uber.org/goleak"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -20,6 +22,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/meshd-io/meshd/internal/lockmeta"
 	"github.com/meshd-io/meshd/internal/testing/kubetest"
 	"github.com/meshd-io/meshd/pkg/resourcelock"
 )
@@ -122,7 +125,7 @@ func annotationsOf(obj runtime.Object) map[string]string {
 	return m.GetAnnotations()
 }
 
-func (h *harness) elector(identity, key string, cmp KeyComparison, onStart func(context.Context)) *LeaderElector {
+func (h *harness) elector(identity, key string, cmp func(holderKey string) bool, onStart func(context.Context)) *LeaderElector {
 	h.t.Helper()
 	lock, err := resourcelock.NewConfigMapLock(h.client.CoreV1(), ns, lockName, resourcelock.Config{Identity: identity, Key: key})
 	if err != nil {
@@ -502,7 +505,7 @@ func TestConfigValidationReportsEveryProblem(t *testing.T) {
 			Callbacks: Callbacks{OnStartedLeading: waitDone}},
 			[]string{"at least 1s"}},
 		{"zero pacer", Config{Lock: lock, LeaseDuration: 4 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: 500 * time.Millisecond,
-			Callbacks: Callbacks{OnStartedLeading: waitDone}, Pacer: &Pacer{}},
+			Callbacks: Callbacks{OnStartedLeading: waitDone}, Pacer: &pacing.Pacer{}},
 			[]string{"Pacer was not built by NewPacer"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -561,7 +564,7 @@ func TestOnlyRecordChangesShowHolderAlive(t *testing.T) {
 	h.touch(func(cm *corev1.ConfigMap) {
 		cm.Labels = map[string]string{"team": "mesh"}
 		cm.Annotations["example.com/note"] = "unrelated"
-		cm.Annotations[resourcelock.HandoverAnnotationKey] = `{"holder":"b","candidate":"x"}`
+		cm.Annotations[lockmeta.HandoverAnnotationKey] = `{"holder":"b","candidate":"x"}`
 	})
 	mustAttempt(t, le, false, heldByOther)
 	h.clock.Step(1001 * time.Millisecond) // 4s after the record last changed

@@ -7,13 +7,15 @@ import (
 	"testing"
 	"time"
 
-	"github.com/meshd-io/meshd/pkg/resourcelock"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/meshd-io/meshd/internal/lockmeta"
+	"github.com/meshd-io/meshd/pkg/resourcelock"
 )
 
 // fencedSteal sets up a forced steal with a fenced start: the holder
@@ -248,7 +250,7 @@ func TestHolderNamesTheCandidateAtItsFenceWithABriefLease(t *testing.T) {
 	// d asks for the lock at t0; c accepts but must wait out its fence
 	// (t0+4s) before anyone may start.
 	h.setHandover(`{"holder":"c","candidate":"d","candidateKey":"stable","requestTime":"2026-01-02T03:04:05Z"}`)
-	waitFor(t, "c to accept", func() bool { return h.handover().Answer == resourcelock.AnswerAccepted })
+	waitFor(t, "c to accept", func() bool { return h.handover().Answer == lockmeta.AnswerAccepted })
 	h.steps(16, 250*time.Millisecond) // t0+4s: the fence passes
 	waitFor(t, "c to name d", func() bool { return h.holderOrNone() == "d" })
 	named := h.clock.Now()

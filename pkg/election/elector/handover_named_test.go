@@ -16,6 +16,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/meshd-io/meshd/internal/ledger"
+	"github.com/meshd-io/meshd/internal/lockmeta"
 	"github.com/meshd-io/meshd/internal/testing/kubetest"
 	"github.com/meshd-io/meshd/pkg/resourcelock"
 )
@@ -97,7 +98,7 @@ func TestTermOnTheHoldersRecordCountsFromTheRequest(t *testing.T) {
 	})
 	asked := h.clock.Now()
 	cand := h.start(candidateOpts{identity: "c", key: "stable", steal: true})
-	waitFor(t, "h to accept", func() bool { return h.handover().Answer == resourcelock.AnswerAccepted })
+	waitFor(t, "h to accept", func() bool { return h.handover().Answer == lockmeta.AnswerAccepted })
 	// h's work takes 300ms to stop; then h names c.
 	waitFor(t, "h's work to stop", h.clock.HasWaiters)
 	h.clock.Step(300 * time.Millisecond)
@@ -130,7 +131,7 @@ func TestLateHandoverIsConfirmedByAWrite(t *testing.T) {
 		work: h.slowStop(1500 * time.Millisecond)})
 	waitFor(t, "h to lead", holder.le.IsLeader)
 	cand := h.start(candidateOpts{identity: "c", key: "stable", steal: true})
-	waitFor(t, "h to accept", func() bool { return h.handover().Answer == resourcelock.AnswerAccepted })
+	waitFor(t, "h to accept", func() bool { return h.handover().Answer == lockmeta.AnswerAccepted })
 	for !cand.le.IsLeader() {
 		if h.clock.Since(t0) > 3*time.Second {
 			t.Fatal("c did not lead within the holder's promise")
@@ -149,15 +150,13 @@ func TestNamedSince(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	le, err := New(Config{
+	le, err := New(cooperative(Config{
 		Name: lockName, Lock: lock,
 		LeaseDuration: 4 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: time.Second,
-		Callbacks:      Callbacks{OnStartedLeading: noErr(func(ctx context.Context) { <-ctx.Done() })},
-		KeyComparison:  func(string) bool { return true },
-		AcceptHandover: func(string) bool { return true },
-		HandoverGrace:  3 * time.Second,
-		Clock:          h.clock,
-	})
+		Callbacks:     Callbacks{OnStartedLeading: noErr(func(ctx context.Context) { <-ctx.Done() })},
+		KeyComparison: func(string) bool { return true },
+		Clock:         h.clock,
+	}, 3*time.Second, func(string) bool { return true }))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -184,8 +183,8 @@ func TestNamedSince(t *testing.T) {
 			if tc.edit != nil {
 				tc.edit(&rec)
 			}
-			le.handover.askedAt, le.startAt = tc.askedAt, tc.fence
-			since, ok := le.handover.namedSince(&rec, now)
+			le.fence.startAt = tc.fence
+			since, ok := le.namedSince(tc.askedAt, &rec, now)
 			if ok != tc.want {
 				t.Fatalf("namedSince = %v, %v; want ok %v", since, ok, tc.want)
 			}

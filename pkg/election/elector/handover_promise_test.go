@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	k8stesting "k8s.io/client-go/testing"
 
+	"github.com/meshd-io/meshd/internal/lockmeta"
 	"github.com/meshd-io/meshd/pkg/resourcelock"
 )
 
@@ -23,14 +24,13 @@ func (h *harness) cooperativeElector(identity string, accept *atomic.Bool) *Lead
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	le, err := New(Config{
+	le, err := New(cooperative(Config{
 		Name: lockName, Lock: lock,
 		LeaseDuration: 4 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: time.Second,
-		Callbacks:      Callbacks{OnStartedLeading: noErr(func(ctx context.Context) { <-ctx.Done() })},
-		AcceptHandover: func(string) bool { return accept.Load() },
-		HandoverGrace:  2 * time.Second, StopTimeout: time.Second,
-		Clock: h.clock,
-	})
+		Callbacks:   Callbacks{OnStartedLeading: noErr(func(ctx context.Context) { <-ctx.Done() })},
+		StopTimeout: time.Second,
+		Clock:       h.clock,
+	}, 2*time.Second, func(string) bool { return accept.Load() }))
 	if err != nil {
 		h.t.Fatal(err)
 	}
@@ -42,8 +42,8 @@ func (h *harness) cooperativeElector(identity string, accept *atomic.Bool) *Lead
 func (h *harness) acceptedRequest(holder string) {
 	h.t.Helper()
 	now := metav1.NewTime(h.clock.Now())
-	raw, _ := json.Marshal(resourcelock.Handover{Holder: holder, Candidate: "c", CandidateKey: "canary", RequestTime: &now,
-		Answer: resourcelock.AnswerAccepted, AnswerTime: &now, StopWithinMillis: 2000})
+	raw, _ := json.Marshal(lockmeta.Handover{Holder: holder, Candidate: "c", CandidateKey: "canary", RequestTime: &now,
+		Answer: lockmeta.AnswerAccepted, AnswerTime: &now, StopWithinMillis: 2000})
 	h.setHandover(string(raw))
 }
 
@@ -70,7 +70,7 @@ func TestHandoverWriteIsRetriedAfterAFailure(t *testing.T) {
 	h.acceptedRequest("a")
 	mustAttempt(t, le, true, handOff) // the holder reads the request and accepts it
 	h.failUpdates(1)
-	le.handOver(*le.handTo, false)
+	le.handOver(*le.loop.handTo, false)
 	if rec := h.record(); rec.HolderIdentity != "c" {
 		t.Fatalf("record after a failed handover write = %+v, want c as holder", rec)
 	}
@@ -108,7 +108,7 @@ func TestLeaderAnswersABrokenPromiseAgain(t *testing.T) {
 	mustAttempt(t, le, false, acquired) // it no longer agrees: it keeps the lock
 	h.clock.Step(500 * time.Millisecond)
 	mustAttempt(t, le, true, acquired)
-	if got := h.handover(); got.Answer != resourcelock.AnswerRefused {
+	if got := h.handover(); got.Answer != lockmeta.AnswerRefused {
 		t.Fatalf("answer after the holder changed its mind = %q (%+v), want refused", got.Answer, got)
 	}
 }
@@ -129,7 +129,7 @@ func TestCandidateAsksAgainWhenAnAcceptedRequestIsNotHonoured(t *testing.T) {
 	first := h.handover()
 	// b accepts, promising to stop within 500ms, and then only renews.
 	now := metav1.NewTime(h.clock.Now())
-	first.Answer, first.AnswerTime, first.StopWithinMillis = resourcelock.AnswerAccepted, &now, 500
+	first.Answer, first.AnswerTime, first.StopWithinMillis = lockmeta.AnswerAccepted, &now, 500
 	raw, err := json.Marshal(first)
 	if err != nil {
 		t.Fatal(err)
@@ -141,7 +141,7 @@ func TestCandidateAsksAgainWhenAnAcceptedRequestIsNotHonoured(t *testing.T) {
 	for i := 0; i < 5; i++ { // to t0+1.25s: before the promise is broken
 		h.steps(1, 250*time.Millisecond)
 		h.renewAs(holder)
-		if ho := h.handover(); ho.Candidate != "c" || ho.Answer != resourcelock.AnswerAccepted {
+		if ho := h.handover(); ho.Candidate != "c" || ho.Answer != lockmeta.AnswerAccepted {
 			t.Fatalf("c asked again at %v, while the promise stood: %+v", h.clock.Since(t0), ho)
 		}
 	}

@@ -10,14 +10,14 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	k8stesting "k8s.io/client-go/testing"
 
-	"github.com/meshd-io/meshd/pkg/resourcelock"
+	"github.com/meshd-io/meshd/internal/lockmeta"
 )
 
 // setHandover writes the handover annotation as another process would.
 func (h *harness) setHandover(raw string) {
 	h.t.Helper()
 	obj := h.lockObject()
-	annotationsOf(obj)[resourcelock.HandoverAnnotationKey] = raw
+	annotationsOf(obj)[lockmeta.HandoverAnnotationKey] = raw
 	h.updateLock(obj)
 }
 

@@ -27,7 +27,7 @@ type HolderExit interface {
 // names another holder.
 func (le *LeaderElector) holderExited() bool {
 	le.mu.Lock()
-	rec, corrupt := le.observedRecord, le.observedCorrupt
+	rec, corrupt := le.obs.record, le.obs.corrupt
 	le.mu.Unlock()
 	return le.cfg.HolderExit != nil && !corrupt && rec.HolderIdentity != "" && rec.HolderIdentity != le.cfg.Lock.Identity() &&
 		le.cfg.HolderExit.Exited(rec)

@@ -42,8 +42,8 @@ func TestHolderExitEndsTheLeaseAtOnce(t *testing.T) {
 	if rec := h.record(); rec.HolderIdentity != "a" || rec.LeaderTransitions != 3 {
 		t.Fatalf("record after the takeover = %+v", rec)
 	}
-	if !le.startAt.IsZero() {
-		t.Errorf("a takeover on proof set a fence at %v", le.startAt)
+	if !le.fence.startAt.IsZero() {
+		t.Errorf("a takeover on proof set a fence at %v", le.fence.startAt)
 	}
 }
 
@@ -57,10 +57,10 @@ func TestHolderExitKeepsAnEarlierFence(t *testing.T) {
 	exit := &fakeExit{exited: true}
 	le.cfg.HolderExit = exit
 	fence := t0.Add(20 * time.Second) // of a steal from another holder, earlier
-	le.startAt = fence
+	le.fence.startAt = fence
 	mustAttempt(t, le, false, acquired)
-	if !le.startAt.Equal(fence) {
-		t.Errorf("fence = %v, want the earlier one %v kept", le.startAt, fence)
+	if !le.fence.startAt.Equal(fence) {
+		t.Errorf("fence = %v, want the earlier one %v kept", le.fence.startAt, fence)
 	}
 	exit.asked = nil
 	mustAttempt(t, le, true, acquired) // renewing its own record

@@ -19,25 +19,25 @@ import (
 // Lease keeps microseconds), so two renewals within one second still count.
 func (le *LeaderElector) observe(rec *resourcelock.Record, raw []byte, now time.Time) {
 	le.mu.Lock()
-	if !le.observedCorrupt && !le.observedTime.IsZero() && sameRecord(&le.observedRecord, rec) {
-		if le.observedSession == "" {
+	if !le.obs.corrupt && !le.obs.time.IsZero() && sameRecord(&le.obs.record, rec) {
+		if le.obs.session == "" {
 			// The same record written again with a mark that names a
 			// session (a successor's first write in the same microsecond
 			// as the handover): the session may keep the holder alive
 			// longer, never shorter. An edit of the mark alone never
 			// shortens the holder's lease.
-			le.observedSession = le.holderSessionRef(rec.HolderIdentity)
+			le.obs.session = le.holderSessionRef(rec.HolderIdentity)
 		}
 		le.mu.Unlock()
 		return
 	}
-	first := le.observedTime.IsZero() && !le.observedCorrupt
+	first := le.obs.time.IsZero() && !le.obs.corrupt
 	le.noteTerm(rec, now)
-	le.observedRecord = *rec
-	le.observedRaw = raw
-	le.observedTime = now
-	le.observedCorrupt = false
-	le.observedSession = le.holderSessionRef(rec.HolderIdentity)
+	le.obs.record = *rec
+	le.obs.raw = raw
+	le.obs.time = now
+	le.obs.corrupt = false
+	le.obs.session = le.holderSessionRef(rec.HolderIdentity)
 	le.mu.Unlock()
 	if first && le.writtenByEarlierProcess(rec) {
 		// An earlier process of this identity (a restart) wrote the record,
@@ -45,12 +45,14 @@ func (le *LeaderElector) observe(rec *resourcelock.Record, raw []byte, now time.
 		// fenced, a fence that died with it. This process takes the record
 		// as its own only once that record's lease from now has passed (see
 		// decideAndWrite); until then anyone who sees it expire may take it.
-		le.inherited = now.Add(honouredLease(*rec))
+		le.fence.inherited = now.Add(honouredLease(*rec))
 	}
 	if rec.HolderIdentity != "" {
-		le.vacantSince = time.Time{} // a holder renewed or took it: no longer vacant
+		le.occupied() // a holder renewed or took it: no longer vacant
 	}
-	le.noteSessionAware(rec)
+	if le.sessionMode() {
+		le.cfg.Session.NoteHolder(rec.HolderIdentity)
+	}
 	le.reportLeader(rec.HolderIdentity)
 	le.warnLongLease(rec)
 }
@@ -63,26 +65,21 @@ func (le *LeaderElector) observe(rec *resourcelock.Record, raw []byte, now time.
 // no such mark. Without sessions a restart under the same identity cannot
 // be told apart; identities are unique per process by default.
 func (le *LeaderElector) writtenByEarlierProcess(rec *resourcelock.Record) bool {
-	me := le.cfg.Lock.Identity()
-	if rec.HolderIdentity != me || !le.sessionMode() {
-		return false
-	}
-	mark, ok := le.session.lock.SessionMark()
-	return ok && mark.Holder == me && mark.Session != "" && mark.Session != le.cfg.Session.Ref()
+	return rec.HolderIdentity == le.cfg.Lock.Identity() && le.sessionMode() && le.cfg.Session.EarlierProcess()
 }
 
 // noteTerm notes when this candidate saw the term of rec's holder begin;
 // zero for the term it found when it first looked. Called with mu held.
 func (le *LeaderElector) noteTerm(rec *resourcelock.Record, now time.Time) {
 	t := termKey(rec)
-	if t == le.term {
+	if t == le.obs.term {
 		return
 	}
-	le.termSeenAt = time.Time{}
-	if !le.observedTime.IsZero() {
-		le.termSeenAt = now
+	le.obs.termSeenAt = time.Time{}
+	if !le.obs.time.IsZero() {
+		le.obs.termSeenAt = now
 	}
-	le.term = t
+	le.obs.term = t
 }
 
 // termSince is when this candidate saw the current holder's term begin
@@ -90,7 +87,7 @@ func (le *LeaderElector) noteTerm(rec *resourcelock.Record, now time.Time) {
 func (le *LeaderElector) termSince() time.Time {
 	le.mu.Lock()
 	defer le.mu.Unlock()
-	return le.termSeenAt
+	return le.obs.termSeenAt
 }
 
 // sameRecord compares two records field by field, times at full precision.
@@ -113,8 +110,8 @@ func noRecord(rec *resourcelock.Record) bool {
 func (le *LeaderElector) refreshObservedLease(now time.Time) {
 	le.mu.Lock()
 	defer le.mu.Unlock()
-	if le.observedRecord.HolderIdentity != "" && !le.observedTime.IsZero() {
-		le.observedTime = now
+	if le.obs.record.HolderIdentity != "" && !le.obs.time.IsZero() {
+		le.obs.time = now
 	}
 }
 
@@ -123,11 +120,11 @@ func (le *LeaderElector) observeOwnWrite(rec resourcelock.Record, now time.Time)
 	le.noteEmpty(false, now)
 	le.mu.Lock()
 	le.noteTerm(&rec, now)
-	le.observedRecord = rec
-	le.observedRaw = resourcelock.EncodeRecord(rec)
-	le.observedTime = now
-	le.observedCorrupt = false
-	le.observedSession = le.holderSessionRef(rec.HolderIdentity)
+	le.obs.record = rec
+	le.obs.raw = resourcelock.EncodeRecord(rec)
+	le.obs.time = now
+	le.obs.corrupt = false
+	le.obs.session = le.holderSessionRef(rec.HolderIdentity)
 	le.mu.Unlock()
 	le.reportLeader(rec.HolderIdentity)
 }
@@ -136,14 +133,14 @@ func (le *LeaderElector) observeOwnWrite(rec resourcelock.Record, now time.Time)
 // content. It returns when they were first seen and the last good record.
 func (le *LeaderElector) observeCorrupt(raw []byte, cause error, now time.Time) (time.Time, resourcelock.Record) {
 	le.mu.Lock()
-	changed := !le.observedCorrupt || !bytes.Equal(raw, le.observedRaw)
-	prev := le.observedRecord
+	changed := !le.obs.corrupt || !bytes.Equal(raw, le.obs.raw)
+	prev := le.obs.record
 	if changed {
-		le.observedCorrupt = true
-		le.observedRaw = raw
-		le.observedTime = now
+		le.obs.corrupt = true
+		le.obs.raw = raw
+		le.obs.time = now
 	}
-	firstSeen := le.observedTime
+	firstSeen := le.obs.time
 	le.mu.Unlock()
 	if changed {
 		le.log.Warn("lock holds a corrupt record; it will be replaced", zap.Error(cause))
@@ -169,7 +166,7 @@ func (le *LeaderElector) leaseValid(now time.Time) bool {
 // later while its session lives.
 func (le *LeaderElector) leaseEnd() time.Time {
 	le.mu.Lock()
-	end := le.observedTime.Add(honouredLease(le.observedRecord))
+	end := le.obs.time.Add(honouredLease(le.obs.record))
 	le.mu.Unlock()
 	if alive := le.sessionUntil(le.clock.Now(), end); alive.After(end) {
 		end = alive
@@ -186,7 +183,7 @@ func (le *LeaderElector) leaseEnd() time.Time {
 // itself writes its record again at its next renew).
 func (le *LeaderElector) holderMayBeWorking(now time.Time) bool {
 	le.mu.Lock()
-	rec, seen, corrupt := le.observedRecord, le.observedTime, le.observedCorrupt
+	rec, seen, corrupt := le.obs.record, le.obs.time, le.obs.corrupt
 	le.mu.Unlock()
 	if corrupt {
 		return now.Before(seen.Add(le.cfg.LeaseDuration))
@@ -200,9 +197,9 @@ func (le *LeaderElector) holderMayBeWorking(now time.Time) bool {
 func (le *LeaderElector) noteEmpty(empty bool, now time.Time) {
 	switch {
 	case !empty:
-		le.emptySince = time.Time{}
-	case le.emptySince.IsZero():
-		le.emptySince = now
+		le.loop.emptySince = time.Time{}
+	case le.loop.emptySince.IsZero():
+		le.loop.emptySince = now
 	}
 }
 
@@ -219,19 +216,19 @@ func (le *LeaderElector) noteEmpty(empty bool, now time.Time) {
 // taken at once.
 func (le *LeaderElector) emptyMayBeHeld(now time.Time, missing bool) bool {
 	le.mu.Lock()
-	neverSeen := le.observedTime.IsZero() && !le.observedCorrupt
+	neverSeen := le.obs.time.IsZero() && !le.obs.corrupt
 	le.mu.Unlock()
 	if missing && neverSeen {
 		return false
 	}
-	if le.emptySince.IsZero() {
-		le.emptySince = now
+	if le.loop.emptySince.IsZero() {
+		le.loop.emptySince = now
 	}
-	if now.Equal(le.emptySince) {
+	if now.Equal(le.loop.emptySince) {
 		le.log.Info("the lock object is missing or has no record; waiting a lease from now in case a holder works",
 			zap.Duration("lease", le.cfg.LeaseDuration))
 	}
-	return !now.After(le.emptySince.Add(le.cfg.LeaseDuration))
+	return !now.After(le.loop.emptySince.Add(le.cfg.LeaseDuration))
 }
 
 // keepsPrevious reports whether a record read or delivered now should be
@@ -265,21 +262,21 @@ func (le *LeaderElector) warnLongLease(rec *resourcelock.Record) {
 		return
 	}
 	seen := fmt.Sprintf("%s/%d", rec.HolderIdentity, rec.LeaseDurationSeconds)
-	if seen == le.warnedLease {
+	if seen == le.loop.warnedLease {
 		return
 	}
-	le.warnedLease = seen
+	le.loop.warnedLease = seen
 	le.log.Warn("the lock holder wrote a lease longer than the maximum; honouring only the maximum",
 		zap.String("holder", rec.HolderIdentity), zap.Int("leaseDurationSeconds", rec.LeaseDurationSeconds), zap.Duration("max", MaxLeaseDuration))
-	le.cfg.Lock.RecordEvent(corev1.EventTypeWarning, ReasonLeaseTooLong,
+	le.cfg.Lock.RecordEvent(corev1.EventTypeWarning, reasonLeaseTooLong,
 		fmt.Sprintf("%s wrote leaseDurationSeconds %d; candidates honour at most %v", rec.HolderIdentity, rec.LeaseDurationSeconds, MaxLeaseDuration))
 }
 
 func (le *LeaderElector) reportLeader(identity string) {
-	if identity == "" || identity == le.reportedLeader {
+	if identity == "" || identity == le.loop.reportedLeader {
 		return
 	}
-	le.reportedLeader = identity
+	le.loop.reportedLeader = identity
 	if le.cfg.Callbacks.OnNewLeader != nil {
 		le.cfg.Callbacks.OnNewLeader(identity)
 	}

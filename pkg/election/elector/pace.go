@@ -2,50 +2,33 @@ package elector
 
 import (
 	"context"
+	"hash/fnv"
 	"time"
-
-	"golang.org/x/time/rate"
 )
 
-// The first attempts of all the electors that share a Pacer pass through one
-// token bucket and a bounded number of slots, so that a program starting
-// thousands of elections at once sends their first requests to the API
-// server at a bounded rate instead of in one burst, and slows down by itself
-// when the API server answers slowly (at most firstAttemptsInFlight wait for
-// an answer at any time). Only attempts that may send a request wait: a
-// follower whose watch shows a live holder decides from the watch's cache,
-// and one that learns of such a holder while it waits gives its turn back.
-// Attempts waiting for a slot are served in an order that differs from one
-// candidate identity to the next (see slotQueue), so that replicas starting
-// the same elections together create different lock objects first rather
-// than all racing for the same one.
-const (
-	firstAttemptQPS       = 1000
-	firstAttemptBurst     = 100
-	firstAttemptsInFlight = 32
-	// firstSyncWait bounds how long a starting elector waits for the shared
-	// watch's first list before its first attempt.
-	firstSyncWait = time.Second
-)
+// firstSyncWait bounds how long a starting elector waits for the shared
+// watch's first list before its first attempt.
+const firstSyncWait = time.Second
 
 // Pacer paces the first attempts of the electors it is given to (see
-// Config.Pacer): one token bucket and one queue of slots for all of them.
-// The program creates one and passes it to every elector that should be
-// paced together; package election's Group keeps one for its elections.
-// It holds no goroutine and needs no stopping. It is safe for concurrent
-// use. The zero value is not usable: call NewPacer.
-type Pacer struct {
-	tokens *rate.Limiter
-	slots  *slotQueue
-}
-
-// NewPacer returns a pacer of 1000 first attempts a second, in bursts of at
-// most 100, with at most 32 waiting for the API server at once.
-func NewPacer() *Pacer {
-	return &Pacer{
-		tokens: rate.NewLimiter(firstAttemptQPS, firstAttemptBurst),
-		slots:  newSlotQueue(firstAttemptsInFlight),
-	}
+// Config.Pacer; package internal/pacing implements it): a program starting
+// thousands of elections at once sends their first requests at a bounded
+// rate, and a bounded number of them wait for the API server at once. Only
+// attempts that may send a request wait: a follower whose watch shows a
+// live holder decides from the watch's cache, and one that learns of such
+// a holder while it waits gives its turn back. It must be safe for
+// concurrent use.
+type Pacer interface {
+	// Built reports whether the pacer was built by its constructor
+	// (NewPacer); a zero value is refused by validation.
+	Built() bool
+	// Reserve takes a token: wait delay before the attempt, or cancel to
+	// give the token back.
+	Reserve() (delay time.Duration, cancel func())
+	// Wait joins the queue of slots with priority prio, lowest first:
+	// granted is closed once a slot is held; leave gives the place up, or
+	// the slot back once granted, and is called exactly once.
+	Wait(prio uint64) (granted <-chan struct{}, leave func())
 }
 
 // tryFirst makes the first attempt of a Run: the elector's very first one
@@ -66,27 +49,39 @@ func (le *LeaderElector) tryFirst(ctx context.Context) bool {
 // take it from. The returned function gives the slot back, if one was taken.
 func (le *LeaderElector) paceFirstAttempt(ctx context.Context) (release func()) {
 	release = func() {}
-	if le.paced {
+	if le.loop.paced {
 		return release
 	}
-	le.paced = true
+	le.loop.paced = true
 	if le.watch != nil {
 		le.awaitListed(ctx)
 	}
 	pacer := le.cfg.Pacer
-	turn := pacer.tokens.Reserve()
-	wait := time.NewTimer(turn.Delay())
+	if pacer == nil {
+		return release // a pacer of its own would never make it wait
+	}
+	delay, cancel := pacer.Reserve()
+	wait := time.NewTimer(delay)
 	defer wait.Stop()
 	if !le.awaitTurn(ctx, wait.C, nil) {
-		turn.Cancel()
+		cancel()
 		return release
 	}
-	slot := pacer.slots.wait(le.slotPriority())
-	if !le.awaitTurn(ctx, nil, slot.granted) {
-		pacer.slots.leave(slot)
+	granted, leave := pacer.Wait(le.slotPriority())
+	if !le.awaitTurn(ctx, nil, granted) {
+		leave()
 		return release
 	}
-	return pacer.slots.release
+	return leave
+}
+
+// slotPriority orders le's first attempt among those of its process: a hash
+// of its identity and lock, so the order differs from one process (and
+// identity) to the next.
+func (le *LeaderElector) slotPriority() uint64 {
+	h := fnv.New64a()
+	_, _ = h.Write([]byte(le.cfg.Lock.Identity() + "\x00" + le.cfg.Lock.Describe()))
+	return h.Sum64()
 }
 
 // awaitListed waits until the watch has listed, ctx ends or firstSyncWait

@@ -21,36 +21,36 @@ func TestRenewWithinTheSameSecondDoesNotExtendTheDeadline(t *testing.T) {
 	le := h.elector("a", "", nil, nil)
 	h.clock.SetTime(t0.Add(100 * time.Millisecond))
 	mustAttempt(t, le, false, acquired)
-	le.lastRenew = h.clock.Now()
-	visible := le.lastRenew
+	le.loop.lastRenew = h.clock.Now()
+	visible := le.loop.lastRenew
 
 	h.clock.SetTime(t0.Add(900 * time.Millisecond)) // same second: "…:05Z" again
 	if end := le.renewOnce(context.Background()); end != nil {
 		t.Fatalf("renew ended the term: %+v", end)
 	}
-	if !le.lastRenew.Equal(visible) {
-		t.Fatalf("last renew = %v, want the visible one at %v", le.lastRenew, visible)
+	if !le.loop.lastRenew.Equal(visible) {
+		t.Fatalf("last renew = %v, want the visible one at %v", le.loop.lastRenew, visible)
 	}
 
 	h.clock.SetTime(t0.Add(1200 * time.Millisecond)) // next second: followers see it
 	if end := le.renewOnce(context.Background()); end != nil {
 		t.Fatalf("renew ended the term: %+v", end)
 	}
-	if !le.lastRenew.Equal(h.clock.Now()) {
-		t.Fatalf("last renew = %v, want %v", le.lastRenew, h.clock.Now())
+	if !le.loop.lastRenew.Equal(h.clock.Now()) {
+		t.Fatalf("last renew = %v, want %v", le.loop.lastRenew, h.clock.Now())
 	}
 
 	// A Lease stores microseconds: every renew is visible.
 	hl := newLeaseHarness(t)
 	ll := hl.leaseElector("a")
 	mustAttempt(t, ll, false, acquired)
-	ll.lastRenew = hl.clock.Now()
+	ll.loop.lastRenew = hl.clock.Now()
 	hl.clock.Step(300 * time.Millisecond)
 	if end := ll.renewOnce(context.Background()); end != nil {
 		t.Fatalf("renew ended the term: %+v", end)
 	}
-	if !ll.lastRenew.Equal(hl.clock.Now()) {
-		t.Fatalf("Lease: last renew = %v, want %v", ll.lastRenew, hl.clock.Now())
+	if !ll.loop.lastRenew.Equal(hl.clock.Now()) {
+		t.Fatalf("Lease: last renew = %v, want %v", ll.loop.lastRenew, hl.clock.Now())
 	}
 }
 

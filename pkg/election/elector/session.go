@@ -2,7 +2,6 @@ package elector
 
 import (
 	"context"
-	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -10,73 +9,48 @@ import (
 	"github.com/meshd-io/meshd/pkg/resourcelock"
 )
 
-// Session is a heartbeat shared by the elections of a process (package
-// election/session implements it). A holder whose lock names its session
-// does not rewrite its record every RetryPeriod: the session's heartbeat
-// keeps it alive, and followers judge it alive while the session is, by
-// their own observation. See "Sessions" in the package doc.
-type Session interface {
-	// Ref names the session in the records this candidate writes; "" while
-	// it has none.
+// Sessions is session mode as the core sees it (see Config.Session;
+// package internal/protocol/sessions implements it on the process's
+// session): a holder whose lock names its session does not rewrite its
+// record every RetryPeriod; the session's heartbeat keeps it alive, and
+// followers judge it alive while the session is, by their own observation.
+// See "Sessions" in the package doc. The core calls it from the election
+// loop only, except Mixed.
+type Sessions interface {
+	// Ref names this process's session in records; "" while it has none.
 	Ref() string
-	// Renewed is when the session's latest heartbeat was sent, counting
-	// only a heartbeat that the watch this elector follows its lock with
-	// has delivered back (so that every write to the lock committed before
-	// it has been seen), and whether the session is current (its heartbeat
-	// works).
+	// Renewed is when this process's latest heartbeat was sent (one the
+	// watch delivered back), and whether the session is current.
 	Renewed() (sent time.Time, current bool)
-	// AliveUntil is until when the session named ref is alive by this
-	// process's observation (zero: not alive, or never seen); known is
-	// false while the process cannot tell.
-	AliveUntil(ref string) (until time.Time, known bool)
-	// EchoedSince reports whether a heartbeat of this process's own
-	// session sent after t (not at t: it may have been sent before a
-	// judgement made at that clock reading) has come back through its
-	// watch; if not, it has one sent and calls notify (which must not
-	// block) when the next comes back.
-	EchoedSince(t time.Time, notify func()) bool
-}
-
-// sessionState is the elector's part of session mode; used by the
-// election loop only.
-type sessionState struct {
-	lock resourcelock.SessionLock
-	// over is when this candidate first judged the observed holder's
-	// session over, with the session and its expiry as then observed.
-	over sessionOver
-	// mixed is set once a holder was seen that does not understand
-	// sessions (istiod, an older meshd, meshd without sessions): it may
-	// still be a candidate, and it would take a record that is not
-	// rewritten, so this candidate renews its record itself from then on.
-	mixed atomic.Bool
-}
-
-// sessionOver is a judgement that a holder's session has run out.
-type sessionOver struct {
-	ref   string
-	until time.Time
-	at    time.Time
+	// Mixed reports whether a holder without sessions was seen, so that
+	// this candidate renews its record itself.
+	Mixed() bool
+	// Mark sets the session mark of the next write; mine: the record
+	// written names this candidate.
+	Mark(mine bool)
+	// Detach sets a mark that names no session for the next write.
+	Detach()
+	// HolderRef is the session the lock object last seen names for holder.
+	HolderRef(holder string) string
+	// EarlierProcess reports whether the lock's mark names another session
+	// of this identity (a record written before a restart).
+	EarlierProcess() bool
+	// NoteHolder is told of every other holder observed.
+	NoteHolder(holder string)
+	// HolderUntil is until when another holder whose record names session
+	// ref is alive by it; recordEnd is when its record's lease runs out;
+	// wake is called when a judgement may change.
+	HolderUntil(now, recordEnd time.Time, ref string, wake func()) time.Time
 }
 
 // sessionMode reports whether this elector may renew through a session.
-func (le *LeaderElector) sessionMode() bool {
-	return le.cfg.Session != nil && le.session.lock != nil
-}
+func (le *LeaderElector) sessionMode() bool { return le.cfg.Session != nil }
 
-// markSession sets the session mark that goes with a write of r: this
-// candidate's current session when r names it and the session works,
-// otherwise a mark without a session (the holder renews the record).
+// markSession sets the session mark that goes with a write of r.
 func (le *LeaderElector) markSession(r resourcelock.Record) {
-	if !le.sessionMode() {
-		return
+	if le.sessionMode() {
+		le.cfg.Session.Mark(r.HolderIdentity == le.cfg.Lock.Identity())
 	}
-	ref, mixed := "", le.session.mixed.Load()
-	if !mixed && r.HolderIdentity == le.cfg.Lock.Identity() {
-		if _, current := le.cfg.Session.Renewed(); current {
-			ref = le.cfg.Session.Ref()
-		}
-	}
-	le.session.lock.SetSession(ref, mixed)
 }
 
 // holderSessionRef is the session the lock object last seen names for
@@ -86,65 +60,26 @@ func (le *LeaderElector) holderSessionRef(holder string) string {
 	if !le.sessionMode() {
 		return ""
 	}
-	mark, ok := le.session.lock.SessionMark()
-	if !ok || mark.Holder != holder {
-		return ""
-	}
-	return mark.Session
-}
-
-// noteSessionAware marks the election mixed when the holder of the record
-// just observed does not understand sessions.
-func (le *LeaderElector) noteSessionAware(rec *resourcelock.Record) {
-	if !le.sessionMode() || le.session.mixed.Load() || rec.HolderIdentity == "" || rec.HolderIdentity == le.cfg.Lock.Identity() {
-		return
-	}
-	if mark, ok := le.session.lock.SessionMark(); ok && mark.Holder == rec.HolderIdentity && !mark.Mixed {
-		return
-	}
-	le.session.mixed.Store(true)
-	le.log.Info("a holder that does not use sessions leads this election; this candidate renews its record itself when it leads",
-		zap.String("holder", rec.HolderIdentity))
+	return le.cfg.Session.HolderRef(holder)
 }
 
 // sessionUntil is until when the observed holder (another candidate) is
 // alive by its session; zero when its record names no session. The session
 // is the one named when the record was observed: a lock object deleted or
-// re-created since (which is not a release) keeps it.
-//
-// A session that this process's watch shows over counts as over only once
-// a heartbeat of this process's own session, sent after that was first
-// judged, has come back through the same watch: the watch may lag, but it
-// delivers in order, so every heartbeat of the holder committed before the
-// echo has then been seen, and one committed after it was sent past the
-// holder's renew deadline, too late to extend its term. Until then, and
-// while the process cannot tell at all, the holder counts as alive for one
-// more RetryPeriod; the echo wakes the elector (Trigger).
+// re-created since (which is not a release) keeps it. The echo of this
+// process's own heartbeat that settles a session judged over wakes the
+// elector (Trigger).
 func (le *LeaderElector) sessionUntil(now, recordEnd time.Time) time.Time {
 	if !le.sessionMode() {
 		return time.Time{}
 	}
 	le.mu.Lock()
-	holder, ref := le.observedRecord.HolderIdentity, le.observedSession
+	holder, ref := le.obs.record.HolderIdentity, le.obs.session
 	le.mu.Unlock()
 	if holder == "" || holder == le.cfg.Lock.Identity() || ref == "" {
 		return time.Time{}
 	}
-	until, known := le.cfg.Session.AliveUntil(ref)
-	switch {
-	case !known:
-		return now.Add(le.cfg.RetryPeriod)
-	case until.After(now) || recordEnd.After(now):
-		return until // alive, or the record's own lease decides for now
-	}
-	over := &le.session.over
-	if over.ref != ref || !over.until.Equal(until) {
-		*over = sessionOver{ref: ref, until: until, at: now}
-	}
-	if !le.cfg.Session.EchoedSince(over.at, le.Trigger) {
-		return now.Add(le.cfg.RetryPeriod)
-	}
-	return until
+	return le.cfg.Session.HolderUntil(now, recordEnd, ref, le.Trigger)
 }
 
 // holderNamesSession reports whether the observed holder's record names a
@@ -152,15 +87,7 @@ func (le *LeaderElector) sessionUntil(now, recordEnd time.Time) time.Time {
 func (le *LeaderElector) holderNamesSession() bool {
 	le.mu.Lock()
 	defer le.mu.Unlock()
-	return le.observedSession != ""
-}
-
-// later returns the later of two times.
-func later(a, b time.Time) time.Time {
-	if b.After(a) {
-		return b
-	}
-	return a
+	return le.obs.session != ""
 }
 
 // renewedBySession credits the session's heartbeat to this term when the
@@ -171,7 +98,7 @@ func later(a, b time.Time) time.Time {
 // writes its record, which also shows it whether someone took the lock
 // meanwhile.
 func (le *LeaderElector) renewedBySession() bool {
-	if !le.sessionMode() || le.session.mixed.Load() {
+	if !le.sessionMode() || le.cfg.Session.Mixed() {
 		return false
 	}
 	me, ref := le.cfg.Lock.Identity(), le.cfg.Session.Ref()
@@ -179,10 +106,10 @@ func (le *LeaderElector) renewedBySession() bool {
 		return false
 	}
 	sent, current := le.cfg.Session.Renewed()
-	if sent.After(le.lastRenew) {
-		le.lastRenew = sent
+	if sent.After(le.loop.lastRenew) {
+		le.loop.lastRenew = sent
 		le.mu.Lock()
-		le.sessionRenew = sent
+		le.state.sessionRenew = sent
 		le.mu.Unlock()
 	}
 	return current && le.watch != nil && le.watch.healthy() && !le.requestToAnswer() && le.preferredSuccessor() == nil &&
@@ -191,7 +118,7 @@ func (le *LeaderElector) renewedBySession() bool {
 
 // SessionFallback reports whether this candidate, in session mode, renews
 // its record itself because it saw a holder that does not use sessions.
-func (le *LeaderElector) SessionFallback() bool { return le.session.mixed.Load() }
+func (le *LeaderElector) SessionFallback() bool { return le.sessionMode() && le.cfg.Session.Mixed() }
 
 // leaveSession is how a holder in session mode leaves a lock to expire:
 // its session outlives this term (the process may lead other elections),
@@ -211,7 +138,7 @@ func (le *LeaderElector) leaveSession() {
 	now := le.clock.Now()
 	rec := le.desired(now)
 	rec.AcquireTime, rec.LeaderTransitions = prev.AcquireTime, prev.LeaderTransitions
-	le.session.lock.SetSession("", le.session.mixed.Load())
+	le.cfg.Session.Detach()
 	le.metrics.Request(le.cfg.Name, "update")
 	if err := le.cfg.Lock.Update(ctx, rec); err != nil {
 		le.log.Warn("could not detach the lock from the session; candidates wait until the session ends", zap.Error(err))

@@ -14,6 +14,9 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/meshd-io/meshd/internal/ledger"
+	"github.com/meshd-io/meshd/internal/lockcap"
+	"github.com/meshd-io/meshd/internal/lockmeta"
+	"github.com/meshd-io/meshd/internal/protocol/sessions"
 	"github.com/meshd-io/meshd/internal/testing/kubetest"
 	"github.com/meshd-io/meshd/pkg/resourcelock"
 )
@@ -27,8 +30,8 @@ type sharedSessions struct {
 	alive map[string]bool
 }
 
-// of returns the Session of the process whose session is ref.
-func (f *sharedSessions) of(ref string) Session {
+// of returns the session heartbeat of the process whose session is ref.
+func (f *sharedSessions) of(ref string) sessions.Heartbeat {
 	f.mu.Lock()
 	f.alive[ref] = true
 	f.mu.Unlock()
@@ -87,7 +90,7 @@ func TestDeletedLockOfASessionHolderIsNotTaken(t *testing.T) {
 			}))},
 			StopTimeout: time.Second,
 			Watch:       true,
-			Session:     sessions.of("session-" + identity + "/token"),
+			Session:     inSession(lock, 250*time.Millisecond, sessions.of("session-"+identity+"/token")),
 		})
 		if err != nil {
 			t.Fatal(err)
@@ -117,7 +120,7 @@ func TestDeletedLockOfASessionHolderIsNotTaken(t *testing.T) {
 		if !a.IsLeader() {
 			return false
 		}
-		mark, ok := a.session.lock.SessionMark()
+		mark, ok := a.cfg.Lock.(lockcap.SessionLock).SessionMark()
 		return ok && mark.Holder == "a" && mark.Session == "session-a/token"
 	})
 	b := start("b")
@@ -149,7 +152,7 @@ func TestDeletedLockOfASessionHolderIsNotTaken(t *testing.T) {
 	if obj.Spec.HolderIdentity == nil || *obj.Spec.HolderIdentity != "a" {
 		t.Fatalf("recreated lock names holder %v, want a", obj.Spec.HolderIdentity)
 	}
-	if mark := obj.Annotations[resourcelock.SessionAnnotationKey]; mark == "" {
+	if mark := obj.Annotations[lockmeta.SessionAnnotationKey]; mark == "" {
 		t.Fatal("recreated lock carries no session mark")
 	}
 }

@@ -11,6 +11,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/meshd-io/meshd/internal/lockmeta"
 	"github.com/meshd-io/meshd/internal/testing/kubetest"
 	"github.com/meshd-io/meshd/pkg/resourcelock"
 )
@@ -29,22 +30,21 @@ func TestSessionHolderReconsidersARefusal(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	le, err := New(Config{
+	le, err := New(cooperative(Config{
 		Name: lockName, Lock: lock,
 		LeaseDuration: 4 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: time.Second,
-		Callbacks:      Callbacks{OnStartedLeading: noErr(func(ctx context.Context) { <-ctx.Done() })},
-		AcceptHandover: func(string) bool { return entitled.Load() },
-		HandoverGrace:  2 * time.Second, StopTimeout: time.Second,
-		Watch: true, Session: s, Clock: h.clock,
-	})
+		Callbacks:   Callbacks{OnStartedLeading: noErr(func(ctx context.Context) { <-ctx.Done() })},
+		StopTimeout: time.Second,
+		Watch:       true, Session: inSession(lock, time.Second, s), Clock: h.clock,
+	}, 2*time.Second, func(string) bool { return entitled.Load() }))
 	if err != nil {
 		t.Fatal(err)
 	}
 	mustAttempt(t, le, false, acquired)
 	le.watch.ok.Store(true)
-	le.lastRenew = t0
+	le.loop.lastRenew = t0
 
-	req, _ := json.Marshal(resourcelock.Handover{Holder: "a", Candidate: "c", CandidateKey: "canary", RequestTime: &metav1.Time{Time: t0}})
+	req, _ := json.Marshal(lockmeta.Handover{Holder: "a", Candidate: "c", CandidateKey: "canary", RequestTime: &metav1.Time{Time: t0}})
 	h.setHandover(string(req))
 	le.watch.deliver(h.lockObject(), false) // the holder's watch shows the request
 	le.watch.ingest()
@@ -53,7 +53,7 @@ func TestSessionHolderReconsidersARefusal(t *testing.T) {
 	if end := le.renewOnce(context.Background()); end != nil {
 		t.Fatalf("a refusal ended the term: %+v", end)
 	}
-	if got := h.handover(); got.Answer != resourcelock.AnswerRefused {
+	if got := h.handover(); got.Answer != lockmeta.AnswerRefused {
 		t.Fatalf("answer = %q, want refused", got.Answer)
 	}
 	// Still not entitled: the refusal stands and the session renews.
@@ -73,7 +73,7 @@ func TestSessionHolderReconsidersARefusal(t *testing.T) {
 	if end == nil || end.handTo == nil || end.handTo.Candidate != "c" {
 		t.Fatalf("the renew after the candidate became entitled = %+v, want a handover to c", end)
 	}
-	if got := h.handover(); got.Answer != resourcelock.AnswerAccepted {
+	if got := h.handover(); got.Answer != lockmeta.AnswerAccepted {
 		t.Fatalf("answer = %q, want accepted", got.Answer)
 	}
 }
@@ -93,7 +93,7 @@ func TestSessionNeedsALeaseLock(t *testing.T) {
 		ok   bool
 	}{{"ConfigMap", cmLock, false}, {"Lease", leaseLock, true}} {
 		_, err := New(Config{Lock: c.lock, LeaseDuration: 4 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: time.Second,
-			Watch: true, Session: s, Callbacks: Callbacks{OnStartedLeading: waitDone}})
+			Watch: true, Session: inSession(c.lock, time.Second, s), Callbacks: Callbacks{OnStartedLeading: waitDone}})
 		switch {
 		case c.ok && err != nil:
 			t.Errorf("%s: %v", c.name, err)

@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	k8stesting "k8s.io/client-go/testing"
 
+	"github.com/meshd-io/meshd/internal/lockmeta"
 	"github.com/meshd-io/meshd/pkg/resourcelock"
 )
 
@@ -53,7 +54,7 @@ func (h *harness) sessionElector(identity string, s *fakeSession) *LeaderElector
 		Name: lockName, Lock: lock,
 		LeaseDuration: 4 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: time.Second,
 		Callbacks: Callbacks{OnStartedLeading: noErr(func(ctx context.Context) { <-ctx.Done() })},
-		Watch:     true, Session: s, Clock: h.clock,
+		Watch:     true, Session: inSession(lock, time.Second, s), Clock: h.clock,
 	})
 	if err != nil {
 		h.t.Fatal(err)
@@ -63,18 +64,18 @@ func (h *harness) sessionElector(identity string, s *fakeSession) *LeaderElector
 }
 
 // writeMark sets the session annotation of the lock object.
-func (h *harness) writeMark(m resourcelock.SessionMark) {
+func (h *harness) writeMark(m lockmeta.SessionMark) {
 	h.t.Helper()
 	obj := h.lockObject()
 	raw, _ := json.Marshal(m)
-	annotationsOf(obj)[resourcelock.SessionAnnotationKey] = string(raw)
+	annotationsOf(obj)[lockmeta.SessionAnnotationKey] = string(raw)
 	h.updateLock(obj)
 }
 
-func (h *harness) mark() (resourcelock.SessionMark, bool) {
+func (h *harness) mark() (lockmeta.SessionMark, bool) {
 	h.t.Helper()
-	var m resourcelock.SessionMark
-	raw, ok := annotationsOf(h.lockObject())[resourcelock.SessionAnnotationKey]
+	var m lockmeta.SessionMark
+	raw, ok := annotationsOf(h.lockObject())[lockmeta.SessionAnnotationKey]
 	if ok {
 		if err := json.Unmarshal([]byte(raw), &m); err != nil {
 			h.t.Fatal(err)
@@ -88,21 +89,21 @@ func (h *harness) mark() (resourcelock.SessionMark, bool) {
 func TestFollowerWaitsForTheHoldersSession(t *testing.T) {
 	cases := []struct {
 		name  string
-		mark  *resourcelock.SessionMark
+		mark  *lockmeta.SessionMark
 		alive time.Time
 		known bool
 		at    time.Duration // after t0; the record's lease of 4s ends at t0+4s
 		want  outcome
 		mixed bool
 	}{
-		{"session alive past the record", &resourcelock.SessionMark{Holder: "a", Session: "s/1"}, t0.Add(8 * time.Second), true, 5 * time.Second, heldByOther, false},
-		{"session run out too", &resourcelock.SessionMark{Holder: "a", Session: "s/1"}, t0.Add(8 * time.Second), true, 9 * time.Second, acquired, false},
-		{"session not known here", &resourcelock.SessionMark{Holder: "a", Session: "s/1"}, time.Time{}, false, 60 * time.Second, heldByOther, false},
-		{"session ended or never seen", &resourcelock.SessionMark{Holder: "a", Session: "s/1"}, time.Time{}, true, 5 * time.Second, acquired, false},
-		{"a mark without a session: the record decides", &resourcelock.SessionMark{Holder: "a"}, t0.Add(time.Hour), true, 5 * time.Second, acquired, false},
-		{"a mark of an earlier holder means nothing", &resourcelock.SessionMark{Holder: "old", Session: "s/1"}, t0.Add(time.Hour), true, 5 * time.Second, acquired, true},
+		{"session alive past the record", &lockmeta.SessionMark{Holder: "a", Session: "s/1"}, t0.Add(8 * time.Second), true, 5 * time.Second, heldByOther, false},
+		{"session run out too", &lockmeta.SessionMark{Holder: "a", Session: "s/1"}, t0.Add(8 * time.Second), true, 9 * time.Second, acquired, false},
+		{"session not known here", &lockmeta.SessionMark{Holder: "a", Session: "s/1"}, time.Time{}, false, 60 * time.Second, heldByOther, false},
+		{"session ended or never seen", &lockmeta.SessionMark{Holder: "a", Session: "s/1"}, time.Time{}, true, 5 * time.Second, acquired, false},
+		{"a mark without a session: the record decides", &lockmeta.SessionMark{Holder: "a"}, t0.Add(time.Hour), true, 5 * time.Second, acquired, false},
+		{"a mark of an earlier holder means nothing", &lockmeta.SessionMark{Holder: "old", Session: "s/1"}, t0.Add(time.Hour), true, 5 * time.Second, acquired, true},
 		{"no mark: a holder without sessions", nil, t0.Add(time.Hour), true, 5 * time.Second, acquired, true},
-		{"record still valid", &resourcelock.SessionMark{Holder: "a", Session: "s/1"}, time.Time{}, true, 3 * time.Second, heldByOther, false},
+		{"record still valid", &lockmeta.SessionMark{Holder: "a", Session: "s/1"}, time.Time{}, true, 3 * time.Second, heldByOther, false},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -142,10 +143,10 @@ func TestHolderLeavesRenewalsToACurrentSession(t *testing.T) {
 	le.watch.ok.Store(false)
 	mustAttempt(t, le, false, acquired)
 	le.watch.ok.Store(true)
-	if m, ok := h.mark(); !ok || m != (resourcelock.SessionMark{Holder: "a", Session: "s/1"}) {
+	if m, ok := h.mark(); !ok || m != (lockmeta.SessionMark{Holder: "a", Session: "s/1"}) {
 		t.Fatalf("mark after acquiring: %+v (present %v)", m, ok)
 	}
-	le.lastRenew = t0
+	le.loop.lastRenew = t0
 	h.verbs()
 	for i := 1; i <= 3; i++ {
 		h.clock.SetTime(t0.Add(time.Duration(i) * time.Second))
@@ -154,8 +155,8 @@ func TestHolderLeavesRenewalsToACurrentSession(t *testing.T) {
 			t.Fatalf("renew %d ended the term: %+v", i, end)
 		}
 		assertVerbs(t, h.verbs())
-		if !le.lastRenew.Equal(s.sent) {
-			t.Fatalf("renew %d: the term's last renew is %v, want the heartbeat's %v", i, le.lastRenew, s.sent)
+		if !le.loop.lastRenew.Equal(s.sent) {
+			t.Fatalf("renew %d: the term's last renew is %v, want the heartbeat's %v", i, le.loop.lastRenew, s.sent)
 		}
 	}
 	if err := le.Check(0); err != nil {
@@ -168,7 +169,7 @@ func TestHolderLeavesRenewalsToACurrentSession(t *testing.T) {
 		t.Fatalf("renew ended the term: %+v", end)
 	}
 	assertVerbs(t, h.verbs(), "update leases")
-	if m, ok := h.mark(); !ok || m != (resourcelock.SessionMark{Holder: "a"}) {
+	if m, ok := h.mark(); !ok || m != (lockmeta.SessionMark{Holder: "a"}) {
 		t.Errorf("mark after a renew without a current session: %+v (present %v)", m, ok)
 	}
 	// Neither renewed for the renew deadline: the term ends.
@@ -189,7 +190,7 @@ func failAll(k8stesting.Action) (bool, runtime.Object, error) {
 func TestDeletedLockKeepsTheHoldersSession(t *testing.T) {
 	h := newLeaseHarness(t)
 	h.writeRecord(held("a", "", 4))
-	h.writeMark(resourcelock.SessionMark{Holder: "a", Session: "s/1"})
+	h.writeMark(lockmeta.SessionMark{Holder: "a", Session: "s/1"})
 	s := &fakeSession{ref: "s/2", current: true, known: true, alive: map[string]time.Time{"s/1": t0.Add(time.Minute)}}
 	le := h.sessionElector("b", s)
 	le.watch.ok.Store(false)
@@ -214,15 +215,15 @@ func TestDeletedLockKeepsTheHoldersSession(t *testing.T) {
 func TestForcedStealFromASessionHolderIsFenced(t *testing.T) {
 	h := newLeaseHarness(t)
 	h.writeRecord(held("a", "stable", 1)) // its own lease ends before the deadline
-	h.writeMark(resourcelock.SessionMark{Holder: "a", Session: "s/1"})
+	h.writeMark(lockmeta.SessionMark{Holder: "a", Session: "s/1"})
 	s := &fakeSession{ref: "s/2", current: true, known: true, alive: map[string]time.Time{}}
 	le := h.sessionElector("b", s)
 	le.cfg.KeyComparison = func(string) bool { return true }
 	le.watch.ok.Store(false)
 	h.clock.SetTime(t0.Add(time.Second))
 	mustAttempt(t, le, false, acquired)
-	if want := t0.Add(time.Second + 2*time.Second); le.startAt.Before(want) {
-		t.Errorf("work may start at %v, before the holder's renew deadline after the steal (%v)", le.startAt, want)
+	if want := t0.Add(time.Second + 2*time.Second); le.fence.startAt.Before(want) {
+		t.Errorf("work may start at %v, before the holder's renew deadline after the steal (%v)", le.fence.startAt, want)
 	}
 }
 
@@ -231,7 +232,7 @@ func TestForcedStealFromASessionHolderIsFenced(t *testing.T) {
 func TestFollowerConfirmsASessionIsOverWithItsOwnEcho(t *testing.T) {
 	h := newLeaseHarness(t)
 	h.writeRecord(held("a", "", 4))
-	h.writeMark(resourcelock.SessionMark{Holder: "a", Session: "s/1"})
+	h.writeMark(lockmeta.SessionMark{Holder: "a", Session: "s/1"})
 	s := &fakeSession{ref: "s/2", current: true, known: true, unechoed: true,
 		alive: map[string]time.Time{"s/1": t0.Add(6 * time.Second)}}
 	le := h.sessionElector("b", s)

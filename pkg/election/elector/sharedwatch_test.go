@@ -8,6 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meshd-io/meshd/internal/lockwatch"
+	"github.com/meshd-io/meshd/internal/pacing"
+
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -42,12 +45,12 @@ func heldLease(name, holder string) *coordinationv1.Lease {
 // shared is what the electors of one test program share: nil fields give
 // each elector its own.
 type shared struct {
-	hub   *resourcelock.WatchHub
-	pacer *Pacer
+	hub   *lockwatch.WatchHub
+	pacer *pacing.Pacer
 }
 
 // newShared returns a hub and a pacer for the electors of one program.
-func newShared() shared { return shared{hub: resourcelock.NewWatchHub(), pacer: NewPacer()} }
+func newShared() shared { return shared{hub: lockwatch.NewWatchHub(), pacer: pacing.NewPacer()} }
 
 // runWatching runs a watching elector on the Lease name until the test ends,
 // sharing what sh holds with the other electors given it.
@@ -57,12 +60,16 @@ func runWatching(t *testing.T, client *fake.Clientset, clk *clocktesting.FakeClo
 	if err != nil {
 		t.Fatal(err)
 	}
-	le, err := New(Config{
+	cfg := Config{
 		Name: name, Lock: lock,
 		LeaseDuration: 4 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: time.Second,
 		Callbacks:       Callbacks{OnStartedLeading: func(ctx context.Context) error { <-ctx.Done(); return nil }},
-		ReleaseOnCancel: true, Watch: true, Clock: clk, Hub: sh.hub, Pacer: sh.pacer,
-	})
+		ReleaseOnCancel: true, Watch: true, Clock: clk, Hub: sh.hub,
+	}
+	if sh.pacer != nil { // a nil *pacing.Pacer is no pacer, not an unbuilt one
+		cfg.Pacer = sh.pacer
+	}
+	le, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -210,7 +217,7 @@ func TestElectorsJoinAndLeaveTheSharedWatchAtAnyTime(t *testing.T) {
 }
 
 func TestFirstAttemptsOfOnePacerArePaced(t *testing.T) {
-	const n = 2 * firstAttemptBurst
+	const n = 2 * pacing.FirstAttemptBurst
 	client := kubetest.NewClientset()
 	var mu sync.Mutex
 	var creates []time.Time
@@ -236,14 +243,14 @@ func TestFirstAttemptsOfOnePacerArePaced(t *testing.T) {
 	}
 	// At most a burst of first attempts goes out at once; the rest follow
 	// at the pace of the limiter.
-	minSpan := time.Duration(n-firstAttemptBurst) * time.Second / firstAttemptQPS
+	minSpan := time.Duration(n-pacing.FirstAttemptBurst) * time.Second / pacing.FirstAttemptQPS
 	if span := creates[n-1].Sub(creates[0]); span < minSpan*9/10 {
 		t.Fatalf("%d first attempts went out within %v, want them spread over at least %v", n, span, minSpan)
 	}
 }
 
 func TestFirstAttemptsInFlightAreBounded(t *testing.T) {
-	const n = 3 * firstAttemptsInFlight
+	const n = 3 * pacing.FirstAttemptsInFlight
 	client := kubetest.NewClientset()
 	var mu sync.Mutex
 	inFlight, most := 0, 0
@@ -269,7 +276,7 @@ func TestFirstAttemptsInFlightAreBounded(t *testing.T) {
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	if most > firstAttemptsInFlight {
-		t.Fatalf("%d first attempts were in flight at once, want at most %d", most, firstAttemptsInFlight)
+	if most > pacing.FirstAttemptsInFlight {
+		t.Fatalf("%d first attempts were in flight at once, want at most %d", most, pacing.FirstAttemptsInFlight)
 	}
 }

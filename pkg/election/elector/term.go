@@ -10,6 +10,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/meshd-io/meshd/internal/lockcap"
+	"github.com/meshd-io/meshd/internal/lockmeta"
 	"github.com/meshd-io/meshd/pkg/resourcelock"
 )
 
@@ -36,7 +38,7 @@ type termEnd struct {
 	// stillHeld: the record still names this candidate.
 	stillHeld bool
 	// handTo: a candidate asked for the lock and this holder accepted.
-	handTo *resourcelock.Handover
+	handTo *lockmeta.Handover
 	// byCallback: the callback returned or panicked while the term was on.
 	byCallback bool
 	// expire: leave the lock to expire rather than release it or hand it
@@ -54,17 +56,17 @@ func (le *LeaderElector) lead(ctx context.Context) {
 	t := &term{done: make(chan struct{})}
 	t.ctx, t.cancel = context.WithCancel(ctx)
 	defer t.cancel()
-	le.lastRenew = le.acquiredAt
+	le.loop.lastRenew = le.loop.acquiredAt
 	le.setLeading(true)
 	le.metrics.Acquired(le.cfg.Name)
-	le.cfg.Lock.RecordEvent(corev1.EventTypeNormal, ReasonLeaderElection, le.cfg.Lock.Identity()+" became leader")
+	le.cfg.Lock.RecordEvent(corev1.EventTypeNormal, reasonLeaderElection, le.cfg.Lock.Identity()+" became leader")
 
 	end := le.renew(ctx, t)
 	le.setLeading(false)
 	le.stopWork(t, &end)
 	le.holdUntilFence(ctx, t, &end)
 	le.finish(end)
-	le.cfg.Lock.RecordEvent(corev1.EventTypeNormal, ReasonLeaderElection, le.cfg.Lock.Identity()+" stopped leading")
+	le.cfg.Lock.RecordEvent(corev1.EventTypeNormal, reasonLeaderElection, le.cfg.Lock.Identity()+" stopped leading")
 	if le.cfg.Callbacks.OnStoppedLeading != nil {
 		le.cfg.Callbacks.OnStoppedLeading()
 	}
@@ -85,7 +87,7 @@ func (le *LeaderElector) startCallback(t *term) {
 // it may start: after a forced steal, when the old holder's work must have
 // stopped. The caller stops the timer.
 func (le *LeaderElector) fenceTimer(t *term) clockTimer {
-	wait := le.startAt.Sub(le.clock.Now())
+	wait := le.fence.startAt.Sub(le.clock.Now())
 	if wait <= 0 {
 		le.startCallback(t)
 		return nil
@@ -118,49 +120,21 @@ func (le *LeaderElector) fencePassed(t *term) (end *termEnd, renewFirst bool) {
 // holder appeared, or no renew succeeded for RenewDeadline), a candidate is
 // granted the lock, or the callback returns.
 func (le *LeaderElector) renew(ctx context.Context, t *term) termEnd {
-	fence := le.fenceTimer(t)
-	defer func() {
-		if fence != nil {
-			fence.Stop()
-		}
-	}()
-	timer := le.clock.NewTimer(le.nextRenew())
-	defer timer.Stop()
+	r := &renewal{fence: le.fenceTimer(t), timer: le.clock.NewTimer(le.nextRenew())}
+	defer r.stop()
 	// A request may already wait: one addressed to this candidate while the
 	// previous holder was handing the lock to it.
 	answerNow := le.requestPending()
-	startOnRenew := false // the fence passed; start after the next successful renew
 	for {
 		if !answerNow {
-			select {
-			case <-ctx.Done():
-				return termEnd{stillHeld: true}
-			case <-timerC(fence):
-				if fence = le.fenceLeft(); fence != nil {
-					continue // the fence moved (see recordDestroyed)
-				}
-				if end, renewFirst := le.fencePassed(t); end != nil {
-					return *end
-				} else if !renewFirst {
-					continue
-				}
-				startOnRenew = true
-			case <-t.doneCh():
-				return le.callbackEnded(t)
-			case <-le.trigger:
-				// The comparison may have changed: reconsider a refused request.
-			case <-timer.C():
-			case <-le.watchEvents():
-				if end := le.leaderSawEvent(); end != nil {
-					return *end
-				}
-				// Renew at once to answer a request, or to write the
-				// record again into a lock object deleted or re-created.
-				if gone := le.watch.takeRecordGone(); !gone && !le.requestPending() {
-					continue
-				}
+			end, renewNow := le.renewWait(ctx, t, r)
+			if end != nil {
+				return *end
 			}
-			timer.Stop()
+			if !renewNow {
+				continue
+			}
+			r.timer.Stop()
 		}
 		answerNow = false
 		if end := le.renewOnce(ctx); end != nil {
@@ -168,14 +142,62 @@ func (le *LeaderElector) renew(ctx context.Context, t *term) termEnd {
 		}
 		// A renew that did not end the term either succeeded (no error:
 		// still the holder) or failed (try again at the next renew).
-		if startOnRenew && le.LastError() == nil {
-			startOnRenew = false
-			if fence = le.fenceLeft(); fence == nil { // else this renew moved the fence
+		if r.startOnRenew && le.LastError() == nil {
+			r.startOnRenew = false
+			if r.fence = le.fenceLeft(); r.fence == nil { // else this renew moved the fence
 				le.startCallback(t)
 			}
 		}
-		timer.Reset(le.nextRenew())
+		r.timer.Reset(le.nextRenew())
 	}
+}
+
+// renewal is the timers of one term's renew loop.
+type renewal struct {
+	fence        clockTimer // fires at the fence; nil once the callback may start
+	timer        clockTimer // fires at the next renew
+	startOnRenew bool       // the fence passed; start after the next successful renew
+}
+
+func (r *renewal) stop() {
+	if r.fence != nil {
+		r.fence.Stop()
+	}
+	r.timer.Stop()
+}
+
+// renewWait waits for the next thing that happens to a leader: it returns
+// the end of the term, or whether to renew now (false: wait again).
+func (le *LeaderElector) renewWait(ctx context.Context, t *term, r *renewal) (end *termEnd, renewNow bool) {
+	select {
+	case <-ctx.Done():
+		return &termEnd{stillHeld: true}, false
+	case <-timerC(r.fence):
+		if r.fence = le.fenceLeft(); r.fence != nil {
+			return nil, false // the fence moved (see recordDestroyed)
+		}
+		end, renewFirst := le.fencePassed(t)
+		if end != nil || !renewFirst {
+			return end, false
+		}
+		r.startOnRenew = true
+	case <-t.doneCh():
+		end := le.callbackEnded(t)
+		return &end, false
+	case <-le.trigger:
+		// The comparison may have changed: reconsider a refused request.
+	case <-r.timer.C():
+	case <-le.watchEvents():
+		if end := le.leaderSawEvent(); end != nil {
+			return end, false
+		}
+		// Renew at once to answer a request, or to write the record again
+		// into a lock object deleted or re-created.
+		if gone := le.watch.takeRecordGone(); !gone && !le.requestPending() {
+			return nil, false
+		}
+	}
+	return nil, true
 }
 
 // leaderSawEvent ingests a watch event while leading; it returns the end
@@ -188,7 +210,7 @@ func (le *LeaderElector) leaderSawEvent() *termEnd {
 		le.lostTo()
 		return &termEnd{}
 	}
-	if h := le.preferredSuccessor(); h != nil && !le.stopping {
+	if h := le.preferredSuccessor(); h != nil && !le.loop.stopping {
 		le.log.Info("the coordinator prefers another holder; handing the lock over once the work stopped",
 			zap.String("candidate", h.Candidate), zap.String("candidateKey", h.CandidateKey))
 		return &termEnd{stillHeld: true, handTo: h}
@@ -200,7 +222,7 @@ func (le *LeaderElector) leaderSawEvent() *termEnd {
 // while it goes on.
 func (le *LeaderElector) renewOnce(ctx context.Context) *termEnd {
 	bySession := le.renewedBySession()
-	remaining := le.cfg.RenewDeadline - le.clock.Since(le.lastRenew)
+	remaining := le.cfg.RenewDeadline - le.clock.Since(le.loop.lastRenew)
 	if remaining <= 0 {
 		le.log.Warn("renew deadline passed; stopping leadership", zap.Duration("renewDeadline", le.cfg.RenewDeadline))
 		return &termEnd{}
@@ -217,7 +239,7 @@ func (le *LeaderElector) renewOnce(ctx context.Context) *termEnd {
 	switch out {
 	case acquired:
 		if after := le.storedRenewTime(); before.IsZero() || !after.Equal(before) || le.cfg.RenewDeadline < minSecondsDeadline {
-			le.lastRenew = sent
+			le.loop.lastRenew = sent
 		} else {
 			// The lock stores times in whole seconds (a ConfigMap) and this
 			// renew fell in the second of the previous one: the record did
@@ -229,8 +251,8 @@ func (le *LeaderElector) renewOnce(ctx context.Context) *termEnd {
 		le.lostTo()
 		return &termEnd{}
 	case handOff:
-		le.log.Info("handing the lock over on request", zap.String("candidate", le.handTo.Candidate), zap.String("candidateKey", le.handTo.CandidateKey))
-		return &termEnd{stillHeld: true, handTo: le.handTo}
+		le.log.Info("handing the lock over on request", zap.String("candidate", le.loop.handTo.Candidate), zap.String("candidateKey", le.loop.handTo.CandidateKey))
+		return &termEnd{stillHeld: true, handTo: le.loop.handTo}
 	case failed:
 		if ctx.Err() != nil {
 			return &termEnd{stillHeld: true}
@@ -255,7 +277,7 @@ const minSecondsDeadline = 2 * time.Second
 // tell is taken to store whole seconds, which never counts an invisible
 // renew as seen.
 func (le *LeaderElector) storedRenewTime() time.Time {
-	if w, ok := le.cfg.Lock.(resourcelock.Watchable); ok {
+	if w, ok := le.cfg.Lock.(lockcap.Watchable); ok {
 		if rec, _, err := w.Peek(); err == nil {
 			return rec.RenewTime.Time
 		}
@@ -272,7 +294,7 @@ func (le *LeaderElector) lostTo() {
 	rec, _ := le.Observed()
 	le.log.Info("another holder took the lock; stopping leadership at once", zap.String("holder", rec.HolderIdentity))
 	now := le.clock.Now()
-	if rec.HolderIdentity != "" && now.Before(le.lastRenew.Add(le.cfg.LeaseDuration)) {
+	if rec.HolderIdentity != "" && now.Before(le.loop.lastRenew.Add(le.cfg.LeaseDuration)) {
 		disputed := le.cfg.KeyComparison != nil && le.cfg.KeyComparison(rec.HolderKey)
 		le.damper.stolen(now, rec.HolderKey, disputed)
 	}
@@ -297,7 +319,7 @@ func (le *LeaderElector) callbackEnded(t *term) termEnd {
 // left, so that there is still a renew before the deadline; only in the last
 // quarter of a RetryPeriod does the elector just wait for the deadline.
 func (le *LeaderElector) nextRenew() time.Duration {
-	left := le.cfg.RenewDeadline - le.clock.Since(le.lastRenew)
+	left := le.cfg.RenewDeadline - le.clock.Since(le.loop.lastRenew)
 	switch {
 	case left <= 0:
 		return 0
@@ -314,7 +336,7 @@ func (le *LeaderElector) nextRenew() time.Duration {
 // handover request addressed to this holder that it has not answered yet.
 // Refused requests are reconsidered at every renew and on Trigger.
 func (le *LeaderElector) requestPending() bool {
-	return le.handover != nil && le.handover.lock.Handover().Pending(le.cfg.Lock.Identity())
+	return le.handover != nil && le.handoverLock().Handover().Pending(le.cfg.Lock.Identity())
 }
 
 // requestToAnswer reports whether the holder has a request to answer now:
@@ -323,7 +345,7 @@ func (le *LeaderElector) requestPending() bool {
 // session only when there is none; otherwise the refusal would stand for
 // as long as the session lives.
 func (le *LeaderElector) requestToAnswer() bool {
-	return le.requestPending() || (le.handover != nil && le.handover.reconsiders(le.clock.Now()))
+	return le.requestPending() || (le.handover != nil && le.handover.Reconsiders(le.clock.Now()))
 }
 
 // stopWork cancels the callback and waits for it to return, renewing the
@@ -335,8 +357,8 @@ func (le *LeaderElector) stopWork(t *term, end *termEnd) {
 	if !t.started {
 		return
 	}
-	le.stopping = true
-	defer func() { le.stopping = false }()
+	le.loop.stopping = true
+	defer func() { le.loop.stopping = false }()
 	overdue := le.clock.NewTimer(le.cfg.StopTimeout)
 	defer overdue.Stop()
 	renewT := le.clock.NewTimer(le.nextRenew())
@@ -350,7 +372,7 @@ func (le *LeaderElector) stopWork(t *term, end *termEnd) {
 			le.setStuck(true)
 			le.log.Error("the run callback has not stopped; keeping the lock so that no successor starts beside it, and failing the health check",
 				zap.Duration("stopTimeout", le.cfg.StopTimeout), zap.Bool("lockHeld", end.stillHeld))
-			le.cfg.Lock.RecordEvent(corev1.EventTypeWarning, ReasonRunStuck, "run callback has not stopped within "+le.cfg.StopTimeout.String())
+			le.cfg.Lock.RecordEvent(corev1.EventTypeWarning, reasonRunStuck, "run callback has not stopped within "+le.cfg.StopTimeout.String())
 			overdue.Reset(le.cfg.LeaseDuration)
 		case <-renewT.C():
 			le.holdWhileStopping(end)
@@ -376,7 +398,7 @@ func (le *LeaderElector) stopWork(t *term, end *termEnd) {
 // handover whose wait ctx cuts short, becomes leaving the lock to expire:
 // others then wait a lease from this holder's last renew, past the fence.
 func (le *LeaderElector) holdUntilFence(ctx context.Context, t *term, end *termEnd) {
-	wait := le.startAt.Sub(le.clock.Now())
+	wait := le.fence.startAt.Sub(le.clock.Now())
 	if t.started || wait <= 0 || !end.stillHeld || !le.givesAway(*end) {
 		return
 	}
@@ -386,8 +408,8 @@ func (le *LeaderElector) holdUntilFence(ctx context.Context, t *term, end *termE
 		return
 	}
 	le.log.Info("giving the lock up once the previous holder's lease has run out", zap.Duration("wait", wait))
-	le.stopping = true
-	defer func() { le.stopping = false }()
+	le.loop.stopping = true
+	defer func() { le.loop.stopping = false }()
 	fence := le.clock.NewTimer(wait)
 	defer fence.Stop()
 	renewT := le.clock.NewTimer(le.nextRenew())
@@ -461,7 +483,7 @@ func (le *LeaderElector) finish(end termEnd) {
 		le.handOver(h, end.brief)
 	case end.byCallback || le.cfg.ReleaseOnCancel:
 		if le.handover != nil {
-			if h := le.handover.successor(le.clock.Now()); h != nil {
+			if h := le.handover.Successor(le.clock.Now()); h != nil {
 				le.handOver(*h, false)
 				return
 			}
@@ -480,7 +502,7 @@ func (le *LeaderElector) finish(end termEnd) {
 // take the lock at once. It retries after conflicts as long as the record is
 // still ours.
 func (le *LeaderElector) release() {
-	if !le.writeSuccessor(resourcelock.Handover{}, false, "released the lock") {
+	if !le.writeSuccessor(lockmeta.Handover{}, false, "released the lock") {
 		le.leaveSession()
 	}
 }
@@ -488,10 +510,10 @@ func (le *LeaderElector) release() {
 // handOver writes the record naming the candidate that asked for the lock,
 // so that it, and only it, takes over at once; with a brief lease when
 // brief is set.
-func (le *LeaderElector) handOver(h resourcelock.Handover, brief bool) {
+func (le *LeaderElector) handOver(h lockmeta.Handover, brief bool) {
 	if le.writeSuccessor(h, brief, "handed the lock over") {
 		le.metrics.HandedOver(le.cfg.Name)
-		le.cfg.Lock.RecordEvent(corev1.EventTypeNormal, ReasonLeaderElection,
+		le.cfg.Lock.RecordEvent(corev1.EventTypeNormal, reasonLeaderElection,
 			fmt.Sprintf("%s handed the lock over to %s (key %q)", le.cfg.Lock.Identity(), h.Candidate, h.CandidateKey))
 	}
 }
@@ -501,7 +523,7 @@ func (le *LeaderElector) handOver(h resourcelock.Handover, brief bool) {
 // candidate h.Candidate as holder, provided the request still stands, with
 // a full lease or, when brief is set, a brief one. It returns whether the
 // write happened.
-func (le *LeaderElector) writeSuccessor(h resourcelock.Handover, brief bool, done string) bool {
+func (le *LeaderElector) writeSuccessor(h lockmeta.Handover, brief bool, done string) bool {
 	seconds := le.leaseSeconds()
 	if brief {
 		seconds = le.briefLeaseSeconds()
@@ -515,7 +537,7 @@ func (le *LeaderElector) writeSuccessor(h resourcelock.Handover, brief bool, don
 		}
 		if h.RequestTime != nil && !le.requestStands(h) {
 			le.log.Info("the handover request changed; releasing instead")
-			h, done = resourcelock.Handover{}, "released the lock"
+			h, done = lockmeta.Handover{}, "released the lock"
 		}
 		now := le.clock.Now()
 		err := le.update(ctx, successorRecord(prev, h, seconds, now))
@@ -547,14 +569,14 @@ func (le *LeaderElector) writeSuccessor(h resourcelock.Handover, brief bool, don
 
 // requestStands reports whether the lock object last seen still carries the
 // request of h's candidate.
-func (le *LeaderElector) requestStands(h resourcelock.Handover) bool {
-	cur := le.handover.lock.Handover()
+func (le *LeaderElector) requestStands(h lockmeta.Handover) bool {
+	cur := le.handoverLock().Handover()
 	return cur.Candidate == h.Candidate && cur.CandidateKey == h.CandidateKey
 }
 
 // successorRecord is the record that ends prev's term: released, or naming
 // h's candidate with a full lease.
-func successorRecord(prev resourcelock.Record, h resourcelock.Handover, leaseSeconds int, now time.Time) resourcelock.Record {
+func successorRecord(prev resourcelock.Record, h lockmeta.Handover, leaseSeconds int, now time.Time) resourcelock.Record {
 	next := resourcelock.Record{
 		LeaseDurationSeconds: 1,
 		LeaderTransitions:    prev.LeaderTransitions,
@@ -573,7 +595,7 @@ func successorRecord(prev resourcelock.Record, h resourcelock.Handover, leaseSec
 // briefLeaseSeconds is the lease, in whole seconds, of a successor named
 // at the fence on a request made a while before (see holdUntilFence): a
 // RetryPeriod, rounded up. A live candidate looks at the lock when the stop
-// it was promised is due (see handoverProtocol.wakeAt) and renews; one that
+// it was promised is due (see Handover.WakeAt) and renews; one that
 // has gone keeps the election without a leader for that long, which fits
 // in the RetryPeriod that failover allows beyond a lease.
 func (le *LeaderElector) briefLeaseSeconds() int {
@@ -583,7 +605,7 @@ func (le *LeaderElector) briefLeaseSeconds() int {
 // fenceLeft returns a timer for what is left of the fence, or nil once it
 // has passed.
 func (le *LeaderElector) fenceLeft() clockTimer {
-	if wait := le.startAt.Sub(le.clock.Now()); wait > 0 {
+	if wait := le.fence.startAt.Sub(le.clock.Now()); wait > 0 {
 		return le.clock.NewTimer(wait)
 	}
 	return nil

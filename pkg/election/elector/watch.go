@@ -7,7 +7,8 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/meshd-io/meshd/pkg/resourcelock"
+	"github.com/meshd-io/meshd/internal/lockcap"
+	"github.com/meshd-io/meshd/internal/lockwatch"
 )
 
 // lockWatch follows the lock object through its hub's shared watch of
@@ -16,7 +17,7 @@ import (
 // lock is only ever touched by the loop.
 type lockWatch struct {
 	le   *LeaderElector
-	lock resourcelock.Watchable
+	lock lockcap.Watchable
 
 	// events has room for one wake-up; what the watch delivered meanwhile
 	// waits in pending, in order.
@@ -67,7 +68,7 @@ func (w *lockWatch) takeRecordGone() bool {
 	return gone
 }
 
-func newLockWatch(le *LeaderElector, lock resourcelock.Watchable) *lockWatch {
+func newLockWatch(le *LeaderElector, lock lockcap.Watchable) *lockWatch {
 	return &lockWatch{le: le, lock: lock, events: make(chan struct{}, 1), up: make(chan struct{})}
 }
 
@@ -101,7 +102,7 @@ func (w *lockWatch) start() (stop func()) {
 	}
 	w.mu.Unlock()
 	w.joining.Store(true)
-	unsubscribe := w.le.cfg.Hub.Subscribe(w.lock, resourcelock.Subscriber{
+	unsubscribe := w.le.cfg.Hub.Subscribe(w.lock, lockwatch.Subscriber{
 		OnObject: w.deliver,
 		OnHealth: w.setHealth,
 	})
@@ -188,7 +189,7 @@ func (w *lockWatch) ingestOne(obj any, deleted bool) bool {
 	}
 	mine := le.GetLeader() == le.cfg.Lock.Identity()
 	switch {
-	case errors.Is(err, resourcelock.ErrForeignObject):
+	case errors.Is(err, lockwatch.ErrForeignObject):
 		return false
 	case err == nil && deleted && (le.holderMayBeWorking(now) || mine):
 		// A deletion is not a release. Followers keep the holder's lease as

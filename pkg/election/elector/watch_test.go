@@ -17,6 +17,7 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/meshd-io/meshd/internal/ledger"
+	"github.com/meshd-io/meshd/internal/lockmeta"
 	"github.com/meshd-io/meshd/pkg/resourcelock"
 )
 
@@ -80,13 +81,11 @@ func (h *harness) start(o candidateOpts) *candidate {
 	if o.stopTimeout == 0 {
 		o.stopTimeout = time.Second
 	}
-	le, err := New(Config{
+	le, err := New(cooperative(Config{
 		Name: lockName, Lock: lock,
 		LeaseDuration: 4 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: time.Second,
 		Callbacks:             Callbacks{OnStartedLeading: work},
 		KeyComparison:         o.stealFn,
-		AcceptHandover:        o.acceptFn,
-		HandoverGrace:         o.grace,
 		StopTimeout:           o.stopTimeout,
 		StartAtOnceAfterSteal: o.startAtOnce,
 		ReleaseOnCancel:       true,
@@ -94,7 +93,7 @@ func (h *harness) start(o candidateOpts) *candidate {
 		Clock:                 h.clock,
 		Metrics:               o.metrics,
 		Logger:                zaptest.NewLogger(h.t).Named(o.identity),
-	})
+	}, o.grace, o.acceptFn))
 	if err != nil {
 		h.t.Fatal(err)
 	}
@@ -128,10 +127,10 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-func (h *harness) handover() resourcelock.Handover {
+func (h *harness) handover() lockmeta.Handover {
 	h.t.Helper()
-	var ho resourcelock.Handover
-	if raw := annotationsOf(h.lockObject())[resourcelock.HandoverAnnotationKey]; raw != "" {
+	var ho lockmeta.Handover
+	if raw := annotationsOf(h.lockObject())[lockmeta.HandoverAnnotationKey]; raw != "" {
 		if err := json.Unmarshal([]byte(raw), &ho); err != nil {
 			h.t.Fatal(err)
 		}
@@ -296,7 +295,7 @@ func TestSilentCooperativeHolderIsPreemptedAfterGrace(t *testing.T) {
 	h.writeRecord(rec)
 	// The annotation says ghost honours requests, but nothing answers.
 	cm, _ := h.client.CoreV1().ConfigMaps(ns).Get(context.Background(), lockName, metav1.GetOptions{})
-	cm.Annotations[resourcelock.HandoverAnnotationKey] = `{"holder":"ghost"}`
+	cm.Annotations[lockmeta.HandoverAnnotationKey] = `{"holder":"ghost"}`
 	if _, err := h.client.CoreV1().ConfigMaps(ns).Update(context.Background(), cm, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -331,7 +330,7 @@ func TestRefusedRequestIsAnsweredAndHolderKeepsLeading(t *testing.T) {
 	var asked atomic.Bool
 	h.client.PrependReactor("update", "configmaps", func(a k8stesting.Action) (bool, runtime.Object, error) {
 		if obj, ok := a.(k8stesting.UpdateAction).GetObject().(*corev1.ConfigMap); ok &&
-			strings.Contains(obj.Annotations[resourcelock.HandoverAnnotationKey], `"candidate":"c"`) {
+			strings.Contains(obj.Annotations[lockmeta.HandoverAnnotationKey], `"candidate":"c"`) {
 			asked.Store(true)
 		}
 		return false, nil, nil
@@ -342,7 +341,7 @@ func TestRefusedRequestIsAnsweredAndHolderKeepsLeading(t *testing.T) {
 	waitFor(t, "c's request", asked.Load)
 	waitFor(t, "the refusal", func() bool {
 		ho := h.handover()
-		return ho.Candidate == "c" && ho.Holder == "h" && ho.Answer == resourcelock.AnswerRefused
+		return ho.Candidate == "c" && ho.Holder == "h" && ho.Answer == lockmeta.AnswerRefused
 	})
 	if !holder.le.IsLeader() || c.le.IsLeader() {
 		t.Fatal("leadership moved although the holder refused")

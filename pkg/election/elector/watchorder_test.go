@@ -7,6 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/meshd-io/meshd/internal/lockcap"
 	"github.com/meshd-io/meshd/pkg/resourcelock"
 )
 
@@ -19,7 +20,7 @@ import (
 func TestWatchDeliveriesAreIngestedInOrder(t *testing.T) {
 	h := newHarness(t)
 	le := h.elector("a", "", nil, nil)
-	w := newLockWatch(le, le.cfg.Lock.(resourcelock.Watchable))
+	w := newLockWatch(le, le.cfg.Lock.(lockcap.Watchable))
 
 	h.writeRecord(held("b", "", 4))
 	w.deliver(h.lockObject(), false)
@@ -52,7 +53,7 @@ func TestWatchDeliveriesAreIngestedInOrder(t *testing.T) {
 func TestWatchOverflowTakesTheLeaseAsRenewed(t *testing.T) {
 	h := newHarness(t)
 	le := h.elector("a", "", nil, nil)
-	w := newLockWatch(le, le.cfg.Lock.(resourcelock.Watchable))
+	w := newLockWatch(le, le.cfg.Lock.(lockcap.Watchable))
 	h.writeRecord(held("b", "", 4))
 	w.deliver(h.lockObject(), false)
 	w.ingest()
@@ -73,7 +74,7 @@ func TestWatchOverflowTakesTheLeaseAsRenewed(t *testing.T) {
 func TestBrokenWatchWakesTheLoop(t *testing.T) {
 	h := newHarness(t)
 	le := h.elector("a", "", nil, nil)
-	w := newLockWatch(le, le.cfg.Lock.(resourcelock.Watchable))
+	w := newLockWatch(le, le.cfg.Lock.(lockcap.Watchable))
 	w.setHealth(true)
 	select {
 	case <-w.events:
@@ -100,7 +101,7 @@ func TestBrokenWatchWakesTheLoop(t *testing.T) {
 func TestJoiningReplayDoesNotMakeTheWatchHealthy(t *testing.T) {
 	h := newHarness(t)
 	le := h.elector("a", "", nil, nil)
-	w := newLockWatch(le, le.cfg.Lock.(resourcelock.Watchable))
+	w := newLockWatch(le, le.cfg.Lock.(lockcap.Watchable))
 	w.joining.Store(true)
 	w.deliver(&corev1.ConfigMap{}, false)
 	if w.healthy() {

@@ -10,8 +10,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/meshd-io/meshd/internal/lockmeta"
 	"github.com/meshd-io/meshd/internal/testing/meshdproc"
-	"github.com/meshd-io/meshd/pkg/resourcelock"
 )
 
 // Step 6 runs a mesh of its own: two meshd processes in Pods, at istiod's
@@ -186,22 +186,22 @@ func (d *demo) reportPod(ctx context.Context, pod *corev1.Pod, change func(*core
 
 // waitPodMark waits until the ConfigMap lock name carries a Pod mark of
 // holder and returns it.
-func (d *demo) waitPodMark(name, holder string, timeout time.Duration) (resourcelock.HolderPod, error) {
+func (d *demo) waitPodMark(name, holder string, timeout time.Duration) (lockmeta.HolderPod, error) {
 	deadline := time.Now().Add(timeout)
 	for {
 		cm, err := d.client.CoreV1().ConfigMaps(podMeshNamespace).Get(d.ctx, name, metav1.GetOptions{})
 		if err == nil {
-			var mark resourcelock.HolderPod
-			if raw, ok := cm.Annotations[resourcelock.HolderPodAnnotationKey]; ok && json.Unmarshal([]byte(raw), &mark) == nil &&
+			var mark lockmeta.HolderPod
+			if raw, ok := cm.Annotations[lockmeta.HolderPodAnnotationKey]; ok && json.Unmarshal([]byte(raw), &mark) == nil &&
 				mark.Complete() && mark.Holder == holder {
 				return mark, nil
 			}
 		}
 		if time.Now().After(deadline) {
-			return resourcelock.HolderPod{}, fmt.Errorf("%s did not publish its Pod next to %s within %v", holder, name, timeout)
+			return lockmeta.HolderPod{}, fmt.Errorf("%s did not publish its Pod next to %s within %v", holder, name, timeout)
 		}
 		if err := sleep(d.ctx, 50*time.Millisecond); err != nil {
-			return resourcelock.HolderPod{}, err
+			return lockmeta.HolderPod{}, err
 		}
 	}
 }

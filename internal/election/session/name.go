@@ -1,0 +1,45 @@
+package session
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/meshd-io/meshd/internal/election/coordinated"
+)
+
+// LeasePrefix begins the name of every session Lease.
+const LeasePrefix = "meshd-session-"
+
+// Label marks every session Lease, with the value "true".
+const Label = "meshd.io/session"
+
+// TokenAnnotation holds the token of the session that last wrote the Lease.
+const TokenAnnotation = "meshd.io/session-token"
+
+// LeaseName is the name of the session Lease of identity with the given
+// lease duration: "meshd-session-<duration>-<identity>-<hash>" (the
+// duration as "30s", or "1500ms" when it is not whole seconds), a valid
+// object name for any identity. Sessions of different lease durations are
+// different Leases, so one process may run elections of several ttls.
+func LeaseName(identity string, leaseDuration time.Duration) string {
+	label := fmt.Sprintf("%ds", leaseDuration/time.Second)
+	if leaseDuration%time.Second != 0 {
+		label = fmt.Sprintf("%dms", leaseDuration.Milliseconds())
+	}
+	return coordinated.CandidateName(LeasePrefix+label, identity)
+}
+
+// Ref is how a record names a session: "<lease name>/<token>".
+func Ref(leaseName, token string) string { return leaseName + "/" + token }
+
+// ParseRef splits a Ref; false when ref is not one.
+func ParseRef(ref string) (leaseName, token string, ok bool) {
+	leaseName, token, ok = strings.Cut(ref, "/")
+	return leaseName, token, ok && leaseName != "" && token != ""
+}
+
+// leaseSeconds is d in whole seconds, rounded up.
+func leaseSeconds(d time.Duration) int {
+	return int((d + time.Second - 1) / time.Second)
+}

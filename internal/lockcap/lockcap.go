@@ -1,0 +1,100 @@
+// Package lockcap names what the locks of package resourcelock can do
+// beyond resourcelock.Interface, for the protocols that use it: be followed
+// by a watch, take part in a cooperative handover, carry a session mark or
+// a holder's Pod mark, and carry a coordinator's preferred holder. The
+// ConfigMap and Lease locks have every capability but the last, which only
+// the Lease lock has; a multi lock can hand over and carry Pod marks, in its
+// primary object.
+package lockcap
+
+import (
+	"context"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/meshd-io/meshd/internal/lockmeta"
+	"github.com/meshd-io/meshd/internal/lockwatch"
+	"github.com/meshd-io/meshd/pkg/resourcelock"
+)
+
+var (
+	_ HandoverLock              = (*resourcelock.ConfigMapLock)(nil)
+	_ HandoverLock              = (*resourcelock.LeaseLock)(nil)
+	_ Watchable                 = (*resourcelock.ConfigMapLock)(nil)
+	_ Watchable                 = (*resourcelock.LeaseLock)(nil)
+	_ lockwatch.SharedWatchable = (*resourcelock.ConfigMapLock)(nil)
+	_ lockwatch.SharedWatchable = (*resourcelock.LeaseLock)(nil)
+	_ SessionLock               = (*resourcelock.ConfigMapLock)(nil)
+	_ SessionLock               = (*resourcelock.LeaseLock)(nil)
+	_ HolderPodReader           = (*resourcelock.ConfigMapLock)(nil)
+	_ HolderPodReader           = (*resourcelock.LeaseLock)(nil)
+	_ CoordinatedLock           = (*resourcelock.LeaseLock)(nil)
+)
+
+// HandoverLock is implemented by locks that support cooperative handover.
+type HandoverLock interface {
+	resourcelock.Interface
+	// Handover returns the handover annotation of the object version last
+	// seen; the zero value when there is none or it cannot be decoded.
+	Handover() lockmeta.Handover
+	// RequestHandover writes h into the annotation of the object version last
+	// seen, leaving the record alone. A concurrent write makes it fail with a
+	// Conflict error.
+	RequestHandover(ctx context.Context, h lockmeta.Handover) error
+}
+
+// Watchable is implemented by locks whose object can be followed by a watch.
+type Watchable interface {
+	resourcelock.Interface
+	// ListWatch lists and watches only the lock object.
+	ListWatch() cache.ListerWatcher
+	// ExampleObject is an empty object of the lock's type.
+	ExampleObject() runtime.Object
+	// Observe takes an object delivered by the watch as the version last
+	// seen, unless the lock already holds a newer one, and returns the record
+	// of the version it now holds, as Get would. With deleted set, obj (which
+	// may be a cache.DeletedFinalStateUnknown) was deleted: the lock forgets
+	// its object and returns an empty record. An object other than the lock's
+	// own yields lockwatch.ErrForeignObject and changes nothing.
+	Observe(obj any, deleted bool) (*resourcelock.Record, []byte, error)
+	// Peek returns the record of the version last seen without a request;
+	// resourcelock.ErrNotInitialized when there is none.
+	Peek() (*resourcelock.Record, []byte, error)
+}
+
+// SessionLock is a lock whose record writes can name the holder's session.
+// The ConfigMap and Lease locks implement it.
+type SessionLock interface {
+	// SetSession turns session marks on: from now on every write of a
+	// record naming this lock's identity carries a mark naming ref (which
+	// may be empty: the holder renews its record itself), a record naming
+	// another holder carries a mark without a session, and a release
+	// removes the mark. mixed is written into the mark (see
+	// lockmeta.SessionMark.Mixed). A lock whose SetSession was never
+	// called leaves the annotation as it finds it.
+	SetSession(ref string, mixed bool)
+	// SessionMark returns the mark of the object version last seen; false
+	// when there is none or it cannot be decoded.
+	SessionMark() (lockmeta.SessionMark, bool)
+}
+
+// HolderPodReader is a lock that reads the lockmeta.HolderPod mark of the
+// object version it saw last. The ConfigMap and Lease locks and a multi lock
+// (its primary's) implement it.
+type HolderPodReader interface {
+	// HolderPod returns the mark of the object version last seen; false
+	// when there is none, it cannot be decoded or it is incomplete.
+	HolderPod() (lockmeta.HolderPod, bool)
+}
+
+// CoordinatedLock is a lock whose object can carry a coordinator's
+// decision (coordinated leader election): the candidate the holder should
+// give the lock to.
+type CoordinatedLock interface {
+	resourcelock.Interface
+	// PreferredHolder returns spec.preferredHolder of the object version
+	// last read, written or watched, and the holder key written with it;
+	// empty when there is none.
+	PreferredHolder() (identity, key string)
+}

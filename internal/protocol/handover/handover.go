@@ -1,0 +1,403 @@
+package handover
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/meshd-io/meshd/internal/lockcap"
+	"github.com/meshd-io/meshd/internal/lockmeta"
+	"github.com/meshd-io/meshd/pkg/resourcelock"
+)
+
+// Metrics is what the protocol counts: the requests it sends and the
+// handovers it asks for. The elector's metrics sink implements it.
+type Metrics interface {
+	// Request counts an API request by verb.
+	Request(name, verb string)
+	// HandoverRequested counts a request this candidate wrote.
+	HandoverRequested(name string)
+}
+
+// Config configures the protocol of one candidate. Lock, Grace and the
+// timings are required; the timings must be the elector's.
+type Config struct {
+	// Name labels metrics and logs; the elector's Config.Name.
+	Name string
+	// Lock carries the handover annotation; its identity and key are this
+	// candidate's.
+	Lock lockcap.HandoverLock
+	// Grace is how long a candidate waits for an answer before it takes
+	// the lock by force; it must exceed RetryPeriod.
+	Grace time.Duration
+	// Accept tells a holder whether to honour a request from a candidate
+	// with the given key. Nil refuses every request.
+	Accept func(candidateKey string) bool
+	// Outranks tells whether this candidate outranks a candidate (or
+	// holder) with the given key: the elector's KeyComparison.
+	Outranks func(key string) bool
+	// YieldDelay, if set, is how long this candidate lets better ones ask
+	// first once it is entitled; the elector's YieldOnRelease.
+	YieldDelay func() time.Duration
+	// LeaseDuration and RetryPeriod are the elector's.
+	LeaseDuration, RetryPeriod time.Duration
+	// Logger defaults to a no-op logger; Metrics to counting nothing.
+	Logger  *zap.Logger
+	Metrics Metrics
+}
+
+// Protocol is one candidate's side of cooperative preemption, and its
+// holder's side while it leads. It is used by one election loop only.
+type Protocol struct {
+	cfg Config
+	me  string
+	log *zap.Logger
+
+	ask askState
+}
+
+// askState is what this candidate knows about its request to one holder's
+// term.
+type askState struct {
+	term       string    // termKey of the holder asked
+	askedAt    time.Time // when the request was written; zero: none in this term
+	heard      string    // the answer seen, "" while pending
+	answeredAt time.Time // when the answer was first seen
+	askAgain   bool      // Triggered was called since the refusal
+	// unanswered is when this candidate first asked in this term without
+	// any answer since: a holder that clears requests as stale (its clock
+	// a lease or more apart) is preempted once the grace has passed from
+	// then, however often the candidate asked again.
+	unanswered time.Time
+	entitled   time.Time // when this candidate was first found entitled in this term
+	// Another candidate's request this one defers to, and since when.
+	other       string
+	otherSeenAt time.Time
+}
+
+// New returns the protocol for cfg.
+func New(cfg Config) *Protocol {
+	log := cfg.Logger
+	switch {
+	case log == nil:
+		log = zap.NewNop()
+	case log.Core().Enabled(zapcore.FatalLevel):
+		log = log.WithLazy(zap.String("election", cfg.Name), zap.String("lock", cfg.Lock.Describe()),
+			zap.String("identity", cfg.Lock.Identity()))
+	}
+	if cfg.Metrics == nil {
+		cfg.Metrics = noMetrics{}
+	}
+	return &Protocol{cfg: cfg, me: cfg.Lock.Identity(), log: log}
+}
+
+// Grace is how long a candidate waits for an answer before it takes the
+// lock by force.
+func (p *Protocol) Grace() time.Duration { return p.cfg.Grace }
+
+// Ask is the candidate's side, called when this candidate is entitled to
+// take rec from its holder now. force is true when the holder cannot or
+// did not answer, and the candidate takes the lock; false when it asked, or
+// an answer is awaited or was given.
+func (p *Protocol) Ask(ctx context.Context, rec *resourcelock.Record, now time.Time) (force bool, err error) {
+	h := p.cfg.Lock.Handover()
+	if h.Holder != rec.HolderIdentity {
+		return true, nil // an istiod or client-go holder: it cannot answer
+	}
+	if t := termKey(rec); p.ask.term != t {
+		p.ask = askState{term: t}
+	}
+	a := &p.ask
+	if !a.askedAt.IsZero() && h.Candidate == p.me && !p.mayAskAgain(h, now) {
+		return p.followUp(h, now), nil
+	}
+	if p.deferToOther(h, now) || p.yielding(now) {
+		return false, nil
+	}
+	if a.heard == "" && !a.unanswered.IsZero() && !now.Before(a.unanswered.Add(p.cfg.Grace)) {
+		p.log.Warn("the holder cleared this candidate's requests without an answer for the grace period; taking the lock",
+			zap.String("holder", h.Holder), zap.Duration("grace", p.cfg.Grace))
+		return true, nil
+	}
+	if !a.askedAt.IsZero() && now.Before(a.askedAt.Add(p.cfg.RetryPeriod)) {
+		return false, nil // at most one request per RetryPeriod
+	}
+	return false, p.request(ctx, rec, now)
+}
+
+// followUp follows this candidate's own request; true: take the lock.
+func (p *Protocol) followUp(h lockmeta.Handover, now time.Time) bool {
+	a := &p.ask
+	if h.Answer != "" && a.heard != h.Answer {
+		a.heard, a.answeredAt = h.Answer, now
+		p.log.Info("the holder answered the handover request", zap.String("holder", h.Holder),
+			zap.String("answer", h.Answer), zap.Int64("stopWithinMillis", h.StopWithinMillis))
+	}
+	if h.Answer != "" || now.Before(a.askedAt.Add(p.cfg.Grace)) {
+		// Accepted: the holder stops its work and then names this
+		// candidate; it is never preempted while it renews. Refused: the
+		// candidate waits to be entitled again.
+		return false
+	}
+	p.log.Warn("the holder did not answer the handover request in time; taking the lock",
+		zap.String("holder", h.Holder), zap.Duration("grace", p.cfg.Grace))
+	return true
+}
+
+// mayAskAgain reports whether a request may be repeated: a refused one
+// after Triggered, or once the refusal is older than a lease; an accepted
+// one once the holder has let the time it promised, and a RetryPeriod more,
+// pass without naming this candidate (it crashed and came back under its
+// identity, or its write failed and it went on renewing).
+func (p *Protocol) mayAskAgain(h lockmeta.Handover, now time.Time) bool {
+	if h.Answer == "" {
+		return false
+	}
+	if p.ask.heard != h.Answer {
+		p.followUp(h, now) // note the answer first
+	}
+	if h.Answer == lockmeta.AnswerAccepted {
+		return !now.Before(p.promiseBroken(h))
+	}
+	return p.ask.askAgain || !now.Before(p.ask.answeredAt.Add(p.cfg.LeaseDuration))
+}
+
+// promiseBroken is when an accepted request that has not been honoured
+// counts as broken: the promised stop, and a RetryPeriod for the write
+// naming this candidate, after the answer was seen.
+func (p *Protocol) promiseBroken(h lockmeta.Handover) time.Time {
+	return p.ask.answeredAt.Add(time.Duration(h.StopWithinMillis)*time.Millisecond + p.cfg.RetryPeriod)
+}
+
+// deferToOther reports whether another candidate's live request should run
+// its course first: one this candidate does not outrank, or one the holder
+// accepted. A request left unanswered for longer than the grace period is
+// not deferred to.
+func (p *Protocol) deferToOther(h lockmeta.Handover, now time.Time) bool {
+	if !h.Requested(h.Holder) || h.Candidate == p.me || h.Answer == lockmeta.AnswerRefused || p.stale(h, now) {
+		return false
+	}
+	if h.Answer == "" && p.cfg.Outranks != nil && p.cfg.Outranks(h.CandidateKey) {
+		return false // this candidate outranks it: replace it, so the lock moves once
+	}
+	if p.ask.other != h.Candidate {
+		p.ask.other, p.ask.otherSeenAt = h.Candidate, now
+	}
+	return h.Answer == lockmeta.AnswerAccepted || now.Before(p.ask.otherSeenAt.Add(p.cfg.Grace))
+}
+
+// request writes this candidate's request.
+func (p *Protocol) request(ctx context.Context, rec *resourcelock.Record, now time.Time) error {
+	req := lockmeta.Handover{
+		Holder:       rec.HolderIdentity,
+		Candidate:    p.me,
+		CandidateKey: p.cfg.Lock.Key(),
+		RequestTime:  &metav1.Time{Time: now},
+	}
+	if err := p.write(ctx, req); err != nil {
+		return fmt.Errorf("ask %s to hand over %s: %w", rec.HolderIdentity, p.cfg.Lock.Describe(), err)
+	}
+	a := &p.ask
+	if a.unanswered.IsZero() || a.heard != "" {
+		a.unanswered = now
+	}
+	a.askedAt, a.heard, a.answeredAt, a.askAgain = now, "", time.Time{}, false
+	p.cfg.Metrics.HandoverRequested(p.cfg.Name)
+	p.log.Info("asked the holder to hand over", zap.String("holder", rec.HolderIdentity), zap.String("holderKey", rec.HolderKey))
+	return nil
+}
+
+// yieldDelay is how long this candidate lets better ones ask first.
+func (p *Protocol) yieldDelay() time.Duration {
+	if p.cfg.YieldDelay == nil {
+		return 0
+	}
+	return max(p.cfg.YieldDelay(), 0)
+}
+
+// yielding reports whether this candidate, entitled now, lets better
+// candidates ask first: for its yield delay from when it was first found
+// entitled in this term, before its first request. A default flip entitles
+// every candidate of the new default at once; without it the first to ask
+// would win and a better one take the lock from it again.
+func (p *Protocol) yielding(now time.Time) bool {
+	if !p.ask.askedAt.IsZero() {
+		return false
+	}
+	if p.ask.entitled.IsZero() {
+		p.ask.entitled = now
+	}
+	return now.Before(p.ask.entitled.Add(p.yieldDelay()))
+}
+
+// Triggered is called when the elector was triggered: a refused request
+// may be repeated at once.
+func (p *Protocol) Triggered() { p.ask.askAgain = true }
+
+// AskedAt is when this candidate wrote its request to the current holder's
+// term; zero when it has not asked.
+func (p *Protocol) AskedAt() time.Time { return p.ask.askedAt }
+
+// WakeAt is when the candidate's handover state changes by itself: the end
+// of the grace period of an unanswered request, or when a refusal may be
+// repeated. Zero when nothing is waited for.
+func (p *Protocol) WakeAt(now time.Time) time.Time {
+	a := &p.ask
+	switch {
+	case a.askedAt.IsZero():
+		if at := a.entitled.Add(p.yieldDelay()); !a.entitled.IsZero() && at.After(now) {
+			return at
+		}
+		if a.other != "" {
+			return a.otherSeenAt.Add(p.cfg.Grace)
+		}
+		return time.Time{}
+	case a.heard == "":
+		return a.unanswered.Add(p.cfg.Grace)
+	case a.heard == lockmeta.AnswerRefused:
+		return a.answeredAt.Add(p.cfg.LeaseDuration)
+	case a.heard == lockmeta.AnswerAccepted:
+		// Look when the holder promised to name this candidate, and again
+		// when the promise counts as broken; nothing once the annotation
+		// no longer carries this candidate's accepted request (it was
+		// handed the lock, or the holder's term moved on).
+		h := p.cfg.Lock.Handover()
+		if h.Candidate != p.me || h.Answer != lockmeta.AnswerAccepted {
+			return time.Time{}
+		}
+		for _, at := range []time.Time{a.answeredAt.Add(time.Duration(h.StopWithinMillis) * time.Millisecond), p.promiseBroken(h)} {
+			if at.After(now) {
+				return at
+			}
+		}
+	}
+	return time.Time{}
+}
+
+// Answer is the holder's side: it answers the request addressed to this
+// holder, if there is one, and returns it when accepted, promising to stop
+// within stopWithin. A request older than a lease is cleared without an
+// answer; one from a candidate that Accept does not entitle now is refused
+// (and accepted later if the candidate becomes entitled while the request
+// is fresh).
+func (p *Protocol) Answer(ctx context.Context, now time.Time, stopWithin time.Duration) (*lockmeta.Handover, error) {
+	h := p.cfg.Lock.Handover()
+	if !h.Requested(p.me) {
+		return nil, nil
+	}
+	// An accepted request seen by a holder that leads and is not stopping
+	// is a promise it could not keep (its write naming the candidate
+	// failed and it took the lock back): it is answered again, so that the
+	// candidate is neither stranded on an old acceptance nor kept waiting
+	// when the holder no longer agrees.
+	if p.stale(h, now) {
+		p.log.Info("ignoring a stale handover request", zap.String("candidate", h.Candidate), zap.Any("requestTime", h.RequestTime))
+		return nil, p.write(ctx, lockmeta.Handover{Holder: p.me})
+	}
+	if !p.accepts(h) {
+		if h.Answer == lockmeta.AnswerRefused {
+			return nil, nil
+		}
+		h.Answer, h.AnswerTime = lockmeta.AnswerRefused, &metav1.Time{Time: now}
+		p.log.Info("refused a handover request from a candidate that is not entitled",
+			zap.String("candidate", h.Candidate), zap.String("candidateKey", h.CandidateKey))
+		return nil, p.write(ctx, h)
+	}
+	h.Answer, h.AnswerTime = lockmeta.AnswerAccepted, &metav1.Time{Time: now}
+	h.StopWithinMillis = stopWithin.Milliseconds()
+	if err := p.write(ctx, h); err != nil {
+		return nil, fmt.Errorf("accept the handover request of %s: %w", h.Candidate, err)
+	}
+	p.log.Info("accepted a handover request", zap.String("candidate", h.Candidate), zap.String("candidateKey", h.CandidateKey))
+	return &h, nil
+}
+
+// accepts reports whether Accept entitles h's candidate now.
+func (p *Protocol) accepts(h lockmeta.Handover) bool { return p.Accepts(h.CandidateKey) }
+
+// Accepts reports whether this holder would accept a request from a
+// candidate with candidateKey now (Config.Accept; false when it is nil).
+func (p *Protocol) Accepts(candidateKey string) bool {
+	return p.cfg.Accept != nil && p.cfg.Accept(candidateKey)
+}
+
+// Reconsiders reports whether a leading holder must answer a fresh request
+// again: one it refused whose candidate has become entitled, or one it
+// accepted in a term whose end could not name the candidate.
+func (p *Protocol) Reconsiders(now time.Time) bool {
+	h := p.cfg.Lock.Handover()
+	if !h.Requested(p.me) || p.stale(h, now) {
+		return false
+	}
+	switch h.Answer {
+	case lockmeta.AnswerAccepted:
+		return true
+	case lockmeta.AnswerRefused:
+		return p.accepts(h)
+	}
+	return false
+}
+
+// Successor returns the candidate this holder should hand the lock to when
+// its term ends: a fresh request addressed to it from a candidate that is
+// entitled now. Nil when there is none.
+func (p *Protocol) Successor(now time.Time) *lockmeta.Handover {
+	h := p.cfg.Lock.Handover()
+	if !h.Requested(p.me) || p.stale(h, now) || !p.accepts(h) {
+		return nil
+	}
+	return &h
+}
+
+// stale reports whether a request is too old (or too far in the future) to
+// act on: more than a lease away from now, or without a time.
+func (p *Protocol) stale(h lockmeta.Handover, now time.Time) bool {
+	if h.RequestTime == nil {
+		return true
+	}
+	age := now.Sub(h.RequestTime.Time)
+	return age > p.cfg.LeaseDuration || -age > p.cfg.LeaseDuration
+}
+
+// write stores h in the annotation, counting the request.
+func (p *Protocol) write(ctx context.Context, h lockmeta.Handover) error {
+	p.cfg.Metrics.Request(p.cfg.Name, "update")
+	return p.cfg.Lock.RequestHandover(ctx, h)
+}
+
+// Retract takes this candidate's request back, when the object last read
+// carries it, as a candidate that stops contending does. It reports
+// whether the write conflicted, so that the caller reads the lock again and
+// retries.
+func (p *Protocol) Retract(ctx context.Context) (retry bool) {
+	h := p.cfg.Lock.Handover()
+	if h.Candidate != p.me {
+		return false
+	}
+	err := p.write(ctx, lockmeta.Handover{Holder: h.Holder})
+	switch {
+	case err == nil:
+		p.log.Info("withdrew the handover request")
+	case apierrors.IsConflict(err):
+		return true
+	default:
+		p.log.Warn("could not withdraw the handover request", zap.Error(err))
+	}
+	return false
+}
+
+// termKey names one holder's term, as the elector does: every change of
+// holder increments leaderTransitions. A handover request is about a term.
+func termKey(rec *resourcelock.Record) string {
+	return fmt.Sprintf("%s#%d", rec.HolderIdentity, rec.LeaderTransitions)
+}
+
+type noMetrics struct{}
+
+func (noMetrics) Request(string, string)   {}
+func (noMetrics) HandoverRequested(string) {}
