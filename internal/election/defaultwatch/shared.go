@@ -211,8 +211,14 @@ type Starter interface {
 var _ Starter = (*sharedWatcher)(nil)
 
 // Run joins the shared watch until stop is closed. It returns after leaving
-// it, and after the shared watch has stopped if this was its last user.
+// it, and after the shared watch has stopped if this was its last user. A
+// Run whose stop is already closed returns at once without joining.
 func (w *sharedWatcher) Run(stop <-chan struct{}) {
+	select {
+	case <-stop:
+		return
+	default:
+	}
 	leave := w.Start()
 	<-stop
 	leave()

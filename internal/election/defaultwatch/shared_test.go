@@ -95,7 +95,9 @@ func TestSharedDefaultWatcherStopsWithItsLastUserAndRestarts(t *testing.T) {
 				w.Run(stop)
 			}()
 		}
-		waitUntil(t, "the shared watch to start", func() bool { return shared.Running() == 1 })
+		// Every watcher joins before stop closes: one that joined after the
+		// last one left would start a watch of its own.
+		waitUntil(t, "every watcher to join the shared watch", func() bool { return shared.users() == 10 })
 		close(stop)
 		wg.Wait()
 		if got := shared.Running(); got != 0 {
@@ -105,6 +107,17 @@ func TestSharedDefaultWatcherStopsWithItsLastUserAndRestarts(t *testing.T) {
 	if got := webhookVerbs(client); got["watch"] > 3 {
 		t.Fatalf("30 watchers in 3 rounds opened %d watches, want at most one per round", got["watch"])
 	}
+}
+
+// users is the number of watchers in s's shared watches.
+func (s *SharedWatchers) users() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, e := range s.entries {
+		n += e.refs
+	}
+	return n
 }
 
 func TestSharedDefaultWatcherRejectsBadOptions(t *testing.T) {
