@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"github.com/meshd-io/meshd/internal/protocol/damping"
 	"github.com/meshd-io/meshd/pkg/resourcelock"
 )
 
@@ -277,7 +278,7 @@ func (le *LeaderElector) steal(ctx context.Context, rec *resourcelock.Record, de
 		// The write may have happened though it failed (a timeout): if the
 		// record turns out to name this candidate, it took the lock by force
 		// and must keep the fence, and the steal counts for damping.
-		le.damper.stole(now)
+		le.damper.Stole(now)
 		le.fenceAt(fence, now)
 	}
 	return out, err
@@ -288,21 +289,21 @@ func (le *LeaderElector) steal(ctx context.Context, rec *resourcelock.Record, de
 // damper or the handover protocol say no.
 func (le *LeaderElector) mayPreempt(ctx context.Context, rec *resourcelock.Record, now time.Time) (outcome, error) {
 	if le.cfg.KeyComparison == nil || !le.cfg.KeyComparison(rec.HolderKey) {
-		if le.damper.agree() {
+		if le.damper.Agree() {
 			le.reportPreemption(false, "candidates agree again; preemption resumes")
 		}
 		return heldByOther, nil
 	}
-	switch le.damper.check(now, rec.HolderKey) {
-	case stealCycle:
+	switch le.damper.Check(now, rec.HolderKey) {
+	case damping.Cycle:
 		le.reportPreemption(true, fmt.Sprintf("steal cycle with holder %s (key %q): this candidate outranks it and it outranked this candidate; "+
-			"preemption suspended until %s", rec.HolderIdentity, rec.HolderKey, le.damper.state.RetryAt.UTC().Format(time.RFC3339)))
+			"preemption suspended until %s", rec.HolderIdentity, rec.HolderKey, le.damper.State().RetryAt.UTC().Format(time.RFC3339)))
 		le.metrics.StealCycle(le.cfg.Name)
 		return heldByOther, nil
-	case stealLater, stealSuspended:
+	case damping.Later, damping.Suspended:
 		return heldByOther, nil
 	}
-	if le.damper.young(now, le.termSince()) {
+	if le.damper.Young(now, le.termSince()) {
 		return heldByOther, nil
 	}
 	if le.handover == nil {
@@ -322,7 +323,7 @@ func (le *LeaderElector) mayPreempt(ctx context.Context, rec *resourcelock.Recor
 // which the run callback must not start (the old holder's last renew as seen
 // here plus its lease), unless Config.StartAtOnceAfterSteal.
 func (le *LeaderElector) stole(rec *resourcelock.Record, fence, now time.Time) {
-	le.damper.stole(now)
+	le.damper.Stole(now)
 	le.metrics.Stole(le.cfg.Name)
 	le.fenceAt(fence, now)
 	msg := fmt.Sprintf("%s took the lock from %s (key %q)", le.cfg.Lock.Identity(), rec.HolderIdentity, rec.HolderKey)

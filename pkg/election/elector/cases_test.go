@@ -139,70 +139,6 @@ func TestDisagreeingCandidatesDoNotStorm(t *testing.T) {
 	}
 }
 
-// The damper refuses a steal from a term seen to begin less than a
-// RetryPeriod ago, wakes the candidate when it may steal, and does not
-// hold a term found on at first sight against it.
-func TestStealDamperYoungTerm(t *testing.T) {
-	d := stealDamper{retry: time.Second, lease: 4 * time.Second}
-	if d.young(t0, time.Time{}) {
-		t.Fatal("a term found on at first sight counts as young")
-	}
-	if !d.young(t0.Add(999*time.Millisecond), t0) {
-		t.Fatal("a term seen to begin 999ms ago is not young")
-	}
-	if at := d.wakeAt(t0.Add(999 * time.Millisecond)); !at.Equal(t0.Add(time.Second)) {
-		t.Fatalf("wake at %v, want when the term is a RetryPeriod old", at)
-	}
-	if d.young(t0.Add(time.Second), t0) {
-		t.Fatal("a term a RetryPeriod old is still young")
-	}
-}
-
-// Case 1, the damper alone: at most one steal per RetryPeriod, a steal back
-// from the key that took the lock is a cycle, and agreement ends it.
-func TestStealDamper(t *testing.T) {
-	d := stealDamper{retry: time.Second, lease: 4 * time.Second}
-	if v := d.check(t0, "canary"); v != stealAllowed {
-		t.Fatalf("first steal = %v", v)
-	}
-	d.stole(t0)
-	if v := d.check(t0.Add(999*time.Millisecond), "canary"); v != stealLater {
-		t.Fatalf("second steal within a RetryPeriod = %v", v)
-	}
-	d.stolen(t0.Add(2*time.Second), "canary", true)
-	if v := d.check(t0.Add(2500*time.Millisecond), "canary"); v != stealCycle {
-		t.Fatalf("steal back from the key that took the lock = %v, want a cycle", v)
-	}
-	if v := d.check(t0.Add(5*time.Second), "canary"); v != stealSuspended {
-		t.Fatalf("during the hold-off = %v", v)
-	}
-	if v := d.check(t0.Add(7*time.Second), "canary"); v != stealAllowed {
-		t.Fatalf("after the hold-off = %v", v)
-	}
-	d.stole(t0.Add(7 * time.Second))
-	d.stolen(t0.Add(8*time.Second), "canary", true)
-	d.check(t0.Add(9*time.Second), "canary")
-	if d.state.Cycles != 2 || d.state.RetryAt != t0.Add(9*time.Second+8*time.Second) {
-		t.Fatalf("second cycle: %+v, want the hold-off doubled", d.state)
-	}
-	if !d.agree() || d.state.Suspended {
-		t.Fatal("agreement did not end the suspension")
-	}
-
-	// A holder that outranked this candidate by its own view too (the
-	// default changed and both saw it) took what it was entitled to: taking
-	// the lock back after the next change is no cycle, only spaced by a
-	// RetryPeriod.
-	d = stealDamper{retry: time.Second, lease: 4 * time.Second}
-	d.stolen(t0, "canary", false)
-	if v := d.check(t0.Add(500*time.Millisecond), "canary"); v != stealLater {
-		t.Fatalf("steal back within a RetryPeriod of an undisputed loss = %v, want later", v)
-	}
-	if v := d.check(t0.Add(1500*time.Millisecond), "canary"); v != stealAllowed || d.state.Suspended {
-		t.Fatalf("steal back after an undisputed loss = %v (%+v), want allowed", v, d.state)
-	}
-}
-
 // Case 2: the candidate sees the new default before the holder, which
 // refuses. Before: the candidate took the lock by force after the grace
 // period while the holder's work still ran. Now a refusal is an answer; the
@@ -551,24 +487,6 @@ func TestMultiLockElectorHoldsBothKinds(t *testing.T) {
 	if _, err := New(Config{Name: lockName, Lock: lock, LeaseDuration: 4 * time.Second, RenewDeadline: 2 * time.Second,
 		RetryPeriod: time.Second, Watch: true, Callbacks: Callbacks{OnStartedLeading: waitDone}}); err == nil {
 		t.Fatal("a multi lock was accepted for watching")
-	}
-}
-
-// A steal this candidate disputed (it still saw the old default) is no
-// longer disputed once it agrees: when the default flips back and entitles
-// it again, taking the lock back is a legitimate steal, not a cycle. Before,
-// agree cleared the suspension but not who stole, and the flip back was
-// taken for a cycle: preemption was suspended for a lease while the lesser
-// holder kept the lock.
-func TestAgreementEndsTheDisputeOverALoss(t *testing.T) {
-	d := stealDamper{retry: time.Second, lease: 4 * time.Second}
-	d.stolen(t0, "canary", true) // forced: this candidate had not seen the flip yet
-	if d.agree() {
-		t.Fatal("agreement reported the end of a suspension that never began")
-	}
-	// The default flips back two seconds later.
-	if v := d.check(t0.Add(2*time.Second), "canary"); v != stealAllowed || d.state.Suspended {
-		t.Fatalf("steal after agreeing and a flip back = %v (%+v), want allowed", v, d.state)
 	}
 }
 

@@ -17,8 +17,8 @@
 // process's session), Coordination (a coordinator picks the holder),
 // HolderExit (proof that a holder's process exited) and Pacer (pacing of
 // first attempts). Package election builds them from the packages under
-// internal/protocol and internal/pacing; the steal damper is a value inside
-// the core. Each interface states what the core promises it: every method
+// internal/protocol and internal/pacing; the steal damper is a value from
+// internal/protocol/damping that the core owns. Each interface states what the core promises it: every method
 // is called from the election loop, with the clock reading of the decision
 // in progress, after the core has read or been delivered the lock object
 // whose annotations the protocol reads; the record, the fence and the end

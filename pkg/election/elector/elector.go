@@ -15,6 +15,7 @@ import (
 	"github.com/meshd-io/meshd/internal/lockcap"
 	"github.com/meshd-io/meshd/internal/lockmeta"
 	"github.com/meshd-io/meshd/internal/lockwatch"
+	"github.com/meshd-io/meshd/internal/protocol/damping"
 	"github.com/meshd-io/meshd/pkg/resourcelock"
 )
 
@@ -70,7 +71,7 @@ type LeaderElector struct {
 	// handover is Config.Handover: nil unless cooperative; see protocol.go.
 	handover Handover
 	// damper limits steals; see damper.go.
-	damper stealDamper
+	damper *damping.Damper
 
 	loop  loopState  // used only by the goroutine running Run
 	fence fenceState // used only by the goroutine running Run
@@ -136,7 +137,7 @@ func New(cfg Config) (*LeaderElector, error) {
 		clock:    cfg.Clock,
 		metrics:  cfg.Metrics,
 		trigger:  make(chan struct{}, 1),
-		damper:   stealDamper{retry: cfg.RetryPeriod, lease: cfg.LeaseDuration},
+		damper:   damping.New(cfg.RetryPeriod, cfg.LeaseDuration),
 		handover: cfg.Handover,
 	}
 	switch {
@@ -383,7 +384,7 @@ func (le *LeaderElector) heldWait(poll time.Duration, end time.Time) time.Durati
 	// An expired lock is a race like a released one: lesser candidates
 	// let better ones go first.
 	deadline := end.Add(le.yieldDelay())
-	for _, at := range []time.Time{le.damper.wakeAt(now), le.handoverWake(now)} {
+	for _, at := range []time.Time{le.damper.WakeAt(now), le.handoverWake(now)} {
 		if !at.IsZero() && at.Before(deadline) {
 			deadline = at
 		}
@@ -472,7 +473,7 @@ func (le *LeaderElector) withdraw() {
 // the log, an event, a metric and Preemption.
 func (le *LeaderElector) reportPreemption(suspended bool, msg string) {
 	le.mu.Lock()
-	le.state.preemption = le.damper.state
+	le.state.preemption = le.damper.State()
 	le.mu.Unlock()
 	le.metrics.SetPreemptionSuspended(le.cfg.Name, suspended)
 	if suspended {

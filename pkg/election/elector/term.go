@@ -296,7 +296,7 @@ func (le *LeaderElector) lostTo() {
 	now := le.clock.Now()
 	if rec.HolderIdentity != "" && now.Before(le.loop.lastRenew.Add(le.cfg.LeaseDuration)) {
 		disputed := le.cfg.KeyComparison != nil && le.cfg.KeyComparison(rec.HolderKey)
-		le.damper.stolen(now, rec.HolderKey, disputed)
+		le.damper.Stolen(now, rec.HolderKey, disputed)
 	}
 }
 
