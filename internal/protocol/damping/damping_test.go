@@ -88,4 +88,3 @@ func TestAgreementEndsTheDisputeOverALoss(t *testing.T) {
 		t.Fatalf("steal after agreeing and a flip back = %v (%+v), want allowed", v, d.state)
 	}
 }
-
