@@ -39,7 +39,7 @@ func (le *LeaderElector) attempt(ctx context.Context, renewing bool) (outcome, e
 	} else if out, err := le.renewFast(ctx); out != readNeeded {
 		return out, err
 	}
-	fromCache := !renewing && le.watch != nil && le.watch.healthy()
+	fromCache := !renewing && le.watch != nil && le.watch.Healthy()
 	out, err := le.readAndDecide(ctx, renewing, fromCache)
 	if fromCache && (apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err)) {
 		// Someone else wrote a version the watch had not delivered yet: a

@@ -317,7 +317,7 @@ func TestHandedCandidateRetriesAfterARetryPeriod(t *testing.T) {
 	h.setHandover(`{"holder":"c"}`)
 	armed.Store(true)
 	c := h.start(candidateOpts{identity: "c", key: "stable"})
-	waitFor(t, "a failed write", func() bool { return fails.Load() >= 1 && c.le.watch.healthy() })
+	waitFor(t, "a failed write", func() bool { return fails.Load() >= 1 && c.le.watch.Healthy() })
 	time.Sleep(50 * time.Millisecond) // writes prompted by watch events fail too
 	armed.Store(false)
 	if c.le.IsLeader() {
@@ -334,7 +334,7 @@ func TestRecreatedLockWithoutRecordIsNotARelease(t *testing.T) {
 	holder := h.start(candidateOpts{identity: "b"})
 	waitFor(t, "b to lead", holder.le.IsLeader)
 	f := h.start(candidateOpts{identity: "a"})
-	waitFor(t, "a to see b", func() bool { return f.le.GetLeader() == "b" && f.le.watch.healthy() })
+	waitFor(t, "a to see b", func() bool { return f.le.GetLeader() == "b" && f.le.watch.Healthy() })
 	ctx := context.Background()
 	if err := h.client.CoreV1().ConfigMaps(ns).Delete(ctx, lockName, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
@@ -520,7 +520,7 @@ func TestWatchingFollowerWakesWhenAWipedLockMayBeTaken(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	le.watch.ok.Store(true) // a working watch, as the hub would report it
+	le.watch.MarkHealthy(true) // a working watch, as the hub would report it
 	rec := held("b", "", 4)
 	le.observe(&rec, resourcelock.EncodeRecord(rec), t0) // b's lease runs out at t0+4s
 	h.clock.Step(3 * time.Second)

@@ -347,7 +347,7 @@ func (le *LeaderElector) jitter(d time.Duration) time.Duration {
 // damper may let it act, whichever comes first.
 func (le *LeaderElector) followerWait() time.Duration {
 	poll := le.jitter(le.cfg.RetryPeriod)
-	if le.watch == nil || !le.watch.healthy() {
+	if le.watch == nil || !le.watch.Healthy() {
 		return poll
 	}
 	le.mu.Lock()

@@ -220,7 +220,7 @@ func runPartitionedLeader(t *testing.T, followerRate float64, responseDelay time
 	leader.lock.responseDelay.Store(int64(responseDelay))
 	follower := startSkewCandidate(t, client, l, "follower", newScaledClock(followerRate), leaseDuration, renewDeadline, retryPeriod, false)
 	waitFor(t, "the follower to see the leader through its watch", func() bool {
-		return follower.le.GetLeader() == "leader" && follower.le.watch.healthy()
+		return follower.le.GetLeader() == "leader" && follower.le.watch.Healthy()
 	})
 	time.Sleep(2 * retryPeriod) // a few renewals, answered late when responseDelay is set
 	leader.lock.cutAfterWrite.Store(true)

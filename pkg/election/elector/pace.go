@@ -92,7 +92,7 @@ func (le *LeaderElector) awaitListed(ctx context.Context) {
 	select {
 	case <-ctx.Done():
 	case <-deadline.C:
-	case <-le.watch.healthyNow():
+	case <-le.watch.HealthyNow():
 	}
 	le.watch.ingest()
 }
@@ -103,7 +103,7 @@ func (le *LeaderElector) awaitListed(ctx context.Context) {
 // from. A nil ready or granted is not waited for.
 func (le *LeaderElector) awaitTurn(ctx context.Context, ready <-chan time.Time, granted <-chan struct{}) bool {
 	for {
-		if le.watch != nil && le.watch.healthy() && !le.worthTrying() {
+		if le.watch != nil && le.watch.Healthy() && !le.worthTrying() {
 			return false
 		}
 		select {

@@ -105,7 +105,7 @@ func (le *LeaderElector) fenceTimer(t *term) clockTimer {
 // before a renew has shown the lock still held: renewFirst asks the caller
 // to renew now and to start the callback only once a renew succeeded.
 func (le *LeaderElector) fencePassed(t *term) (end *termEnd, renewFirst bool) {
-	if le.watch == nil || !le.watch.healthy() {
+	if le.watch == nil || !le.watch.Healthy() {
 		le.log.Info("the previous holder's lease has run out; renewing before the run callback starts, as no watch shows whether the lock is still held")
 		return nil, true
 	}
