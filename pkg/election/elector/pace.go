@@ -22,13 +22,11 @@ type Pacer interface {
 	// Built reports whether the pacer was built by its constructor
 	// (NewPacer); a zero value is refused by validation.
 	Built() bool
-	// Reserve takes a token: wait delay before the attempt, or cancel to
-	// give the token back.
-	Reserve() (delay time.Duration, cancel func())
-	// Wait joins the queue of slots with priority prio, lowest first:
-	// granted is closed once a slot is held; leave gives the place up, or
-	// the slot back once granted, and is called exactly once.
-	Wait(prio uint64) (granted <-chan struct{}, leave func())
+	// Turn waits for this elector's turn, served by prio (lowest first),
+	// and gives up when ctx ends or giveUp, asked at the start and at each
+	// of wakeups, reports true. release gives the turn back after the
+	// attempt; it is called exactly once.
+	Turn(ctx context.Context, prio uint64, wakeups <-chan struct{}, giveUp func() bool) (release func())
 }
 
 // tryFirst makes the first attempt of a Run: the elector's very first one
@@ -44,35 +42,27 @@ func (le *LeaderElector) tryFirst(ctx context.Context) bool {
 
 // paceFirstAttempt runs once per elector, before its first attempt. With a
 // watch it waits (at most firstSyncWait) for the shared watch's first list,
-// so that the attempt decides from it; then it waits for a token and a slot,
-// unless the watch shows the lock held by someone this candidate may not
-// take it from. The returned function gives the slot back, if one was taken.
+// so that the attempt decides from it; then it waits for its turn, unless
+// the watch shows the lock held by someone this candidate may not take it
+// from. The returned function gives the turn back.
 func (le *LeaderElector) paceFirstAttempt(ctx context.Context) (release func()) {
-	release = func() {}
 	if le.loop.paced {
-		return release
+		return func() {}
 	}
 	le.loop.paced = true
 	if le.watch != nil {
 		le.awaitListed(ctx)
 	}
-	pacer := le.cfg.Pacer
-	if pacer == nil {
-		return release // a pacer of its own would never make it wait
+	if le.cfg.Pacer == nil {
+		return func() {} // a pacer of its own would never make it wait
 	}
-	delay, cancel := pacer.Reserve()
-	wait := time.NewTimer(delay)
-	defer wait.Stop()
-	if !le.awaitTurn(ctx, wait.C, nil) {
-		cancel()
-		return release
-	}
-	granted, leave := pacer.Wait(le.slotPriority())
-	if !le.awaitTurn(ctx, nil, granted) {
-		leave()
-		return release
-	}
-	return leave
+	return le.cfg.Pacer.Turn(ctx, le.slotPriority(), le.watchEvents(), func() bool {
+		if le.watch == nil {
+			return false
+		}
+		le.watch.ingest()
+		return le.watch.Healthy() && !le.worthTrying()
+	})
 }
 
 // slotPriority orders le's first attempt among those of its process: a hash
@@ -95,26 +85,4 @@ func (le *LeaderElector) awaitListed(ctx context.Context) {
 	case <-le.watch.HealthyNow():
 	}
 	le.watch.ingest()
-}
-
-// awaitTurn waits until ready fires or a slot is granted (true), taking in
-// what the watch delivers meanwhile; it gives up (false) when ctx ends or
-// the watch shows the lock held by someone this candidate may not take it
-// from. A nil ready or granted is not waited for.
-func (le *LeaderElector) awaitTurn(ctx context.Context, ready <-chan time.Time, granted <-chan struct{}) bool {
-	for {
-		if le.watch != nil && le.watch.Healthy() && !le.worthTrying() {
-			return false
-		}
-		select {
-		case <-ctx.Done():
-			return false
-		case <-ready:
-			return true
-		case <-granted:
-			return true
-		case <-le.watchEvents():
-			le.watch.ingest()
-		}
-	}
 }
