@@ -142,7 +142,7 @@ func (le *LeaderElector) readAndDecide(ctx context.Context, renewing, fromCache 
 		if renewing {
 			le.recordDestroyed(now)
 		}
-		return le.writeFresh(ctx, apierrors.IsNotFound(err), now)
+		return le.writeFresh(ctx, apierrors.IsNotFound(err), renewing, now)
 	case errors.Is(err, resourcelock.ErrCorruptRecord):
 		return le.overwriteCorrupt(ctx, renewing, raw, err, now)
 	case err != nil:
@@ -154,8 +154,9 @@ func (le *LeaderElector) readAndDecide(ctx context.Context, renewing, fromCache 
 
 // writeFresh writes this candidate's record into a lock that has none:
 // creating the object, or updating one that exists without a record. A
-// leader keeps its term's acquire time and transitions.
-func (le *LeaderElector) writeFresh(ctx context.Context, create bool, now time.Time) (outcome, error) {
+// record naming this candidate that it saw last goes on as continueTerm
+// says.
+func (le *LeaderElector) writeFresh(ctx context.Context, create, renewing bool, now time.Time) (outcome, error) {
 	desired := le.desired(now)
 	write, verb := le.update, "update"
 	if create {
@@ -164,7 +165,7 @@ func (le *LeaderElector) writeFresh(ctx context.Context, create bool, now time.T
 		desired.LeaderTransitions = 1
 	}
 	if prev, _ := le.Observed(); prev.HolderIdentity == desired.HolderIdentity {
-		desired.AcquireTime, desired.LeaderTransitions = prev.AcquireTime, prev.LeaderTransitions
+		le.continueTerm(&desired, prev, renewing)
 	}
 	if err := write(ctx, desired); err != nil {
 		return failed, fmt.Errorf("%s %s: %w", verb, le.cfg.Lock.Describe(), err)
@@ -214,9 +215,31 @@ func (le *LeaderElector) decideOwn(ctx context.Context, renewing bool, rec *reso
 		return out, err
 	}
 	desired := le.desired(now)
-	desired.AcquireTime = rec.AcquireTime
-	desired.LeaderTransitions = rec.LeaderTransitions
+	le.continueTerm(&desired, *rec, renewing)
 	return le.write(ctx, desired, now)
+}
+
+// continueTerm makes desired, a record naming this candidate that it is
+// about to write over prev, which names it too, go on with prev's term
+// (acquire time and transitions) when that is the same term: a leader
+// renewing, or a candidate whose previous holder named it and so gave it
+// that term (a handover, a coordinator's assignment).
+//
+// A candidate taking back the record of a term it led itself, which has
+// ended (its renew deadline passed, or its work ended and the release
+// failed), starts a new term instead: transitions one up, acquired now.
+// Followers time a lease from when they see the record change, and the
+// same term written again may not change it: a lock that stores whole
+// seconds, a wall clock stepped back, and the new renew time reads as the
+// old one; followers would then time the lease from the old term's last
+// renew and take the lock beside this candidate's new work. A term number
+// that was never written before is a change every follower sees, however
+// the clocks stand and whatever writes its watch coalesced.
+func (le *LeaderElector) continueTerm(desired *resourcelock.Record, prev resourcelock.Record, renewing bool) {
+	desired.LeaderTransitions = prev.LeaderTransitions + 1
+	if renewing || termKey(&prev) != le.loop.ledTerm {
+		desired.AcquireTime, desired.LeaderTransitions = prev.AcquireTime, prev.LeaderTransitions
+	}
 }
 
 // decideNamed is for a follower that finds the record naming it: decided

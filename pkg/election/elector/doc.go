@@ -201,7 +201,10 @@
 //     from the latest renew, and followers may time the lease from up to a
 //     second before it: that second, plus StopTimeout, can exceed the
 //     margin between RenewDeadline and LeaseDuration. Use a Lease lock
-//     (microseconds) for a ttl under 4s.
+//     (microseconds) for a ttl under 4s. A candidate that finds its own
+//     record after its term ended starts a new term (leaderTransitions one
+//     up) rather than writing the old one again, which with its wall clock
+//     stepped back could leave the stored record unchanged.
 //   - A term already on when a candidate first looks counts as old, so
 //     that a candidate preempts at once when it starts: candidates that
 //     start within one RetryPeriod, each outranking the holder before it,

@@ -83,8 +83,8 @@ type LeaderElector struct {
 
 // loopState is what the election loop keeps between attempts and terms.
 type loopState struct {
-	acquiredAt     time.Time          // when the attempt that won the current term started
-	lastRenew      time.Time          // when the last successful renew of this term was sent
+	lastRenew      time.Time          // when the last successful renew of this term was sent; the attempt that won it counts as one
+	ledTerm        string             // termKey of the record of the last term this candidate led
 	emptySince     time.Time          // when the lock object was first seen missing or without a record
 	stopping       bool               // the callback is stopping: renew, answer nothing
 	handTo         *lockmeta.Handover // the request accepted by the last renew
@@ -316,12 +316,14 @@ func (le *LeaderElector) tryAcquire(ctx context.Context) bool {
 	le.setLastError(err)
 	switch out {
 	case acquired:
-		le.loop.acquiredAt = started
+		le.loop.lastRenew = started
 		if !le.loop.namedFrom.IsZero() {
 			// Led on a record written by the previous holder: the term
 			// counts from the request it answered (see namedSince).
-			le.loop.acquiredAt, le.loop.namedFrom = le.loop.namedFrom, time.Time{}
+			le.loop.lastRenew, le.loop.namedFrom = le.loop.namedFrom, time.Time{}
 		}
+		rec, _ := le.Observed() // the record of the term just won, naming this candidate
+		le.loop.ledTerm = termKey(&rec)
 		le.acquiredVacancy()
 		le.log.Info("acquired leadership")
 		return true

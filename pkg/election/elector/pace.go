@@ -6,8 +6,8 @@ import (
 	"time"
 )
 
-// firstSyncWait bounds how long a starting elector waits for the shared
-// watch's first list before its first attempt.
+// firstSyncWait bounds how long a Run waits for its watch to be healthy
+// before its first attempt.
 const firstSyncWait = time.Second
 
 // Pacer paces the first attempts of the electors it is given to (see
@@ -29,9 +29,21 @@ type Pacer interface {
 	Turn(ctx context.Context, prio uint64, wakeups <-chan struct{}, giveUp func() bool) (release func())
 }
 
-// tryFirst makes the first attempt of a Run: the elector's very first one
-// is paced (see paceFirstAttempt). It reports whether the lock was taken.
+// tryFirst makes the first attempt of a Run and reports whether it took
+// the lock. Every Run subscribes to the watch anew, and what the hub hands
+// a joining subscriber is its cache, which says nothing of whether the
+// watch works; so with a watch, every Run first waits (at most
+// firstSyncWait) for it to be healthy, decides from what it delivered, and
+// lets better candidates go first when it shows the lock released, as it
+// does for a release the watch delivers while it waits (see acquire). The
+// elector's very first attempt is also paced (see paceFirstAttempt).
 func (le *LeaderElector) tryFirst(ctx context.Context) bool {
+	if le.watch != nil {
+		le.awaitHealthy(ctx)
+		if le.watch.Healthy() && le.yieldOnRelease(le.clock.Now()) {
+			return false
+		}
+	}
 	release := le.paceFirstAttempt(ctx)
 	defer release()
 	if ctx.Err() != nil {
@@ -40,19 +52,15 @@ func (le *LeaderElector) tryFirst(ctx context.Context) bool {
 	return le.tryAcquire(ctx)
 }
 
-// paceFirstAttempt runs once per elector, before its first attempt. With a
-// watch it waits (at most firstSyncWait) for the shared watch's first list,
-// so that the attempt decides from it; then it waits for its turn, unless
-// the watch shows the lock held by someone this candidate may not take it
-// from. The returned function gives the turn back.
+// paceFirstAttempt runs once per elector, before its first attempt: it
+// waits for its turn, unless the watch shows the lock held by someone this
+// candidate may not take it from. The returned function gives the turn
+// back.
 func (le *LeaderElector) paceFirstAttempt(ctx context.Context) (release func()) {
 	if le.loop.paced {
 		return func() {}
 	}
 	le.loop.paced = true
-	if le.watch != nil {
-		le.awaitListed(ctx)
-	}
 	if le.cfg.Pacer == nil {
 		return func() {} // a pacer of its own would never make it wait
 	}
@@ -74,9 +82,9 @@ func (le *LeaderElector) slotPriority() uint64 {
 	return h.Sum64()
 }
 
-// awaitListed waits until the watch has listed, ctx ends or firstSyncWait
+// awaitHealthy waits until the watch is healthy, ctx ends or firstSyncWait
 // has passed, and takes in what the watch delivered.
-func (le *LeaderElector) awaitListed(ctx context.Context) {
+func (le *LeaderElector) awaitHealthy(ctx context.Context) {
 	deadline := time.NewTimer(firstSyncWait)
 	defer deadline.Stop()
 	select {

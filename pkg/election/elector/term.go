@@ -56,7 +56,6 @@ func (le *LeaderElector) lead(ctx context.Context) {
 	t := &term{done: make(chan struct{})}
 	t.ctx, t.cancel = context.WithCancel(ctx)
 	defer t.cancel()
-	le.loop.lastRenew = le.loop.acquiredAt
 	le.setLeading(true)
 	le.metrics.Acquired(le.cfg.Name)
 	le.cfg.Lock.RecordEvent(corev1.EventTypeNormal, reasonLeaderElection, le.cfg.Lock.Identity()+" became leader")
