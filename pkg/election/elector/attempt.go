@@ -127,7 +127,7 @@ func (le *LeaderElector) readAndDecide(ctx context.Context, renewing, fromCache 
 	// written after it was sent, whose lease must not start earlier.
 	now := le.clock.Now()
 	if err == nil || apierrors.IsNotFound(err) {
-		le.noteEmpty(err != nil || noRecord(rec), now)
+		le.noteEmpty(rec, now)
 	}
 	switch {
 	case apierrors.IsNotFound(err) || (err == nil && noRecord(rec)):

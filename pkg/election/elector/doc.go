@@ -63,6 +63,12 @@
 // A candidate that never saw a record of the lock treats an object without
 // one as held by an unknown holder for LeaseDuration from first sight (a
 // missing object it creates at once).
+// A record naming this candidate that follows such a deletion or
+// re-creation, is found in an object with a new uid, or does not count one
+// transition more than the holder's, is not that holder's handover (a
+// coordinator that never saw the holder's record may have written it): the
+// candidate holds the lock at once but starts OnStartedLeading only when
+// that holder's lease, as it observed it, has run out.
 //
 // # Preemption
 //

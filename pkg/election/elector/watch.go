@@ -73,7 +73,7 @@ func (w *lockWatch) ingestOne(obj any, deleted bool) bool {
 	now := le.clock.Now()
 	rec, raw, err := w.lock.Observe(obj, deleted)
 	if err == nil {
-		le.noteEmpty(deleted || noRecord(rec), now)
+		le.noteEmpty(rec, now)
 	}
 	mine := le.GetLeader() == le.cfg.Lock.Identity()
 	switch {
