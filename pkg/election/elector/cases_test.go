@@ -525,7 +525,7 @@ func TestWatchingFollowerWakesWhenAWipedLockMayBeTaken(t *testing.T) {
 	le.observe(&rec, resourcelock.EncodeRecord(rec), t0) // b's lease runs out at t0+4s
 	h.clock.Step(3 * time.Second)
 	le.noteEmpty(nil, h.clock.Now()) // re-created without a record at t0+3s: held until t0+7s
-	h.clock.Step(3 * time.Second)     // t0+6s: b's lease is over, the wiped lock's wait is not
+	h.clock.Step(3 * time.Second)    // t0+6s: b's lease is over, the wiped lock's wait is not
 	if !le.emptyMayBeHeld(h.clock.Now(), false) {
 		t.Fatal("the wiped lock counts as free before a lease from when it was seen so")
 	}
