@@ -5,13 +5,14 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/meshd-io/meshd/internal/election/priority"
+
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/meshd-io/meshd/internal/election/coordinated"
-	"github.com/meshd-io/meshd/pkg/election"
 	"github.com/meshd-io/meshd/pkg/revisions"
 )
 
@@ -118,7 +119,7 @@ func ranked(r *coordinated.Roster, lease, defaultRevision string) []Candidate {
 }
 
 func candidateView(c coordinated.Candidate, rank int) Candidate {
-	k := election.ParseKey(c.Key)
+	k := priority.ParseKey(c.Key)
 	return Candidate{Name: c.Name, Identity: c.Identity, HolderKey: c.Key, Revision: k.Revision, Remote: k.Remote,
 		BinaryVersion: c.BinaryVersion, RenewTime: c.RenewTime, Live: c.Live, Rank: rank}
 }

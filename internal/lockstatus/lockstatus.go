@@ -10,6 +10,8 @@ import (
 	"sort"
 	"time"
 
+	"github.com/meshd-io/meshd/internal/election/priority"
+
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -125,7 +127,7 @@ func List(ctx context.Context, client kubernetes.Interface, namespace string) ([
 func (l *Lock) fill(rec *resourcelock.Record) {
 	l.Holder = rec.HolderIdentity
 	l.HolderKey = rec.HolderKey
-	c := election.ParseKey(rec.HolderKey)
+	c := priority.ParseKey(rec.HolderKey)
 	l.Revision, l.Remote = c.Revision, c.Remote
 	l.AcquireTime = rec.AcquireTime.Time
 	l.RenewTime = rec.RenewTime.Time

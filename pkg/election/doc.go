@@ -13,9 +13,18 @@
 //
 //   - prioritized: one leader per mesh; an instance of the default revision
 //     takes the lock from other revisions, and a local instance from a
-//     remote one of its revision (LocationPrioritizedComparison);
+//     remote one of its revision (the steal rule, below);
 //   - per revision (Spec.PerRevision): one leader per revision, on a Lease
 //     named <electionID>-<revision>, never taken from its holder.
+//
+// The steal rule: each candidate writes its revision as its holder key,
+// prefixed with "^" when it serves a remote cluster. A candidate takes a
+// lock held, unexpired, by another when their revisions differ and its own
+// is the known default revision, or when their revisions are equal, it is
+// local and the holder remote; otherwise it waits. The rule has no cycles:
+// the first case only moves the lock towards the default revision, the
+// second only from remote to local. An empty or expired lock is taken by
+// anyone.
 //
 // istiod's constructors (NewLeaderElection, NewLeaderElectionMulticluster,
 // NewLeaseLeaderElection, NewPerRevisionLeaderElection) are thin adapters

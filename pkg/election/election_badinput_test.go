@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meshd-io/meshd/internal/election/priority"
+
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
 
@@ -103,10 +105,10 @@ func TestFractionalTTLIsWrittenRoundedUp(t *testing.T) {
 func TestUnknownHolderKeysAreAnotherRevision(t *testing.T) {
 	keys := []string{"^", "^^stable", "stable/../canary", "STABLE", "stable ", "\x00", strings.Repeat("k", 10000), "☃", "^☃"}
 	for _, key := range keys {
-		for _, c := range []Candidate{{Revision: "stable"}, {Revision: "stable", Remote: true}, {Revision: "canary"}} {
+		for _, c := range []priority.Candidate{{Revision: "stable"}, {Revision: "stable", Remote: true}, {Revision: "canary"}} {
 			for _, def := range []string{"", "stable", "canary", key} {
-				got := LocationPrioritizedComparison(key, c, def)
-				holder := ParseKey(key)
+				got := priority.LocationPrioritizedComparison(key, c, def)
+				holder := priority.ParseKey(key)
 				want := false
 				switch {
 				case holder.Revision != c.Revision:
@@ -121,7 +123,7 @@ func TestUnknownHolderKeysAreAnotherRevision(t *testing.T) {
 		}
 	}
 	// In particular, a default named like the unknown key helps nobody.
-	if LocationPrioritizedComparison("STABLE", Candidate{Revision: "stable"}, "STABLE") {
+	if priority.LocationPrioritizedComparison("STABLE", priority.Candidate{Revision: "stable"}, "STABLE") {
 		t.Error("revision comparison is case-insensitive")
 	}
 }

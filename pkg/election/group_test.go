@@ -110,19 +110,6 @@ func TestNewReportsEveryProblemAtOnce(t *testing.T) {
 	}
 }
 
-func TestParseLockKind(t *testing.T) {
-	for in, want := range map[string]LockKind{"configmap": ConfigMapLock, "ConfigMap": ConfigMapLock, "LEASE": LeaseLock, "lease": LeaseLock} {
-		if got, err := ParseLockKind(in); err != nil || got != want {
-			t.Errorf("ParseLockKind(%q) = %q, %v", in, got, err)
-		}
-	}
-	for _, in := range []string{"", "configmaps", "endpoints", "lease "} {
-		if _, err := ParseLockKind(in); err == nil {
-			t.Errorf("ParseLockKind(%q) accepted", in)
-		}
-	}
-}
-
 // TestTheEnvironmentIsIgnored: the library reads no environment variable.
 // With every election setting of the environment set against the defaults,
 // an election behaves as the defaults say.

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/meshd-io/meshd/internal/election/priority"
+
 	"go.uber.org/zap"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	coordinationv1beta1 "k8s.io/api/coordination/v1beta1"
@@ -122,7 +124,7 @@ func newCandidacy(client kubernetes.Interface, spec Spec, lockName, name string,
 			LeaseName:     lockName,
 			Name:          name,
 			Identity:      spec.Identity,
-			Key:           Candidate{Revision: spec.Revision, Remote: spec.Remote}.Key(),
+			Key:           priority.Candidate{Revision: spec.Revision, Remote: spec.Remote}.Key(),
 			Preempts:      !spec.PerRevision && o.prioritized,
 			Strategy:      spec.Mode.strategy(),
 			BinaryVersion: o.binaryVersion,
