@@ -8,8 +8,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/meshd-io/meshd/internal/election/priority"
-
 	"github.com/meshd-io/meshd/internal/lockcap"
 	"github.com/meshd-io/meshd/internal/protocol/sessions"
 
@@ -21,6 +19,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/meshd-io/meshd/internal/election/coordinated"
+	"github.com/meshd-io/meshd/internal/election/priority"
 	"github.com/meshd-io/meshd/internal/election/session"
 	"github.com/meshd-io/meshd/internal/protocol/handover"
 	"github.com/meshd-io/meshd/pkg/election/elector"

@@ -90,7 +90,7 @@ func TestGroupSharesOneWatcherAndOneRegistration(t *testing.T) {
 
 func TestNewReportsEveryProblemAtOnce(t *testing.T) {
 	_, err := New(nil, Spec{Namespace: "Bad NS", Revision: "Not_A_Revision", Lock: ConfigMapLock, PerRevision: true, Remote: true},
-		WithTTL(time.Millisecond), WithStopTimeout(-time.Second), WithRunBackoff(0, 0), WithDefaultLock("etcd"),
+		WithTTL(time.Millisecond), WithStopTimeout(-time.Second), withRunBackoff(0, 0), WithDefaultLock("etcd"),
 		WithRevisionWebhook("Bad Name", "bad label!"))
 	if err == nil {
 		t.Fatal("accepted")

@@ -7,8 +7,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/meshd-io/meshd/internal/election/priority"
-
 	"go.uber.org/zap"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	coordinationv1beta1 "k8s.io/api/coordination/v1beta1"
@@ -18,6 +16,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/meshd-io/meshd/internal/election/coordinated"
+	"github.com/meshd-io/meshd/internal/election/priority"
 )
 
 // Mode is how the candidates of an election agree on its leader.

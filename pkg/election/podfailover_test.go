@@ -64,7 +64,7 @@ func TestPodFailoverTakesOverOnTheKubeletsReport(t *testing.T) {
 	client := kubetest.NewClientset(podFor("meshd-a", "a", startedAt, 0))
 	shared := NewShared()
 	opts := []Option{WithShared(shared), WithDefaultWatcher(revisions.NewStaticDefaultWatcher("")),
-		WithTiming(30*time.Second, 2*time.Second, time.Second), WithReleaseOnCancel(false), WithPodFailover(true)}
+		withTiming(30*time.Second, 2*time.Second, time.Second), WithReleaseOnCancel(false), WithPodFailover(true)}
 	a := start(t, mustElection(t)(NewLeaderElection(testNS, "a", IngressController, "stable", client,
 		append(opts, WithPodIdentity(PodIdentity{Namespace: testNS, Pod: "meshd-a", UID: "uid-a", Container: "meshd", ProcessStart: alive}))...)))
 	eventually(t, "a leads", a.isRunning)
@@ -91,7 +91,7 @@ func TestPodFailoverTakesOverOnTheKubeletsReport(t *testing.T) {
 		t.Errorf("b took over %v after the report; the lease is 30s, the proof should take milliseconds", took)
 	}
 	b.shutdown()
-	if n := shared.Running().PodWatches; n != 0 {
+	if n := shared.running().PodWatches; n != 0 {
 		t.Errorf("%d Pod watches run after the elections returned", n)
 	}
 }

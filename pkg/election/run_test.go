@@ -60,7 +60,7 @@ func TestFailingRunFunctionEndsTheTerm(t *testing.T) {
 			client := kubetest.NewClientset()
 			metrics := &runFailures{Metrics: nopMetrics{}}
 			le := mustElection(t)(NewLeaderElection(testNS, "a", IngressController, "stable", client, WithTTL(2*time.Second),
-				WithDefaultWatcher(revisions.NewStaticDefaultWatcher("")), WithRunBackoff(time.Hour, time.Hour), WithMetrics(metrics)))
+				WithDefaultWatcher(revisions.NewStaticDefaultWatcher("")), withRunBackoff(time.Hour, time.Hour), withMetrics(metrics)))
 			trigger, otherStopped := make(chan struct{}), make(chan struct{})
 			le.Add(func(ctx context.Context) error {
 				<-ctx.Done()
@@ -94,7 +94,7 @@ func TestFailingRunFunctionEndsTheTerm(t *testing.T) {
 func TestBackoffAfterFailedTerms(t *testing.T) {
 	clk := clocktesting.NewFakeClock(time.Now())
 	le := mustElection(t)(NewLeaderElection(testNS, "a", IngressController, "stable", nil,
-		WithEnabled(false), withClock(clk), WithRunBackoff(time.Second, 4*time.Second)))
+		WithEnabled(false), withClock(clk), withRunBackoff(time.Second, 4*time.Second)))
 	var starts atomic.Int32
 	le.Add(func(context.Context) error {
 		starts.Add(1)
@@ -119,13 +119,13 @@ func TestBackoffAfterFailedTerms(t *testing.T) {
 
 // TestFailingWorkMovesTheLockAtMostOncePerRetryPeriod: the election alone
 // backs off after a failure, and never for less than a RetryPeriod, however
-// short WithRunBackoff asks for, so that failing work moves the lock at
+// short withRunBackoff asks for, so that failing work moves the lock at
 // most once per RetryPeriod.
 func TestFailingWorkMovesTheLockAtMostOncePerRetryPeriod(t *testing.T) {
 	client := kubetest.NewClientset()
 	clk := clocktesting.NewFakeClock(time.Now())
 	le := mustElection(t)(NewLeaderElection(testNS, "a", IngressController, "stable", client, WithTTL(4*time.Second),
-		withClock(clk), WithDefaultWatcher(revisions.NewStaticDefaultWatcher("")), WithRunBackoff(time.Millisecond, time.Millisecond)))
+		withClock(clk), WithDefaultWatcher(revisions.NewStaticDefaultWatcher("")), withRunBackoff(time.Millisecond, time.Millisecond)))
 	var starts atomic.Int32
 	le.Add(func(context.Context) error {
 		starts.Add(1)

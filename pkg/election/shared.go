@@ -10,6 +10,7 @@ import (
 	"github.com/meshd-io/meshd/internal/election/defaultwatch"
 	"github.com/meshd-io/meshd/internal/election/podexit"
 	"github.com/meshd-io/meshd/internal/election/session"
+	"github.com/meshd-io/meshd/internal/election/testknobs/hook"
 	"github.com/meshd-io/meshd/internal/lockwatch"
 	"github.com/meshd-io/meshd/internal/pacing"
 )
@@ -71,28 +72,10 @@ func (s *Shared) Identity() string {
 	return s.identity
 }
 
-// SharedActivity counts what a Shared runs at one moment.
-type SharedActivity struct {
-	// LockWatches is the number of watches of lock objects (one per
-	// client, namespace and lock kind).
-	LockWatches int
-	// DefaultWatches is the number of watches of the default revision (one
-	// per client, webhook and label).
-	DefaultWatches int
-	// Sessions is the number of session heartbeats (WithSessions).
-	Sessions int
-	// Rosters is the number of rosters of LeaseCandidates (coordinated
-	// modes).
-	Rosters int
-	// PodWatches is the number of watches of Pods (one per holder Pod
-	// followed, and one per Pod of WithPodIdentity).
-	PodWatches int
-}
-
-// Running reports what s runs now; all zero once every election that used
-// it has returned.
-func (s *Shared) Running() SharedActivity {
-	return SharedActivity{
+// running reports what s runs now; all zero once every election that used
+// it has returned. Tests read it through package testknobs.
+func (s *Shared) running() hook.Activity {
+	return hook.Activity{
 		LockWatches:    s.hub.Watches(),
 		DefaultWatches: s.watchers.Running(),
 		Sessions:       s.sessions.Running(),

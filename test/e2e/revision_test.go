@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/meshd-io/meshd/internal/election/priority"
-
 	"github.com/meshd-io/meshd/internal/testing/testutil"
 )
 

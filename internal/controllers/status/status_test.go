@@ -6,11 +6,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/meshd-io/meshd/internal/election/priority"
-
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/meshd-io/meshd/internal/controllers/revision"
+	"github.com/meshd-io/meshd/internal/election/priority"
 	"github.com/meshd-io/meshd/internal/lockstatus"
 	"github.com/meshd-io/meshd/pkg/election"
 )

@@ -89,7 +89,7 @@ func (r *Results) writeHeader(w io.Writer) {
 	if r.Scale != nil && hasImpl(r.Scale.columns(), MeshdSession) {
 		fmt.Fprintf(w, "- **meshd-session** (Scale section only): meshd with its defaults plus `WithSessions(true)`, one heartbeat Lease per process renewed for all its elections;\n")
 	}
-	fmt.Fprintf(w, "- **meshd-polling**: meshd with `WithWatch(false)`, `WithHandover(false, 0)` and `WithStartAtOnceAfterSteal(true)`, which is how istiod's elector behaves (its steals are still damped to one per retry period);\n")
+	fmt.Fprintf(w, "- **meshd-polling**: meshd with `WithWatch(false)`, `WithHandover(false, 0)` and `testknobs.StartAtOnceAfterSteal(true)`, which is how istiod's elector behaves (its steals are still damped to one per retry period);\n")
 	fmt.Fprintf(w, "- **client-go**: `k8s.io/client-go/tools/leaderelection` with `resourcelock.LeaseLock`.\n\n")
 	fmt.Fprintf(w, "Each candidate has its own clientset whose transport counts the requests that leave the process,\n")
 	fmt.Fprintf(w, "so request counts are what reached the API server. Every run function writes its start and stop\n")
