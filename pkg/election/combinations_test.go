@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meshd-io/meshd/internal/election/defaultwatch"
 	"github.com/meshd-io/meshd/internal/protocol/handover"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -21,7 +22,6 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	clocktesting "k8s.io/utils/clock/testing"
 
-	"github.com/meshd-io/meshd/internal/election/defaultwatch"
 	"github.com/meshd-io/meshd/pkg/election/elector"
 	"github.com/meshd-io/meshd/pkg/revisions"
 )
@@ -113,7 +113,7 @@ func comboOptions() []comboOption {
 		{"testknobs.StartAtOnceAfterSteal", func(*comboWorld) Option { return withStartAtOnceAfterSteal(true) }},
 		{"WithHandover", func(*comboWorld) Option { return WithHandover(false, 0) }},
 		{"testknobs.RunBackoff", func(*comboWorld) Option { return withRunBackoff(2*time.Second, 2*time.Minute) }},
-		{"WithDefaultWatcher", func(*comboWorld) Option { return WithDefaultWatcher(revisions.NewStaticDefaultWatcher("prod")) }},
+		{"WithDefaultWatcher", func(*comboWorld) Option { return WithDefaultWatcher(defaultwatch.NewStatic("prod")) }},
 		{"WithRevisionWebhook", func(*comboWorld) Option { return WithRevisionWebhook(customWebhook, customLabel) }},
 		{"testknobs.Metrics", func(w *comboWorld) Option { return withMetrics(w.metrics) }},
 		{"WithPrometheus", func(*comboWorld) Option { return WithPrometheus(prometheus.NewRegistry()) }},

@@ -10,8 +10,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/meshd-io/meshd/internal/election/defaultwatch"
 	"github.com/meshd-io/meshd/internal/testing/kubetest"
-	"github.com/meshd-io/meshd/pkg/revisions"
 )
 
 // TestGroupSharesOneWatcherAndOneRegistration: two prioritized elections and
@@ -154,7 +154,7 @@ func TestDefaultLockOption(t *testing.T) {
 	t.Setenv("PRIORITIZED_LEADER_ELECTION_LOCK", "configmap")
 	client := kubetest.NewClientset()
 	le := mustElection(t)(NewLeaderElectionMulticluster(testNS, "a", NamespaceController, "stable", true, client,
-		WithDefaultLock(LeaseLock), WithDefaultWatcher(revisions.NewStaticDefaultWatcher(""))))
+		WithDefaultLock(LeaseLock), WithDefaultWatcher(defaultwatch.NewStatic(""))))
 	in := start(t, le)
 	eventually(t, "a to lead", in.isRunning)
 	lease, err := client.CoordinationV1().Leases(testNS).Get(context.Background(), NamespaceController, metav1.GetOptions{})
@@ -169,7 +169,7 @@ func TestDefaultLockOption(t *testing.T) {
 	// it is refused.
 	spec := Spec{Namespace: testNS, ElectionID: IngressController, Lock: ConfigMapLock}
 	cm := mustElection(t)(New(client, spec, Defaults(WithDefaultLock(LeaseLock)),
-		WithDefaultWatcher(revisions.NewStaticDefaultWatcher(""))))
+		WithDefaultWatcher(defaultwatch.NewStatic(""))))
 	if cm.spec.Lock != ConfigMapLock {
 		t.Fatalf("lock = %s", cm.spec.Lock)
 	}

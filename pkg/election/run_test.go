@@ -12,9 +12,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/meshd-io/meshd/internal/election/defaultwatch"
 	"github.com/meshd-io/meshd/internal/testing/kubetest"
 	"github.com/meshd-io/meshd/pkg/election/elector"
-	"github.com/meshd-io/meshd/pkg/revisions"
 )
 
 // runInBackground runs le until the test ends and returns a function that
@@ -60,7 +60,7 @@ func TestFailingRunFunctionEndsTheTerm(t *testing.T) {
 			client := kubetest.NewClientset()
 			metrics := &runFailures{Metrics: nopMetrics{}}
 			le := mustElection(t)(NewLeaderElection(testNS, "a", IngressController, "stable", client, WithTTL(2*time.Second),
-				WithDefaultWatcher(revisions.NewStaticDefaultWatcher("")), withRunBackoff(time.Hour, time.Hour), withMetrics(metrics)))
+				WithDefaultWatcher(defaultwatch.NewStatic("")), withRunBackoff(time.Hour, time.Hour), withMetrics(metrics)))
 			trigger, otherStopped := make(chan struct{}), make(chan struct{})
 			le.Add(func(ctx context.Context) error {
 				<-ctx.Done()
@@ -125,7 +125,7 @@ func TestFailingWorkMovesTheLockAtMostOncePerRetryPeriod(t *testing.T) {
 	client := kubetest.NewClientset()
 	clk := clocktesting.NewFakeClock(time.Now())
 	le := mustElection(t)(NewLeaderElection(testNS, "a", IngressController, "stable", client, WithTTL(4*time.Second),
-		withClock(clk), WithDefaultWatcher(revisions.NewStaticDefaultWatcher("")), withRunBackoff(time.Millisecond, time.Millisecond)))
+		withClock(clk), WithDefaultWatcher(defaultwatch.NewStatic("")), withRunBackoff(time.Millisecond, time.Millisecond)))
 	var starts atomic.Int32
 	le.Add(func(context.Context) error {
 		starts.Add(1)
@@ -163,7 +163,7 @@ func TestBackoffIsBounded(t *testing.T) {
 func TestRunFunctionsThatReturnKeepTheTerm(t *testing.T) {
 	client := kubetest.NewClientset()
 	le := mustElection(t)(NewLeaderElection(testNS, "a", IngressController, "stable", client, WithTTL(2*time.Second),
-		WithDefaultWatcher(revisions.NewStaticDefaultWatcher(""))))
+		WithDefaultWatcher(defaultwatch.NewStatic(""))))
 	returned := make(chan struct{}, 2)
 	le.Add(func(context.Context) error { returned <- struct{}{}; return nil })
 	le.AddRunFunction(func(<-chan struct{}) { returned <- struct{}{} })
@@ -186,7 +186,7 @@ func TestRunFunctionsThatReturnKeepTheTerm(t *testing.T) {
 func TestTermFromRunFunction(t *testing.T) {
 	client := kubetest.NewClientset()
 	le := mustElection(t)(NewLeaseLeaderElection(testNS, "a", StatusController, "stable", client, WithTTL(2*time.Second),
-		WithDefaultWatcher(revisions.NewStaticDefaultWatcher(""))))
+		WithDefaultWatcher(defaultwatch.NewStatic(""))))
 	terms := make(chan Term, 1)
 	le.Add(func(ctx context.Context) error {
 		term, ok := TermFrom(ctx)
