@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/clock"
 
+	"github.com/meshd-io/meshd/internal/election/identity"
 	"github.com/meshd-io/meshd/internal/election/testknobs/hook"
 	"github.com/meshd-io/meshd/pkg/election/elector"
 	"github.com/meshd-io/meshd/pkg/resourcelock"
@@ -208,7 +209,7 @@ func (o *options) identity() string {
 	if o.shared.usable() {
 		return o.shared.Identity()
 	}
-	return DefaultIdentity() // only for a Spec refused by validate
+	return identity.Draw() // only for a Spec refused by validate
 }
 
 // watcherOptions are the options of the default-revision watcher an
@@ -401,7 +402,7 @@ func withEventRecorder(r resourcelock.EventRecorder) Option {
 }
 
 // WithEvents records Kubernetes Events about the lock objects through
-// client, from the component EventComponent. The recorder runs while the
+// client, from the component "meshd". The recorder runs while the
 // election (or the Group) runs; events outside that time are dropped.
 func WithEvents(client kubernetes.Interface) Option {
 	return func(o *options) { o.eventClient = client; o.mark("WithEvents") }
