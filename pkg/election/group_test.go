@@ -48,7 +48,7 @@ func TestGroupSharesOneWatcherAndOneRegistration(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- g.Run(ctx) }()
 	eventually(t, "every election to lead", func() bool {
-		for _, le := range g.Elections() {
+		for _, le := range g.members() {
 			if !le.IsLeader() {
 				return false
 			}

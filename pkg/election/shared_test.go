@@ -89,7 +89,7 @@ func TestElectionsShareOnlyWhatTheyAreGiven(t *testing.T) {
 		t.Fatal("two groups share one Shared")
 	}
 	for _, g := range groups {
-		els := g.Elections()
+		els := g.members()
 		if els[0].Identity() != g.shared.Identity() || els[1].Identity() != els[0].Identity() {
 			t.Errorf("a group's elections have identities %q, %q; want its Shared's %q", els[0].Identity(), els[1].Identity(), g.shared.Identity())
 		}
@@ -135,7 +135,7 @@ func runAll(t *testing.T, standalone []*LeaderElection, groups []*Group, during 
 	t.Helper()
 	all := slices.Clone(standalone)
 	for _, g := range groups {
-		all = append(all, g.Elections()...)
+		all = append(all, g.members()...)
 	}
 	for _, le := range all {
 		le.Add(func(ctx context.Context) error { <-ctx.Done(); return nil })
