@@ -14,6 +14,7 @@
 package pacing
 
 import (
+	"context"
 	"time"
 
 	"golang.org/x/time/rate"
@@ -49,18 +50,47 @@ func NewPacer() *Pacer {
 // Built reports whether p was built by NewPacer.
 func (p *Pacer) Built() bool { return p != nil && p.tokens != nil && p.slots != nil }
 
-// Reserve takes a token: the caller waits delay before its attempt, or
-// calls cancel to give the token back when it does not make the attempt.
-func (p *Pacer) Reserve() (delay time.Duration, cancel func()) {
+// Turn waits for an elector's turn to make its first attempt: a token of
+// the bucket, then a slot of the queue, where it is served by prio (lowest
+// first, then in arrival order). It gives up, handing the token or its
+// place back, when ctx ends or giveUp says the attempt is no longer needed
+// (the elector's watch shows a holder it may not take the lock from);
+// giveUp is asked at the start and at every wake-up. release gives the
+// slot back after the attempt; it is a no-op when Turn gave up, and must be
+// called exactly once either way.
+func (p *Pacer) Turn(ctx context.Context, prio uint64, wakeups <-chan struct{}, giveUp func() bool) (release func()) {
+	nothing := func() {}
 	r := p.tokens.Reserve()
-	return r.Delay(), r.Cancel
+	wait := time.NewTimer(r.Delay())
+	defer wait.Stop()
+	if !await(ctx, wait.C, nil, wakeups, giveUp) {
+		r.Cancel()
+		return nothing
+	}
+	w := p.slots.wait(prio)
+	leave := func() { p.slots.leave(w) }
+	if !await(ctx, nil, w.granted, wakeups, giveUp) {
+		leave()
+		return nothing
+	}
+	return leave
 }
 
-// Wait joins the queue of slots with priority prio (lowest first, then in
-// arrival order): granted is closed once the caller holds a slot. leave
-// gives the place in the queue up, or the slot back once it was granted;
-// it must be called exactly once.
-func (p *Pacer) Wait(prio uint64) (granted <-chan struct{}, leave func()) {
-	w := p.slots.wait(prio)
-	return w.granted, func() { p.slots.leave(w) }
+// await waits until ready fires or granted is closed (true), or gives up
+// (false) when ctx ends or giveUp says so. A nil channel is not waited for.
+func await(ctx context.Context, ready <-chan time.Time, granted <-chan struct{}, wakeups <-chan struct{}, giveUp func() bool) bool {
+	for {
+		if giveUp() {
+			return false
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-ready:
+			return true
+		case <-granted:
+			return true
+		case <-wakeups:
+		}
+	}
 }

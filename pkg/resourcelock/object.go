@@ -70,9 +70,10 @@ type objectLock[T kubeObject, L runtime.Object] struct {
 	// or else the typed client given to the kind's constructor.
 	hubKey any
 
-	obj     T
-	valid   bool // obj holds an object version
-	partial bool // obj was built from metadata only: writes read it first
+	obj      T
+	valid    bool // obj holds an object version
+	partial  bool // obj was built from metadata only: writes read it first
+	replaced bool // obj has another uid than the version it replaced; see Replaced
 
 	// session is the session a record of this holder names, once
 	// SetSession turned marks on (sessionOn); see session.go.
@@ -82,7 +83,10 @@ type objectLock[T kubeObject, L runtime.Object] struct {
 }
 
 // set remembers obj as the version last seen; forget drops it.
-func (l *objectLock[T, L]) set(obj T) { l.obj, l.valid, l.partial = obj, true, false }
+func (l *objectLock[T, L]) set(obj T) {
+	l.replaced = l.valid && l.obj.GetUID() != "" && obj.GetUID() != "" && l.obj.GetUID() != obj.GetUID()
+	l.obj, l.valid, l.partial = obj, true, false
+}
 
 func (l *objectLock[T, L]) forget() {
 	var zero T
@@ -247,6 +251,13 @@ func (l *objectLock[T, L]) ResourceVersion() string {
 	}
 	return l.obj.GetResourceVersion()
 }
+
+// Replaced reports whether the object version last read, written or
+// watched belongs to another object than the version seen before it: the
+// API server gives an object a new uid whenever it is created, so the
+// object was deleted and created again in between. False when either
+// version is unknown (a deletion seen in between) or carries no uid.
+func (l *objectLock[T, L]) Replaced() bool { return l.replaced }
 
 // Identity implements Interface.
 func (l *objectLock[T, L]) Identity() string { return l.cfg.Identity }

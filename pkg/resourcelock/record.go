@@ -16,6 +16,8 @@ type Record struct {
 	LeaseDurationSeconds int         `json:"leaseDurationSeconds"`
 	AcquireTime          metav1.Time `json:"acquireTime"`
 	RenewTime            metav1.Time `json:"renewTime"`
-	// LeaderTransitions counts changes of holder.
+	// LeaderTransitions counts changes of holder. A meshd holder that
+	// takes its own record back after its term ended counts it too (see
+	// package elector).
 	LeaderTransitions int `json:"leaderTransitions"`
 }

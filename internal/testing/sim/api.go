@@ -12,8 +12,10 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/meshd-io/meshd/internal/testing/kubetest"
 )
@@ -63,8 +65,40 @@ type apiServer struct {
 type watchKey struct{ actor, resource string }
 
 func newAPIServer(clk *simClock, ns string) *apiServer {
-	return &apiServer{cs: kubetest.NewUnmanagedClientset(), clock: clk, ns: ns,
+	cs := kubetest.NewUnmanagedClientset()
+	assignUIDs(cs)
+	return &apiServer{cs: cs, clock: clk, ns: ns,
 		known: map[watchKey]map[string]runtime.Object{}, catchUp: map[watchKey][]apiEvent{}}
+}
+
+// assignUIDs makes cs give every object created without a uid one of its
+// own and keep it through updates, as the API server does: an object
+// deleted and created again under the same name has a new uid. (The Pods
+// of the model come with the uids it chose.)
+func assignUIDs(cs *fake.Clientset) {
+	var mu sync.Mutex
+	next := 0
+	cs.PrependReactor("create", "*", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if m, err := meta.Accessor(a.(k8stesting.CreateAction).GetObject()); err == nil && m.GetUID() == "" {
+			mu.Lock()
+			next++
+			m.SetUID(types.UID("uid-" + strconv.Itoa(next)))
+			mu.Unlock()
+		}
+		return false, nil, nil
+	})
+	cs.PrependReactor("update", "*", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		m, err := meta.Accessor(a.(k8stesting.UpdateAction).GetObject())
+		if err != nil || m.GetUID() != "" {
+			return false, nil, nil
+		}
+		if stored, err := cs.Tracker().Get(a.GetResource(), a.GetNamespace(), m.GetName()); err == nil {
+			if sm, err := meta.Accessor(stored); err == nil {
+				m.SetUID(sm.GetUID())
+			}
+		}
+		return false, nil, nil
+	})
 }
 
 // mutate runs a write of writer against the fake clientset and logs its

@@ -39,8 +39,8 @@ type coordinator struct {
 	seenAt    time.Time
 	seenLease time.Duration
 	// deletions is how many deletions of the lock the world had logged at
-	// that look: the in-memory API sets no UIDs, so a deletion since is
-	// how the coordinator tells a re-created object from a release.
+	// that look: a deletion since is how the coordinator tells a
+	// re-created object from a release.
 	deletions int
 
 	mu sync.Mutex
@@ -221,4 +221,12 @@ func (w *World) deletions() int {
 		}
 	}
 	return n
+}
+
+// CoordinatorFailsOver replaces the coordinator by a new one, as when the
+// process that held the coordinator's own election dies and another takes
+// it over: the new coordinator keeps the roster but has seen no record
+// yet, so a vacant lock is assigned at its first look.
+func (w *World) CoordinatorFailsOver() {
+	w.coord.next, w.coord.seen, w.coord.seenAt, w.coord.seenLease, w.coord.deletions = time.Time{}, "", time.Time{}, 0, 0
 }

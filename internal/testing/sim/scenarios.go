@@ -58,6 +58,9 @@ func Scenarios() []Scenario {
 		drawnSessionSeed(1969, "a follower's watch ended without an error and client-go's reflector waited out a back-off of several seconds before it listed again, while the shared watch counted itself healthy; the list handed it its own session heartbeat before the holder's, in the order of names, and it took that echo for proof that the holder's session was over and the lock while the holder worked (found by the generator of every combination)"),
 		drawnSeed(774, "a candidate took the lock by force, its start fenced by the lease of the holder it took it from, and crashed before its fence; the kubelet reported its exit and its restarted process, following its Pod, took the lock on that proof and started at once, beside the work of the holder before, still stopping: the proof ended the crashed holder's lease but not the one its fence waited for; a holder now publishes its Pod mark only while its work runs (found by the generator with Pods)"),
 		classicSeed(992459, "a follower whose watch broke and came back ingested only the newest object: it missed the holder's renewals and took the lock object re-created without a record one lease after an older renewal, while the holder worked"),
+		withPriority(drawnSeed(5157, "a holder lost its term to API errors and, once they ended, took its own ConfigMap record back with its wall clock stepped 4s back, into the second of its last renew: writing the same term again left the stored record unchanged, so the follower timed the lease from that old renew and took the lock beside the new term's work; a re-take of a term that ended is now a new term (found once every Run waited for its watch)")),
+		drawnSeed(3350534216, "the lock object was deleted and re-created without a record while a holder of a coordinated election worked; the coordinator, which had not looked since it assigned that holder, found the Lease vacant and named another candidate, which had seen the holder's record and started its work at once on the coordinator's record"),
+		coordinatorNamesOverWipedHolder(true), coordinatorNamesOverWipedHolder(false),
 	}, append(faultScenarios(), podScenarios()...)...)
 }
 
@@ -632,4 +635,56 @@ func wipedLockTakenWhenItsWaitEnds() Scenario {
 		w.Violate("liveness", "next never worked")
 	}}
 	return Scenario{Name: s.Name, Case: "a watching follower slept a retry period past the end of a wiped lock's wait", Schedule: s}
+}
+
+// coordinatorNamesOverWipedHolder: in a coordinated election "b" holds the
+// lock and works, and "a", which the coordinator ranks first but which
+// may not take the lock from a holder of its own revision and location,
+// follows (watching, or polling). The lock object is deleted and
+// re-created without a record while the coordinator fails over: the new
+// coordinator has not seen b's record, finds the Lease vacant and names a.
+// That record is not b's handover, and b works until it sees it; a must
+// start its work only once b's lease, as a last saw it renewed, has run
+// out. Before, a started at once on the coordinator's record, beside b.
+func coordinatorNamesOverWipedHolder(watch bool) Scenario {
+	const wipe = 2500 * time.Millisecond
+	name := "coordinator-names-over-wiped-holder-"
+	if watch {
+		name += "watching"
+	} else {
+		name += "polling"
+	}
+	s := base(name, resourcelock.LeasesResourceLock, 12*time.Second)
+	s.Mode, s.Truth = ModeCoordinated, "stable"
+	b, a := meshd("b", "stable", "stable", 0), meshd("a", "stable", "stable", 500*time.Millisecond)
+	b.Cooperative, a.Cooperative = false, false
+	b.Work.Drain = time.Second // b's work takes a while to stop once b sees a named
+	a.Watch = watch
+	s.Candidates = []CandidateSpec{b, a}
+	s.Actions = []Action{
+		at(wipe, "the coordinator fails over as the lock is deleted and re-created without a record", func(w *World) {
+			w.CoordinatorFailsOver()
+			w.Recreate()
+		}),
+	}
+	s.Checks = []func(*World){func(w *World) {
+		var named time.Duration = -1
+		for _, r := range w.Records() {
+			if r.At >= wipe && r.Holder == "a" {
+				named = r.At
+				break
+			}
+		}
+		if named < 0 {
+			w.Violate("scenario", "the new coordinator never named a after the re-creation")
+			return
+		}
+		for _, iv := range w.Work() {
+			if iv.Actor == "a" && iv.Start >= wipe {
+				return
+			}
+		}
+		w.Violate("liveness", "a, named at %v, never worked", named)
+	}}
+	return Scenario{Name: name, Case: "a coordinator that has not seen the holder names another candidate on a lock object re-created without a record", Schedule: s}
 }

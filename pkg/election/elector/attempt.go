@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"github.com/meshd-io/meshd/internal/protocol/damping"
 	"github.com/meshd-io/meshd/pkg/resourcelock"
 )
 
@@ -38,7 +39,7 @@ func (le *LeaderElector) attempt(ctx context.Context, renewing bool) (outcome, e
 	} else if out, err := le.renewFast(ctx); out != readNeeded {
 		return out, err
 	}
-	fromCache := !renewing && le.watch != nil && le.watch.healthy()
+	fromCache := !renewing && le.watch != nil && le.watch.Healthy()
 	out, err := le.readAndDecide(ctx, renewing, fromCache)
 	if fromCache && (apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err)) {
 		// Someone else wrote a version the watch had not delivered yet: a
@@ -126,7 +127,7 @@ func (le *LeaderElector) readAndDecide(ctx context.Context, renewing, fromCache 
 	// written after it was sent, whose lease must not start earlier.
 	now := le.clock.Now()
 	if err == nil || apierrors.IsNotFound(err) {
-		le.noteEmpty(err != nil || noRecord(rec), now)
+		le.noteEmpty(rec, now)
 	}
 	switch {
 	case apierrors.IsNotFound(err) || (err == nil && noRecord(rec)):
@@ -141,7 +142,7 @@ func (le *LeaderElector) readAndDecide(ctx context.Context, renewing, fromCache 
 		if renewing {
 			le.recordDestroyed(now)
 		}
-		return le.writeFresh(ctx, apierrors.IsNotFound(err), now)
+		return le.writeFresh(ctx, apierrors.IsNotFound(err), renewing, now)
 	case errors.Is(err, resourcelock.ErrCorruptRecord):
 		return le.overwriteCorrupt(ctx, renewing, raw, err, now)
 	case err != nil:
@@ -153,8 +154,9 @@ func (le *LeaderElector) readAndDecide(ctx context.Context, renewing, fromCache 
 
 // writeFresh writes this candidate's record into a lock that has none:
 // creating the object, or updating one that exists without a record. A
-// leader keeps its term's acquire time and transitions.
-func (le *LeaderElector) writeFresh(ctx context.Context, create bool, now time.Time) (outcome, error) {
+// record naming this candidate that it saw last goes on as continueTerm
+// says.
+func (le *LeaderElector) writeFresh(ctx context.Context, create, renewing bool, now time.Time) (outcome, error) {
 	desired := le.desired(now)
 	write, verb := le.update, "update"
 	if create {
@@ -163,7 +165,7 @@ func (le *LeaderElector) writeFresh(ctx context.Context, create bool, now time.T
 		desired.LeaderTransitions = 1
 	}
 	if prev, _ := le.Observed(); prev.HolderIdentity == desired.HolderIdentity {
-		desired.AcquireTime, desired.LeaderTransitions = prev.AcquireTime, prev.LeaderTransitions
+		le.continueTerm(&desired, prev, renewing)
 	}
 	if err := write(ctx, desired); err != nil {
 		return failed, fmt.Errorf("%s %s: %w", verb, le.cfg.Lock.Describe(), err)
@@ -213,9 +215,31 @@ func (le *LeaderElector) decideOwn(ctx context.Context, renewing bool, rec *reso
 		return out, err
 	}
 	desired := le.desired(now)
-	desired.AcquireTime = rec.AcquireTime
-	desired.LeaderTransitions = rec.LeaderTransitions
+	le.continueTerm(&desired, *rec, renewing)
 	return le.write(ctx, desired, now)
+}
+
+// continueTerm makes desired, a record naming this candidate that it is
+// about to write over prev, which names it too, go on with prev's term
+// (acquire time and transitions) when that is the same term: a leader
+// renewing, or a candidate whose previous holder named it and so gave it
+// that term (a handover, a coordinator's assignment).
+//
+// A candidate taking back the record of a term it led itself, which has
+// ended (its renew deadline passed, or its work ended and the release
+// failed), starts a new term instead: transitions one up, acquired now.
+// Followers time a lease from when they see the record change, and the
+// same term written again may not change it: a lock that stores whole
+// seconds, a wall clock stepped back, and the new renew time reads as the
+// old one; followers would then time the lease from the old term's last
+// renew and take the lock beside this candidate's new work. A term number
+// that was never written before is a change every follower sees, however
+// the clocks stand and whatever writes its watch coalesced.
+func (le *LeaderElector) continueTerm(desired *resourcelock.Record, prev resourcelock.Record, renewing bool) {
+	desired.LeaderTransitions = prev.LeaderTransitions + 1
+	if renewing || termKey(&prev) != le.loop.ledTerm {
+		desired.AcquireTime, desired.LeaderTransitions = prev.AcquireTime, prev.LeaderTransitions
+	}
 }
 
 // decideNamed is for a follower that finds the record naming it: decided
@@ -277,7 +301,7 @@ func (le *LeaderElector) steal(ctx context.Context, rec *resourcelock.Record, de
 		// The write may have happened though it failed (a timeout): if the
 		// record turns out to name this candidate, it took the lock by force
 		// and must keep the fence, and the steal counts for damping.
-		le.damper.stole(now)
+		le.damper.Stole(now)
 		le.fenceAt(fence, now)
 	}
 	return out, err
@@ -288,21 +312,21 @@ func (le *LeaderElector) steal(ctx context.Context, rec *resourcelock.Record, de
 // damper or the handover protocol say no.
 func (le *LeaderElector) mayPreempt(ctx context.Context, rec *resourcelock.Record, now time.Time) (outcome, error) {
 	if le.cfg.KeyComparison == nil || !le.cfg.KeyComparison(rec.HolderKey) {
-		if le.damper.agree() {
+		if le.damper.Agree() {
 			le.reportPreemption(false, "candidates agree again; preemption resumes")
 		}
 		return heldByOther, nil
 	}
-	switch le.damper.check(now, rec.HolderKey) {
-	case stealCycle:
+	switch le.damper.Check(now, rec.HolderKey) {
+	case damping.Cycle:
 		le.reportPreemption(true, fmt.Sprintf("steal cycle with holder %s (key %q): this candidate outranks it and it outranked this candidate; "+
-			"preemption suspended until %s", rec.HolderIdentity, rec.HolderKey, le.damper.state.RetryAt.UTC().Format(time.RFC3339)))
+			"preemption suspended until %s", rec.HolderIdentity, rec.HolderKey, le.damper.State().RetryAt.UTC().Format(time.RFC3339)))
 		le.metrics.StealCycle(le.cfg.Name)
 		return heldByOther, nil
-	case stealLater, stealSuspended:
+	case damping.Later, damping.Suspended:
 		return heldByOther, nil
 	}
-	if le.damper.young(now, le.termSince()) {
+	if le.damper.Young(now, le.termSince()) {
 		return heldByOther, nil
 	}
 	if le.handover == nil {
@@ -322,7 +346,7 @@ func (le *LeaderElector) mayPreempt(ctx context.Context, rec *resourcelock.Recor
 // which the run callback must not start (the old holder's last renew as seen
 // here plus its lease), unless Config.StartAtOnceAfterSteal.
 func (le *LeaderElector) stole(rec *resourcelock.Record, fence, now time.Time) {
-	le.damper.stole(now)
+	le.damper.Stole(now)
 	le.metrics.Stole(le.cfg.Name)
 	le.fenceAt(fence, now)
 	msg := fmt.Sprintf("%s took the lock from %s (key %q)", le.cfg.Lock.Identity(), rec.HolderIdentity, rec.HolderKey)

@@ -139,70 +139,6 @@ func TestDisagreeingCandidatesDoNotStorm(t *testing.T) {
 	}
 }
 
-// The damper refuses a steal from a term seen to begin less than a
-// RetryPeriod ago, wakes the candidate when it may steal, and does not
-// hold a term found on at first sight against it.
-func TestStealDamperYoungTerm(t *testing.T) {
-	d := stealDamper{retry: time.Second, lease: 4 * time.Second}
-	if d.young(t0, time.Time{}) {
-		t.Fatal("a term found on at first sight counts as young")
-	}
-	if !d.young(t0.Add(999*time.Millisecond), t0) {
-		t.Fatal("a term seen to begin 999ms ago is not young")
-	}
-	if at := d.wakeAt(t0.Add(999 * time.Millisecond)); !at.Equal(t0.Add(time.Second)) {
-		t.Fatalf("wake at %v, want when the term is a RetryPeriod old", at)
-	}
-	if d.young(t0.Add(time.Second), t0) {
-		t.Fatal("a term a RetryPeriod old is still young")
-	}
-}
-
-// Case 1, the damper alone: at most one steal per RetryPeriod, a steal back
-// from the key that took the lock is a cycle, and agreement ends it.
-func TestStealDamper(t *testing.T) {
-	d := stealDamper{retry: time.Second, lease: 4 * time.Second}
-	if v := d.check(t0, "canary"); v != stealAllowed {
-		t.Fatalf("first steal = %v", v)
-	}
-	d.stole(t0)
-	if v := d.check(t0.Add(999*time.Millisecond), "canary"); v != stealLater {
-		t.Fatalf("second steal within a RetryPeriod = %v", v)
-	}
-	d.stolen(t0.Add(2*time.Second), "canary", true)
-	if v := d.check(t0.Add(2500*time.Millisecond), "canary"); v != stealCycle {
-		t.Fatalf("steal back from the key that took the lock = %v, want a cycle", v)
-	}
-	if v := d.check(t0.Add(5*time.Second), "canary"); v != stealSuspended {
-		t.Fatalf("during the hold-off = %v", v)
-	}
-	if v := d.check(t0.Add(7*time.Second), "canary"); v != stealAllowed {
-		t.Fatalf("after the hold-off = %v", v)
-	}
-	d.stole(t0.Add(7 * time.Second))
-	d.stolen(t0.Add(8*time.Second), "canary", true)
-	d.check(t0.Add(9*time.Second), "canary")
-	if d.state.Cycles != 2 || d.state.RetryAt != t0.Add(9*time.Second+8*time.Second) {
-		t.Fatalf("second cycle: %+v, want the hold-off doubled", d.state)
-	}
-	if !d.agree() || d.state.Suspended {
-		t.Fatal("agreement did not end the suspension")
-	}
-
-	// A holder that outranked this candidate by its own view too (the
-	// default changed and both saw it) took what it was entitled to: taking
-	// the lock back after the next change is no cycle, only spaced by a
-	// RetryPeriod.
-	d = stealDamper{retry: time.Second, lease: 4 * time.Second}
-	d.stolen(t0, "canary", false)
-	if v := d.check(t0.Add(500*time.Millisecond), "canary"); v != stealLater {
-		t.Fatalf("steal back within a RetryPeriod of an undisputed loss = %v, want later", v)
-	}
-	if v := d.check(t0.Add(1500*time.Millisecond), "canary"); v != stealAllowed || d.state.Suspended {
-		t.Fatalf("steal back after an undisputed loss = %v (%+v), want allowed", v, d.state)
-	}
-}
-
 // Case 2: the candidate sees the new default before the holder, which
 // refuses. Before: the candidate took the lock by force after the grace
 // period while the holder's work still ran. Now a refusal is an answer; the
@@ -381,7 +317,7 @@ func TestHandedCandidateRetriesAfterARetryPeriod(t *testing.T) {
 	h.setHandover(`{"holder":"c"}`)
 	armed.Store(true)
 	c := h.start(candidateOpts{identity: "c", key: "stable"})
-	waitFor(t, "a failed write", func() bool { return fails.Load() >= 1 && c.le.watch.healthy() })
+	waitFor(t, "a failed write", func() bool { return fails.Load() >= 1 && c.le.watch.Healthy() })
 	time.Sleep(50 * time.Millisecond) // writes prompted by watch events fail too
 	armed.Store(false)
 	if c.le.IsLeader() {
@@ -398,7 +334,7 @@ func TestRecreatedLockWithoutRecordIsNotARelease(t *testing.T) {
 	holder := h.start(candidateOpts{identity: "b"})
 	waitFor(t, "b to lead", holder.le.IsLeader)
 	f := h.start(candidateOpts{identity: "a"})
-	waitFor(t, "a to see b", func() bool { return f.le.GetLeader() == "b" && f.le.watch.healthy() })
+	waitFor(t, "a to see b", func() bool { return f.le.GetLeader() == "b" && f.le.watch.Healthy() })
 	ctx := context.Background()
 	if err := h.client.CoreV1().ConfigMaps(ns).Delete(ctx, lockName, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
@@ -554,24 +490,6 @@ func TestMultiLockElectorHoldsBothKinds(t *testing.T) {
 	}
 }
 
-// A steal this candidate disputed (it still saw the old default) is no
-// longer disputed once it agrees: when the default flips back and entitles
-// it again, taking the lock back is a legitimate steal, not a cycle. Before,
-// agree cleared the suspension but not who stole, and the flip back was
-// taken for a cycle: preemption was suspended for a lease while the lesser
-// holder kept the lock.
-func TestAgreementEndsTheDisputeOverALoss(t *testing.T) {
-	d := stealDamper{retry: time.Second, lease: 4 * time.Second}
-	d.stolen(t0, "canary", true) // forced: this candidate had not seen the flip yet
-	if d.agree() {
-		t.Fatal("agreement reported the end of a suspension that never began")
-	}
-	// The default flips back two seconds later.
-	if v := d.check(t0.Add(2*time.Second), "canary"); v != stealAllowed || d.state.Suspended {
-		t.Fatalf("steal after agreeing and a flip back = %v (%+v), want allowed", v, d.state)
-	}
-}
-
 // fixedSource is a rand.Source that always draws half of its range: a
 // jittered retry period of RetryPeriod × (1 + JitterFactor/2).
 type fixedSource struct{}
@@ -602,12 +520,12 @@ func TestWatchingFollowerWakesWhenAWipedLockMayBeTaken(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	le.watch.ok.Store(true) // a working watch, as the hub would report it
+	le.watch.MarkHealthy(true) // a working watch, as the hub would report it
 	rec := held("b", "", 4)
 	le.observe(&rec, resourcelock.EncodeRecord(rec), t0) // b's lease runs out at t0+4s
 	h.clock.Step(3 * time.Second)
-	le.noteEmpty(true, h.clock.Now()) // re-created without a record at t0+3s: held until t0+7s
-	h.clock.Step(3 * time.Second)     // t0+6s: b's lease is over, the wiped lock's wait is not
+	le.noteEmpty(nil, h.clock.Now()) // re-created without a record at t0+3s: held until t0+7s
+	h.clock.Step(3 * time.Second)    // t0+6s: b's lease is over, the wiped lock's wait is not
 	if !le.emptyMayBeHeld(h.clock.Now(), false) {
 		t.Fatal("the wiped lock counts as free before a lease from when it was seen so")
 	}

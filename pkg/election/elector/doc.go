@@ -17,8 +17,8 @@
 // process's session), Coordination (a coordinator picks the holder),
 // HolderExit (proof that a holder's process exited) and Pacer (pacing of
 // first attempts). Package election builds them from the packages under
-// internal/protocol and internal/pacing; the steal damper is a value inside
-// the core. Each interface states what the core promises it: every method
+// internal/protocol and internal/pacing; the steal damper is a value from
+// internal/protocol/damping that the core owns. Each interface states what the core promises it: every method
 // is called from the election loop, with the clock reading of the decision
 // in progress, after the core has read or been delivered the lock object
 // whose annotations the protocol reads; the record, the fence and the end
@@ -63,6 +63,12 @@
 // A candidate that never saw a record of the lock treats an object without
 // one as held by an unknown holder for LeaseDuration from first sight (a
 // missing object it creates at once).
+// A record naming this candidate that follows such a deletion or
+// re-creation, is found in an object with a new uid, or does not count one
+// transition more than the holder's, is not that holder's handover (a
+// coordinator that never saw the holder's record may have written it): the
+// candidate holds the lock at once but starts OnStartedLeading only when
+// that holder's lease, as it observed it, has run out.
 //
 // # Preemption
 //
@@ -201,7 +207,10 @@
 //     from the latest renew, and followers may time the lease from up to a
 //     second before it: that second, plus StopTimeout, can exceed the
 //     margin between RenewDeadline and LeaseDuration. Use a Lease lock
-//     (microseconds) for a ttl under 4s.
+//     (microseconds) for a ttl under 4s. A candidate that finds its own
+//     record after its term ended starts a new term (leaderTransitions one
+//     up) rather than writing the old one again, which with its wall clock
+//     stepped back could leave the stored record unchanged.
 //   - A term already on when a candidate first looks counts as old, so
 //     that a candidate preempts at once when it starts: candidates that
 //     start within one RetryPeriod, each outranking the holder before it,

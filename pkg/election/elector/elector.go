@@ -15,6 +15,7 @@ import (
 	"github.com/meshd-io/meshd/internal/lockcap"
 	"github.com/meshd-io/meshd/internal/lockmeta"
 	"github.com/meshd-io/meshd/internal/lockwatch"
+	"github.com/meshd-io/meshd/internal/protocol/damping"
 	"github.com/meshd-io/meshd/pkg/resourcelock"
 )
 
@@ -70,7 +71,7 @@ type LeaderElector struct {
 	// handover is Config.Handover: nil unless cooperative; see protocol.go.
 	handover Handover
 	// damper limits steals; see damper.go.
-	damper stealDamper
+	damper *damping.Damper
 
 	loop  loopState  // used only by the goroutine running Run
 	fence fenceState // used only by the goroutine running Run
@@ -82,8 +83,8 @@ type LeaderElector struct {
 
 // loopState is what the election loop keeps between attempts and terms.
 type loopState struct {
-	acquiredAt     time.Time          // when the attempt that won the current term started
-	lastRenew      time.Time          // when the last successful renew of this term was sent
+	lastRenew      time.Time          // when the last successful renew of this term was sent; the attempt that won it counts as one
+	ledTerm        string             // termKey of the record of the last term this candidate led
 	emptySince     time.Time          // when the lock object was first seen missing or without a record
 	stopping       bool               // the callback is stopping: renew, answer nothing
 	handTo         *lockmeta.Handover // the request accepted by the last renew
@@ -136,7 +137,7 @@ func New(cfg Config) (*LeaderElector, error) {
 		clock:    cfg.Clock,
 		metrics:  cfg.Metrics,
 		trigger:  make(chan struct{}, 1),
-		damper:   stealDamper{retry: cfg.RetryPeriod, lease: cfg.LeaseDuration},
+		damper:   damping.New(cfg.RetryPeriod, cfg.LeaseDuration),
 		handover: cfg.Handover,
 	}
 	switch {
@@ -315,12 +316,14 @@ func (le *LeaderElector) tryAcquire(ctx context.Context) bool {
 	le.setLastError(err)
 	switch out {
 	case acquired:
-		le.loop.acquiredAt = started
+		le.loop.lastRenew = started
 		if !le.loop.namedFrom.IsZero() {
 			// Led on a record written by the previous holder: the term
 			// counts from the request it answered (see namedSince).
-			le.loop.acquiredAt, le.loop.namedFrom = le.loop.namedFrom, time.Time{}
+			le.loop.lastRenew, le.loop.namedFrom = le.loop.namedFrom, time.Time{}
 		}
+		rec, _ := le.Observed() // the record of the term just won, naming this candidate
+		le.loop.ledTerm = termKey(&rec)
 		le.acquiredVacancy()
 		le.log.Info("acquired leadership")
 		return true
@@ -346,7 +349,7 @@ func (le *LeaderElector) jitter(d time.Duration) time.Duration {
 // damper may let it act, whichever comes first.
 func (le *LeaderElector) followerWait() time.Duration {
 	poll := le.jitter(le.cfg.RetryPeriod)
-	if le.watch == nil || !le.watch.healthy() {
+	if le.watch == nil || !le.watch.Healthy() {
 		return poll
 	}
 	le.mu.Lock()
@@ -383,7 +386,7 @@ func (le *LeaderElector) heldWait(poll time.Duration, end time.Time) time.Durati
 	// An expired lock is a race like a released one: lesser candidates
 	// let better ones go first.
 	deadline := end.Add(le.yieldDelay())
-	for _, at := range []time.Time{le.damper.wakeAt(now), le.handoverWake(now)} {
+	for _, at := range []time.Time{le.damper.WakeAt(now), le.handoverWake(now)} {
 		if !at.IsZero() && at.Before(deadline) {
 			deadline = at
 		}
@@ -472,7 +475,7 @@ func (le *LeaderElector) withdraw() {
 // the log, an event, a metric and Preemption.
 func (le *LeaderElector) reportPreemption(suspended bool, msg string) {
 	le.mu.Lock()
-	le.state.preemption = le.damper.state
+	le.state.preemption = le.damper.State()
 	le.mu.Unlock()
 	le.metrics.SetPreemptionSuspended(le.cfg.Name, suspended)
 	if suspended {

@@ -309,7 +309,7 @@ func TestDeletedLockIsNotTakenWhileItsHolderMayStillWork(t *testing.T) {
 	a := start("a")
 	waitFor(t, "a to lead", a.IsLeader)
 	b := start("b")
-	waitFor(t, "b to follow a through its watch", func() bool { return b.GetLeader() == "a" && b.watch.healthy() })
+	waitFor(t, "b to follow a through its watch", func() bool { return b.GetLeader() == "a" && b.watch.Healthy() })
 	if err := client.CoreV1().ConfigMaps(ns).Delete(context.Background(), lockName, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}

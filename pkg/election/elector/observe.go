@@ -117,7 +117,7 @@ func (le *LeaderElector) refreshObservedLease(now time.Time) {
 
 // observeOwnWrite remembers a record this candidate just wrote.
 func (le *LeaderElector) observeOwnWrite(rec resourcelock.Record, now time.Time) {
-	le.noteEmpty(false, now)
+	le.loop.emptySince = time.Time{}
 	le.mu.Lock()
 	le.noteTerm(&rec, now)
 	le.obs.record = rec
@@ -191,15 +191,43 @@ func (le *LeaderElector) holderMayBeWorking(now time.Time) bool {
 	return rec.HolderIdentity != "" && rec.HolderIdentity != le.cfg.Lock.Identity() && le.leaseValid(now)
 }
 
-// noteEmpty follows whether the lock object, as last read or delivered, is
-// missing or holds no record: emptySince is when this candidate first saw
-// it so, zero while it holds a record. Used by the election loop only.
-func (le *LeaderElector) noteEmpty(empty bool, now time.Time) {
+// noteEmpty follows whether the lock object, as last read or delivered
+// (rec; nil when missing), is missing or holds no record: emptySince is
+// when this candidate first saw it so, zero while it holds a record. Used
+// by the election loop only, before the record is observed.
+func (le *LeaderElector) noteEmpty(rec *resourcelock.Record, now time.Time) {
 	switch {
-	case !empty:
+	case rec != nil && !noRecord(rec):
+		le.fenceNamedOver(rec, now)
 		le.loop.emptySince = time.Time{}
 	case le.loop.emptySince.IsZero():
 		le.loop.emptySince = now
+	}
+}
+
+// fenceNamedOver is called with a record read or delivered, before it is
+// observed. A record naming this candidate that it did not write, found
+// while the record last observed names another holder whose lease has not
+// run out by this candidate's observation, ends that holder's term only if
+// that holder wrote it: a handover, written once its work had stopped,
+// over its own record in the same lock object, counting one transition
+// more. A record that follows the lock object missing or without a record
+// (the wiped-lock rule kept that holder's lease meanwhile), one in an
+// object created since (a new uid), or one with another count is not: a
+// coordinator assigned a lock it found vacant without having seen that
+// holder's record, and that holder works until it sees the record naming
+// this candidate. As with a wiped lock, this candidate's run callback then
+// starts no earlier than the end of that holder's lease, whatever
+// Config.StartAtOnceAfterSteal says (it took nothing by force); it holds
+// and renews the lock meanwhile.
+func (le *LeaderElector) fenceNamedOver(rec *resourcelock.Record, now time.Time) {
+	prev, _ := le.Observed()
+	replaced, _ := le.cfg.Lock.(interface{ Replaced() bool })
+	handover := le.loop.emptySince.IsZero() && (replaced == nil || !replaced.Replaced()) && rec.LeaderTransitions == prev.LeaderTransitions+1
+	if rec.HolderIdentity == le.cfg.Lock.Identity() && prev.HolderIdentity != "" && prev.HolderIdentity != rec.HolderIdentity && !handover && le.leaseValid(now) {
+		if end := le.leaseEnd(); end.After(le.fence.startAt) {
+			le.fence.startAt = end
+		}
 	}
 }
 

@@ -6,8 +6,8 @@ import (
 	"time"
 )
 
-// firstSyncWait bounds how long a starting elector waits for the shared
-// watch's first list before its first attempt.
+// firstSyncWait bounds how long a Run waits for its watch to be healthy
+// before its first attempt.
 const firstSyncWait = time.Second
 
 // Pacer paces the first attempts of the electors it is given to (see
@@ -22,18 +22,28 @@ type Pacer interface {
 	// Built reports whether the pacer was built by its constructor
 	// (NewPacer); a zero value is refused by validation.
 	Built() bool
-	// Reserve takes a token: wait delay before the attempt, or cancel to
-	// give the token back.
-	Reserve() (delay time.Duration, cancel func())
-	// Wait joins the queue of slots with priority prio, lowest first:
-	// granted is closed once a slot is held; leave gives the place up, or
-	// the slot back once granted, and is called exactly once.
-	Wait(prio uint64) (granted <-chan struct{}, leave func())
+	// Turn waits for this elector's turn, served by prio (lowest first),
+	// and gives up when ctx ends or giveUp, asked at the start and at each
+	// of wakeups, reports true. release gives the turn back after the
+	// attempt; it is called exactly once.
+	Turn(ctx context.Context, prio uint64, wakeups <-chan struct{}, giveUp func() bool) (release func())
 }
 
-// tryFirst makes the first attempt of a Run: the elector's very first one
-// is paced (see paceFirstAttempt). It reports whether the lock was taken.
+// tryFirst makes the first attempt of a Run and reports whether it took
+// the lock. Every Run subscribes to the watch anew, and what the hub hands
+// a joining subscriber is its cache, which says nothing of whether the
+// watch works; so with a watch, every Run first waits (at most
+// firstSyncWait) for it to be healthy, decides from what it delivered, and
+// lets better candidates go first when it shows the lock released, as it
+// does for a release the watch delivers while it waits (see acquire). The
+// elector's very first attempt is also paced (see paceFirstAttempt).
 func (le *LeaderElector) tryFirst(ctx context.Context) bool {
+	if le.watch != nil {
+		le.awaitHealthy(ctx)
+		if le.watch.Healthy() && le.yieldOnRelease(le.clock.Now()) {
+			return false
+		}
+	}
 	release := le.paceFirstAttempt(ctx)
 	defer release()
 	if ctx.Err() != nil {
@@ -42,37 +52,25 @@ func (le *LeaderElector) tryFirst(ctx context.Context) bool {
 	return le.tryAcquire(ctx)
 }
 
-// paceFirstAttempt runs once per elector, before its first attempt. With a
-// watch it waits (at most firstSyncWait) for the shared watch's first list,
-// so that the attempt decides from it; then it waits for a token and a slot,
-// unless the watch shows the lock held by someone this candidate may not
-// take it from. The returned function gives the slot back, if one was taken.
+// paceFirstAttempt runs once per elector, before its first attempt: it
+// waits for its turn, unless the watch shows the lock held by someone this
+// candidate may not take it from. The returned function gives the turn
+// back.
 func (le *LeaderElector) paceFirstAttempt(ctx context.Context) (release func()) {
-	release = func() {}
 	if le.loop.paced {
-		return release
+		return func() {}
 	}
 	le.loop.paced = true
-	if le.watch != nil {
-		le.awaitListed(ctx)
+	if le.cfg.Pacer == nil {
+		return func() {} // a pacer of its own would never make it wait
 	}
-	pacer := le.cfg.Pacer
-	if pacer == nil {
-		return release // a pacer of its own would never make it wait
-	}
-	delay, cancel := pacer.Reserve()
-	wait := time.NewTimer(delay)
-	defer wait.Stop()
-	if !le.awaitTurn(ctx, wait.C, nil) {
-		cancel()
-		return release
-	}
-	granted, leave := pacer.Wait(le.slotPriority())
-	if !le.awaitTurn(ctx, nil, granted) {
-		leave()
-		return release
-	}
-	return leave
+	return le.cfg.Pacer.Turn(ctx, le.slotPriority(), le.watchEvents(), func() bool {
+		if le.watch == nil {
+			return false
+		}
+		le.watch.ingest()
+		return le.watch.Healthy() && !le.worthTrying()
+	})
 }
 
 // slotPriority orders le's first attempt among those of its process: a hash
@@ -84,37 +82,15 @@ func (le *LeaderElector) slotPriority() uint64 {
 	return h.Sum64()
 }
 
-// awaitListed waits until the watch has listed, ctx ends or firstSyncWait
+// awaitHealthy waits until the watch is healthy, ctx ends or firstSyncWait
 // has passed, and takes in what the watch delivered.
-func (le *LeaderElector) awaitListed(ctx context.Context) {
+func (le *LeaderElector) awaitHealthy(ctx context.Context) {
 	deadline := time.NewTimer(firstSyncWait)
 	defer deadline.Stop()
 	select {
 	case <-ctx.Done():
 	case <-deadline.C:
-	case <-le.watch.healthyNow():
+	case <-le.watch.HealthyNow():
 	}
 	le.watch.ingest()
-}
-
-// awaitTurn waits until ready fires or a slot is granted (true), taking in
-// what the watch delivers meanwhile; it gives up (false) when ctx ends or
-// the watch shows the lock held by someone this candidate may not take it
-// from. A nil ready or granted is not waited for.
-func (le *LeaderElector) awaitTurn(ctx context.Context, ready <-chan time.Time, granted <-chan struct{}) bool {
-	for {
-		if le.watch != nil && le.watch.healthy() && !le.worthTrying() {
-			return false
-		}
-		select {
-		case <-ctx.Done():
-			return false
-		case <-ready:
-			return true
-		case <-granted:
-			return true
-		case <-le.watchEvents():
-			le.watch.ingest()
-		}
-	}
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/meshd-io/meshd/internal/lockcap"
 	"github.com/meshd-io/meshd/internal/lockmeta"
+	"github.com/meshd-io/meshd/internal/protocol/damping"
 	"github.com/meshd-io/meshd/pkg/resourcelock"
 )
 
@@ -140,3 +141,8 @@ func (le *LeaderElector) retract(ctx context.Context) bool {
 func termKey(rec *resourcelock.Record) string {
 	return fmt.Sprintf("%s#%d", rec.HolderIdentity, rec.LeaderTransitions)
 }
+
+// Preemption tells whether a candidate currently preempts holders it
+// outranks; see package internal/protocol/damping, whose steal damper
+// keeps it.
+type Preemption = damping.Preemption

@@ -112,7 +112,7 @@ func (le *LeaderElector) renewedBySession() bool {
 		le.state.sessionRenew = sent
 		le.mu.Unlock()
 	}
-	return current && le.watch != nil && le.watch.healthy() && !le.requestToAnswer() && le.preferredSuccessor() == nil &&
+	return current && le.watch != nil && le.watch.Healthy() && !le.requestToAnswer() && le.preferredSuccessor() == nil &&
 		!podMarkPending(le.cfg.Lock)
 }
 

@@ -124,7 +124,7 @@ func TestDeletedLockOfASessionHolderIsNotTaken(t *testing.T) {
 		return ok && mark.Holder == "a" && mark.Session == "session-a/token"
 	})
 	b := start("b")
-	waitFor(t, "b to follow a through its watch", func() bool { return b.GetLeader() == "a" && b.watch.healthy() })
+	waitFor(t, "b to follow a through its watch", func() bool { return b.GetLeader() == "a" && b.watch.Healthy() })
 	renewed := getLease().Spec.RenewTime.Time
 	time.Sleep(lease + 500*time.Millisecond)
 	if now := getLease().Spec.RenewTime.Time; !now.Equal(renewed) {

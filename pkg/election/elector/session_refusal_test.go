@@ -41,12 +41,12 @@ func TestSessionHolderReconsidersARefusal(t *testing.T) {
 		t.Fatal(err)
 	}
 	mustAttempt(t, le, false, acquired)
-	le.watch.ok.Store(true)
+	le.watch.MarkHealthy(true)
 	le.loop.lastRenew = t0
 
 	req, _ := json.Marshal(lockmeta.Handover{Holder: "a", Candidate: "c", CandidateKey: "canary", RequestTime: &metav1.Time{Time: t0}})
 	h.setHandover(string(req))
-	le.watch.deliver(h.lockObject(), false) // the holder's watch shows the request
+	le.watch.Deliver(h.lockObject(), false) // the holder's watch shows the request
 	le.watch.ingest()
 	h.clock.Step(time.Second)
 	s.sent = h.clock.Now()

@@ -59,7 +59,7 @@ func (h *harness) sessionElector(identity string, s *fakeSession) *LeaderElector
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	le.watch.ok.Store(true)
+	le.watch.MarkHealthy(true)
 	return le
 }
 
@@ -117,9 +117,9 @@ func TestFollowerWaitsForTheHoldersSession(t *testing.T) {
 				s.alive["s/1"] = c.alive
 			}
 			le := h.sessionElector("b", s)
-			le.watch.ok.Store(false) // first read from the API server
+			le.watch.MarkHealthy(false) // first read from the API server
 			mustAttempt(t, le, false, heldByOther)
-			le.watch.ok.Store(true)
+			le.watch.MarkHealthy(true)
 			if le.SessionFallback() != c.mixed {
 				t.Errorf("SessionFallback() = %v, want %v", le.SessionFallback(), c.mixed)
 			}
@@ -140,9 +140,9 @@ func TestHolderLeavesRenewalsToACurrentSession(t *testing.T) {
 	h := newLeaseHarness(t)
 	s := &fakeSession{ref: "s/1", sent: t0, current: true, known: true}
 	le := h.sessionElector("a", s)
-	le.watch.ok.Store(false)
+	le.watch.MarkHealthy(false)
 	mustAttempt(t, le, false, acquired)
-	le.watch.ok.Store(true)
+	le.watch.MarkHealthy(true)
 	if m, ok := h.mark(); !ok || m != (lockmeta.SessionMark{Holder: "a", Session: "s/1"}) {
 		t.Fatalf("mark after acquiring: %+v (present %v)", m, ok)
 	}
@@ -193,13 +193,13 @@ func TestDeletedLockKeepsTheHoldersSession(t *testing.T) {
 	h.writeMark(lockmeta.SessionMark{Holder: "a", Session: "s/1"})
 	s := &fakeSession{ref: "s/2", current: true, known: true, alive: map[string]time.Time{"s/1": t0.Add(time.Minute)}}
 	le := h.sessionElector("b", s)
-	le.watch.ok.Store(false)
+	le.watch.MarkHealthy(false)
 	mustAttempt(t, le, false, heldByOther)
-	le.watch.ok.Store(true)
+	le.watch.MarkHealthy(true)
 
 	last := h.lockObject()
 	h.deleteLock()
-	le.watch.deliver(last, true)
+	le.watch.Deliver(last, true)
 	le.watch.ingest()
 	h.clock.SetTime(t0.Add(30 * time.Second)) // the record's own lease ran out long ago
 	h.verbs()
@@ -219,7 +219,7 @@ func TestForcedStealFromASessionHolderIsFenced(t *testing.T) {
 	s := &fakeSession{ref: "s/2", current: true, known: true, alive: map[string]time.Time{}}
 	le := h.sessionElector("b", s)
 	le.cfg.KeyComparison = func(string) bool { return true }
-	le.watch.ok.Store(false)
+	le.watch.MarkHealthy(false)
 	h.clock.SetTime(t0.Add(time.Second))
 	mustAttempt(t, le, false, acquired)
 	if want := t0.Add(time.Second + 2*time.Second); le.fence.startAt.Before(want) {
@@ -236,9 +236,9 @@ func TestFollowerConfirmsASessionIsOverWithItsOwnEcho(t *testing.T) {
 	s := &fakeSession{ref: "s/2", current: true, known: true, unechoed: true,
 		alive: map[string]time.Time{"s/1": t0.Add(6 * time.Second)}}
 	le := h.sessionElector("b", s)
-	le.watch.ok.Store(false)
+	le.watch.MarkHealthy(false)
 	mustAttempt(t, le, false, heldByOther)
-	le.watch.ok.Store(true)
+	le.watch.MarkHealthy(true)
 	h.clock.SetTime(t0.Add(7 * time.Second))
 	h.verbs()
 	mustAttempt(t, le, false, heldByOther)

@@ -56,7 +56,6 @@ func (le *LeaderElector) lead(ctx context.Context) {
 	t := &term{done: make(chan struct{})}
 	t.ctx, t.cancel = context.WithCancel(ctx)
 	defer t.cancel()
-	le.loop.lastRenew = le.loop.acquiredAt
 	le.setLeading(true)
 	le.metrics.Acquired(le.cfg.Name)
 	le.cfg.Lock.RecordEvent(corev1.EventTypeNormal, reasonLeaderElection, le.cfg.Lock.Identity()+" became leader")
@@ -105,7 +104,7 @@ func (le *LeaderElector) fenceTimer(t *term) clockTimer {
 // before a renew has shown the lock still held: renewFirst asks the caller
 // to renew now and to start the callback only once a renew succeeded.
 func (le *LeaderElector) fencePassed(t *term) (end *termEnd, renewFirst bool) {
-	if le.watch == nil || !le.watch.healthy() {
+	if le.watch == nil || !le.watch.Healthy() {
 		le.log.Info("the previous holder's lease has run out; renewing before the run callback starts, as no watch shows whether the lock is still held")
 		return nil, true
 	}
@@ -296,7 +295,7 @@ func (le *LeaderElector) lostTo() {
 	now := le.clock.Now()
 	if rec.HolderIdentity != "" && now.Before(le.loop.lastRenew.Add(le.cfg.LeaseDuration)) {
 		disputed := le.cfg.KeyComparison != nil && le.cfg.KeyComparison(rec.HolderKey)
-		le.damper.stolen(now, rec.HolderKey, disputed)
+		le.damper.Stolen(now, rec.HolderKey, disputed)
 	}
 }
 

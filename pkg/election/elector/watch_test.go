@@ -150,7 +150,7 @@ func TestWatchingFollowerMakesNoRequestsWhileHolderRenews(t *testing.T) {
 	holder := held("b", "", 4)
 	h.writeRecord(holder)
 	f := h.start(candidateOpts{identity: "a"})
-	waitFor(t, "the follower to see b", func() bool { return f.le.GetLeader() == "b" && f.le.watch.healthy() })
+	waitFor(t, "the follower to see b", func() bool { return f.le.GetLeader() == "b" && f.le.watch.Healthy() })
 	h.client.ClearActions()
 	for i := 0; i < 5; i++ {
 		h.clock.Step(time.Second)
@@ -173,7 +173,7 @@ func TestWatchingFollowerLearnsTheHolderFromTheListAndSendsNothing(t *testing.T)
 	h.writeRecord(held("b", "", 4))
 	h.client.ClearActions()
 	f := h.start(candidateOpts{identity: "a"})
-	waitFor(t, "the follower to know b", func() bool { return f.le.GetLeader() == "b" && f.le.watch.healthy() })
+	waitFor(t, "the follower to know b", func() bool { return f.le.GetLeader() == "b" && f.le.watch.Healthy() })
 	time.Sleep(50 * time.Millisecond) // let a first attempt go out if there were one
 	// The shared watch's list told it everything: no get, create or update.
 	assertVerbs(t, h.verbs())
@@ -186,7 +186,7 @@ func TestWatchingFollowerTakesReleasedLockAtOnce(t *testing.T) {
 	h := newHarness(t)
 	h.writeRecord(held("b", "", 4))
 	f := h.start(candidateOpts{identity: "a"})
-	waitFor(t, "the follower to see b", func() bool { return f.le.GetLeader() == "b" && f.le.watch.healthy() })
+	waitFor(t, "the follower to see b", func() bool { return f.le.GetLeader() == "b" && f.le.watch.Healthy() })
 	h.client.ClearActions()
 	h.writeRecord(resourcelock.Record{LeaseDurationSeconds: 1, LeaderTransitions: 2}) // b releases
 	waitFor(t, "the follower to lead", f.le.IsLeader)
@@ -215,7 +215,7 @@ func TestWatchingFollowerThatLosesTheRaceForAReleasedLockReadsNothing(t *testing
 	})
 	h.writeRecord(held("b", "", 4))
 	f := h.start(candidateOpts{identity: "a"})
-	waitFor(t, "the follower to see b", func() bool { return f.le.GetLeader() == "b" && f.le.watch.healthy() })
+	waitFor(t, "the follower to see b", func() bool { return f.le.GetLeader() == "b" && f.le.watch.Healthy() })
 	h.client.ClearActions()
 	h.writeRecord(resourcelock.Record{LeaseDurationSeconds: 1, LeaderTransitions: 2}) // b releases
 	waitFor(t, "the follower to learn of c from the watch", func() bool { return f.le.GetLeader() == "c" })
@@ -252,7 +252,7 @@ func TestWatchingFollowerWakesExactlyAtExpiry(t *testing.T) {
 	h := newHarness(t)
 	h.writeRecord(held("b", "", 4))
 	f := h.start(candidateOpts{identity: "a"})
-	waitFor(t, "the follower to see b", func() bool { return f.le.GetLeader() == "b" && f.le.watch.healthy() })
+	waitFor(t, "the follower to see b", func() bool { return f.le.GetLeader() == "b" && f.le.watch.Healthy() })
 	h.client.ClearActions()
 	waitFor(t, "the expiry timer", h.clock.HasWaiters)
 	h.clock.Step(4 * time.Second) // exactly the lease: not yet expired
@@ -352,7 +352,7 @@ func TestDeletedLockIsRecreatedByWatchingFollower(t *testing.T) {
 	h := newHarness(t)
 	h.writeRecord(held("b", "", 30))
 	f := h.start(candidateOpts{identity: "a"})
-	waitFor(t, "the follower to see b", func() bool { return f.le.GetLeader() == "b" && f.le.watch.healthy() })
+	waitFor(t, "the follower to see b", func() bool { return f.le.GetLeader() == "b" && f.le.watch.Healthy() })
 	if err := h.client.CoreV1().ConfigMaps(ns).Delete(context.Background(), lockName, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,20 @@
-package elector
+// Package damping is the steal damper of a prioritized election: the part
+// of the priority protocol that keeps candidates which disagree about who
+// outranks whom (for example while one of them sees a new default revision
+// late) from taking the lock from each other in a cycle.
+//
+// Guarantees: a candidate steals at most once per RetryPeriod, never within
+// a RetryPeriod of losing the lock or of the holder's term beginning, and,
+// after taking the lock back from the key that took it from it (a cycle),
+// not at all for a hold-off that doubles with each cycle up to 16 leases,
+// until its comparison agrees with the holder's again.
+//
+// What it assumes of the core: the core asks Check only when its key
+// comparison lets it take the lock from the holder, calls Agree when the
+// comparison does not, reports each steal it made (Stole) and each loss of
+// the lock while its lease was valid (Stolen), and wakes at WakeAt. It
+// holds no reference to the core or the lock.
+package damping
 
 import (
 	"fmt"
@@ -41,12 +57,11 @@ func (p Preemption) String() string {
 		p.Cycles, p.HolderKey, p.RetryAt.UTC().Format(time.RFC3339))
 }
 
-// stealDamper limits how often one candidate takes a lock by key
-// comparison: at most once per RetryPeriod, not within a RetryPeriod after
-// the lock was taken from it or after the holder's term began, and not at
-// all for a hold-off after a steal cycle. It is used only by the election
-// loop.
-type stealDamper struct {
+// Damper limits how often one candidate takes a lock by key comparison:
+// at most once per RetryPeriod, not within a RetryPeriod after the lock
+// was taken from it or after the holder's term began, and not at all for a
+// hold-off after a steal cycle. It is used by one election loop only.
+type Damper struct {
 	retry, lease time.Duration
 
 	lastSteal time.Time
@@ -61,42 +76,52 @@ type stealDamper struct {
 	youngUntil time.Time
 }
 
-// stealVerdict is what the damper says about a steal wanted now.
-type stealVerdict int
+// New returns the damper of a candidate with the election's RetryPeriod
+// and LeaseDuration.
+func New(retryPeriod, leaseDuration time.Duration) *Damper {
+	return &Damper{retry: retryPeriod, lease: leaseDuration}
+}
 
+// State is the candidate's preemption state now.
+func (d *Damper) State() Preemption { return d.state }
+
+// Verdict is what the damper says about a steal wanted now.
+type Verdict int
+
+// The verdicts of Check.
 const (
-	stealAllowed   stealVerdict = iota
-	stealLater                  // too soon after the previous steal
-	stealCycle                  // a cycle was detected just now: preemption is suspended
-	stealSuspended              // preemption is suspended by an earlier cycle
+	Allowed   Verdict = iota // the steal may go ahead
+	Later                    // too soon after the previous steal
+	Cycle                    // a cycle was detected just now: preemption is suspended
+	Suspended                // preemption is suspended by an earlier cycle
 )
 
-// check is called when this candidate's comparison lets it take the lock
+// Check is called when this candidate's comparison lets it take the lock
 // from a holder with holderKey.
-func (d *stealDamper) check(now time.Time, holderKey string) stealVerdict {
+func (d *Damper) Check(now time.Time, holderKey string) Verdict {
 	switch {
 	case d.state.Suspended && now.Before(d.state.RetryAt):
-		return stealSuspended
+		return Suspended
 	case d.stolenBy == holderKey && now.Before(d.stolenAt.Add(d.window())):
 		d.state.Cycles++
 		holdOff := d.lease << min(d.state.Cycles-1, 4)
 		d.state = Preemption{Suspended: true, HolderKey: holderKey, Since: now, RetryAt: now.Add(holdOff), Cycles: d.state.Cycles}
 		d.stolenBy = ""
-		return stealCycle
+		return Cycle
 	case now.Before(d.lastSteal.Add(d.retry)) || now.Before(d.stolenAt.Add(d.retry)):
-		return stealLater
+		return Later
 	}
-	return stealAllowed
+	return Allowed
 }
 
-// young reports whether a holder's term, which this candidate saw begin at
+// Young reports whether a holder's term, which this candidate saw begin at
 // since, is younger than a RetryPeriod: then nobody steals from it yet.
 // Every candidate judging from when it saw the term begin, steals of one
 // election, by any candidates, come at least a RetryPeriod apart, so that
 // a chain of candidates that each outrank the previous holder moves the
 // lock once per RetryPeriod, not all at once. A zero since (a term that
 // was already on when this candidate first looked) is not young.
-func (d *stealDamper) young(now, since time.Time) bool {
+func (d *Damper) Young(now, since time.Time) bool {
 	if since.IsZero() || !now.Before(since.Add(d.retry)) {
 		return false
 	}
@@ -107,13 +132,13 @@ func (d *stealDamper) young(now, since time.Time) bool {
 // window is how long after a lock was taken from this candidate a steal back
 // from the same key counts as a cycle: longer than the current hold-off, so
 // that a cycle that resumes after it is recognised.
-func (d *stealDamper) window() time.Duration {
+func (d *Damper) window() time.Duration {
 	return d.lease*maxCycleHoldOff + d.lease
 }
 
-// wakeAt is when a steal refused now may be allowed; zero when no steal was
+// WakeAt is when a steal refused now may be allowed; zero when no steal was
 // refused for timing.
-func (d *stealDamper) wakeAt(now time.Time) time.Time {
+func (d *Damper) WakeAt(now time.Time) time.Time {
 	var at time.Time
 	for _, t := range []time.Time{d.lastSteal.Add(d.retry), d.stolenAt.Add(d.retry), d.youngUntil} {
 		if t.After(now) && (at.IsZero() || t.After(at)) {
@@ -126,28 +151,28 @@ func (d *stealDamper) wakeAt(now time.Time) time.Time {
 	return at
 }
 
-// stole records a steal by this candidate.
-func (d *stealDamper) stole(now time.Time) { d.lastSteal = now }
+// Stole records a steal by this candidate.
+func (d *Damper) Stole(now time.Time) { d.lastSteal = now }
 
-// stolen records that a holder with key byKey took the lock from this
+// Stolen records that a holder with key byKey took the lock from this
 // candidate while its lease was valid. disputed says whether, by this
 // candidate's own comparison at that moment, it outranks byKey: only then is
 // taking the lock back a cycle. A holder that outranks this candidate by its
 // view too (the default revision changed, and both saw it) took what it was
 // entitled to, and a later change may entitle this candidate again.
-func (d *stealDamper) stolen(now time.Time, byKey string, disputed bool) {
+func (d *Damper) Stolen(now time.Time, byKey string, disputed bool) {
 	d.stolenBy, d.stolenAt = "", now
 	if disputed {
 		d.stolenBy = byKey
 	}
 }
 
-// agree is called when this candidate's comparison does not let it take the
+// Agree is called when this candidate's comparison does not let it take the
 // lock from the holder: the candidates agree (again). The dispute over the
 // last steal from this candidate is over too: a later change of the
 // default that entitles this candidate again makes its steal legitimate,
 // not a cycle. It reports whether a suspension ended.
-func (d *stealDamper) agree() bool {
+func (d *Damper) Agree() bool {
 	was := d.state.Suspended || d.state.Cycles > 0
 	d.state = Preemption{}
 	d.stolenBy = ""
