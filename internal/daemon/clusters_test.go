@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
 
+	"github.com/meshd-io/meshd/internal/election/lockread"
 	"github.com/meshd-io/meshd/internal/monitoring"
 	"github.com/meshd-io/meshd/internal/multicluster"
 	"github.com/meshd-io/meshd/internal/testing/testcluster"
@@ -79,7 +80,7 @@ func TestRemoteClusterFollowsItsSecret(t *testing.T) {
 		Data: map[string][]byte{"west": kubeconfig, "east": []byte("ignored"), "bad": []byte("{{{")}}
 	secrets := local.Client.CoreV1().Secrets(ns)
 	westLock := func() (*resourcelock.Record, error) {
-		return resourcelock.ReadRecord(ctx, remote.Client, resourcelock.ConfigMapsResourceLock, ns, election.NamespaceController)
+		return lockread.Read(ctx, remote.Client, resourcelock.ConfigMapsResourceLock, ns, election.NamespaceController)
 	}
 	series := `meshd_election_leader{cluster="west",name="` + election.NamespaceController + `",revision="default"} 1`
 	for round := 1; round <= 2; round++ {

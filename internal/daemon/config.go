@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/meshd-io/meshd/internal/controllers"
+	"github.com/meshd-io/meshd/internal/election/identity"
 	"github.com/meshd-io/meshd/internal/monitoring"
 	"github.com/meshd-io/meshd/internal/multicluster"
 	"github.com/meshd-io/meshd/pkg/election"
@@ -139,7 +140,7 @@ type Config struct {
 
 	// Namespace holds the election locks; default "istio-system".
 	Namespace string
-	// Identity is the holder identity; default election.DefaultIdentity(),
+	// Identity is the holder identity; default identity.Draw(),
 	// <hostname>_<random suffix>, unique to this process.
 	Identity string
 	// Revision is this instance's control-plane revision; default "default".
@@ -253,7 +254,7 @@ func (c Config) withDefaults() Config {
 		c.ElectionClient = c.Client
 	}
 	if c.Identity == "" {
-		c.Identity = election.DefaultIdentity()
+		c.Identity = identity.Draw()
 	}
 	if c.Revision == "" {
 		c.Revision = election.DefaultRevision

@@ -54,8 +54,10 @@ import (
 	"github.com/meshd-io/meshd/pkg/features"
 )
 
-// EventComponent is the source component of the Events meshd records.
-const EventComponent = election.EventComponent
+// EventComponent is the source component of the Events meshd records: its
+// elections' and its controllers', all through the Group's recorder
+// (election.WithEvents records from "meshd").
+const EventComponent = "meshd"
 
 // ErrShutdownTimeout is wrapped by Run's error when the elections did not
 // stop within Config.ShutdownTimeout.

@@ -11,7 +11,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/meshd-io/meshd/internal/election/coordinated"
-	"github.com/meshd-io/meshd/pkg/election"
+	"github.com/meshd-io/meshd/internal/election/priority"
 	"github.com/meshd-io/meshd/pkg/revisions"
 )
 
@@ -118,7 +118,7 @@ func ranked(r *coordinated.Roster, lease, defaultRevision string) []Candidate {
 }
 
 func candidateView(c coordinated.Candidate, rank int) Candidate {
-	k := election.ParseKey(c.Key)
+	k := priority.ParseKey(c.Key)
 	return Candidate{Name: c.Name, Identity: c.Identity, HolderKey: c.Key, Revision: k.Revision, Remote: k.Remote,
 		BinaryVersion: c.BinaryVersion, RenewTime: c.RenewTime, Live: c.Live, Rank: rank}
 }

@@ -14,6 +14,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/meshd-io/meshd/internal/election/lockread"
+	"github.com/meshd-io/meshd/internal/election/priority"
 	"github.com/meshd-io/meshd/internal/election/session"
 	"github.com/meshd-io/meshd/internal/lockmeta"
 	"github.com/meshd-io/meshd/pkg/election"
@@ -81,7 +83,7 @@ func List(ctx context.Context, client kubernetes.Interface, namespace string) ([
 		return nil, fmt.Errorf("list ConfigMaps in %s: %w", namespace, err)
 	}
 	for i := range cms.Items {
-		rec, err := resourcelock.ObjectRecord(&cms.Items[i])
+		rec, err := lockread.Object(&cms.Items[i])
 		if rec == nil && err == nil {
 			continue // not a lock
 		}
@@ -125,7 +127,7 @@ func List(ctx context.Context, client kubernetes.Interface, namespace string) ([
 func (l *Lock) fill(rec *resourcelock.Record) {
 	l.Holder = rec.HolderIdentity
 	l.HolderKey = rec.HolderKey
-	c := election.ParseKey(rec.HolderKey)
+	c := priority.ParseKey(rec.HolderKey)
 	l.Revision, l.Remote = c.Revision, c.Remote
 	l.AcquireTime = rec.AcquireTime.Time
 	l.RenewTime = rec.RenewTime.Time

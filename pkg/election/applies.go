@@ -37,19 +37,19 @@ func (e election) followsDefault() bool {
 // added is a line added.
 func ruleOf(name string) (func(e election) string, bool) {
 	switch name {
-	case "WithEnabled", "WithLogger", "WithLogr", "WithRunBackoff", "withClock":
+	case "WithEnabled", "WithLogger", "testknobs.RunBackoff", "withClock":
 		return always, true
 	case "WithShared":
 		return sharedApplies, true
-	case "WithTTL", "WithTiming", "WithStopTimeout", "WithReleaseOnCancel", "WithWatch", "WithPodIdentity", "WithPodFailover":
+	case "WithTTL", "testknobs.Timing", "WithStopTimeout", "WithReleaseOnCancel", "WithWatch", "WithPodIdentity", "WithPodFailover":
 		return enabledOnly, true
-	case "WithMetrics", "WithPrometheus", "WithEvents", "WithEventRecorder":
+	case "testknobs.Metrics", "WithPrometheus", "WithEvents", "testknobs.EventRecorder":
 		return enabledOnly, true
 	case "WithPrioritized":
 		return prioritizedApplies, true
 	case "WithDefaultLock":
 		return defaultLockApplies, true
-	case "WithHandover", "WithStartAtOnceAfterSteal":
+	case "WithHandover", "testknobs.StartAtOnceAfterSteal":
 		return stealingOnly, true
 	case "WithDefaultWatcher":
 		return followsDefaultOnly, true

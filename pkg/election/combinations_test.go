@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meshd-io/meshd/internal/election/defaultwatch"
 	"github.com/meshd-io/meshd/internal/protocol/handover"
 
-	"github.com/go-logr/logr/funcr"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
@@ -22,7 +22,6 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	clocktesting "k8s.io/utils/clock/testing"
 
-	"github.com/meshd-io/meshd/internal/election/defaultwatch"
 	"github.com/meshd-io/meshd/pkg/election/elector"
 	"github.com/meshd-io/meshd/pkg/revisions"
 )
@@ -101,10 +100,9 @@ func comboKinds() []comboKind {
 func comboOptions() []comboOption {
 	return []comboOption{
 		{"WithTTL", func(*comboWorld) Option { return WithTTL(10 * time.Second) }},
-		{"WithTiming", func(*comboWorld) Option { return WithTiming(15*time.Second, 10*time.Second, 2*time.Second) }},
+		{"testknobs.Timing", func(*comboWorld) Option { return withTiming(15*time.Second, 10*time.Second, 2*time.Second) }},
 		{"WithSessions", func(*comboWorld) Option { return WithSessions(true) }},
 		{"WithLogger", func(*comboWorld) Option { return WithLogger(zap.New(comboCore())) }},
-		{"WithLogr", func(*comboWorld) Option { return WithLogr(funcr.New(func(string, string) {}, funcr.Options{})) }},
 		{"withClock", func(w *comboWorld) Option { return withClock(w.clock) }},
 		{"WithEnabled", func(*comboWorld) Option { return WithEnabled(false) }},
 		{"WithPrioritized", func(*comboWorld) Option { return WithPrioritized(false) }},
@@ -112,14 +110,14 @@ func comboOptions() []comboOption {
 		{"WithReleaseOnCancel", func(*comboWorld) Option { return WithReleaseOnCancel(false) }},
 		{"WithStopTimeout", func(*comboWorld) Option { return WithStopTimeout(time.Second) }},
 		{"WithWatch", func(*comboWorld) Option { return WithWatch(false) }},
-		{"WithStartAtOnceAfterSteal", func(*comboWorld) Option { return WithStartAtOnceAfterSteal(true) }},
+		{"testknobs.StartAtOnceAfterSteal", func(*comboWorld) Option { return withStartAtOnceAfterSteal(true) }},
 		{"WithHandover", func(*comboWorld) Option { return WithHandover(false, 0) }},
-		{"WithRunBackoff", func(*comboWorld) Option { return WithRunBackoff(2*time.Second, 2*time.Minute) }},
-		{"WithDefaultWatcher", func(*comboWorld) Option { return WithDefaultWatcher(revisions.NewStaticDefaultWatcher("prod")) }},
+		{"testknobs.RunBackoff", func(*comboWorld) Option { return withRunBackoff(2*time.Second, 2*time.Minute) }},
+		{"WithDefaultWatcher", func(*comboWorld) Option { return WithDefaultWatcher(defaultwatch.NewStatic("prod")) }},
 		{"WithRevisionWebhook", func(*comboWorld) Option { return WithRevisionWebhook(customWebhook, customLabel) }},
-		{"WithMetrics", func(w *comboWorld) Option { return WithMetrics(w.metrics) }},
+		{"testknobs.Metrics", func(w *comboWorld) Option { return withMetrics(w.metrics) }},
 		{"WithPrometheus", func(*comboWorld) Option { return WithPrometheus(prometheus.NewRegistry()) }},
-		{"WithEventRecorder", func(w *comboWorld) Option { return WithEventRecorder(w.recorder) }},
+		{"testknobs.EventRecorder", func(w *comboWorld) Option { return withEventRecorder(w.recorder) }},
 		{"WithEvents", func(*comboWorld) Option { return WithEvents(fake.NewClientset()) }},
 		{"WithShared", func(w *comboWorld) Option { return WithShared(w.shared) }},
 		{"WithBinaryVersion", func(*comboWorld) Option { return WithBinaryVersion("1.2.3") }},
@@ -361,11 +359,11 @@ func TestProgramOptionsApplyWhereTheyFitAndElectionOptionsAreStrict(t *testing.T
 	if _, err := New(client, perRevision, Defaults(programWide...)); err != nil {
 		t.Errorf("a per-revision election refuses options given as Defaults: %v", err)
 	}
-	_, err = New(client, perRevision, append(programWide, WithStartAtOnceAfterSteal(true), WithTTL(10*time.Second))...)
+	_, err = New(client, perRevision, append(programWide, withStartAtOnceAfterSteal(true), WithTTL(10*time.Second))...)
 	if err == nil {
-		t.Fatal("a per-revision election accepts WithHandover, WithBinaryVersion, WithDefaultLock and WithStartAtOnceAfterSteal")
+		t.Fatal("a per-revision election accepts WithHandover, WithBinaryVersion, WithDefaultLock and testknobs.StartAtOnceAfterSteal")
 	}
-	for _, name := range []string{"WithHandover", "WithBinaryVersion", "WithDefaultLock", "WithStartAtOnceAfterSteal"} {
+	for _, name := range []string{"WithHandover", "WithBinaryVersion", "WithDefaultLock", "testknobs.StartAtOnceAfterSteal"} {
 		if !strings.Contains(err.Error(), name+" does not apply") {
 			t.Errorf("the error does not name %s: %v", name, err)
 		}
@@ -411,7 +409,7 @@ func TestReadmeSaysWhereEveryOptionApplies(t *testing.T) {
 	_, table, _ := strings.Cut(string(readme), "| option | applies to |")
 	table, _, _ = strings.Cut(table, "\n\n")
 	for _, opt := range comboOptions() {
-		if opt.name != "withClock" && !strings.Contains(table, "`"+opt.name+"`") {
+		if strings.HasPrefix(opt.name, "With") && !strings.Contains(table, "`"+opt.name+"`") {
 			t.Errorf("the README's table of options does not say where %s applies", opt.name)
 		}
 	}

@@ -13,9 +13,18 @@
 //
 //   - prioritized: one leader per mesh; an instance of the default revision
 //     takes the lock from other revisions, and a local instance from a
-//     remote one of its revision (LocationPrioritizedComparison);
+//     remote one of its revision (the steal rule, below);
 //   - per revision (Spec.PerRevision): one leader per revision, on a Lease
 //     named <electionID>-<revision>, never taken from its holder.
+//
+// The steal rule: each candidate writes its revision as its holder key,
+// prefixed with "^" when it serves a remote cluster. A candidate takes a
+// lock held, unexpired, by another when their revisions differ and its own
+// is the known default revision, or when their revisions are equal, it is
+// local and the holder remote; otherwise it waits. The rule has no cycles:
+// the first case only moves the lock towards the default revision, the
+// second only from remote to local. An empty or expired lock is taken by
+// anyone.
 //
 // istiod's constructors (NewLeaderElection, NewLeaderElectionMulticluster,
 // NewLeaseLeaderElection, NewPerRevisionLeaderElection) are thin adapters
@@ -48,14 +57,14 @@
 // The protocol of an election is what its Spec declares (prioritized or per
 // revision, racing or one of the coordinated modes, the lock kind) and what
 // WithEnabled and WithPrioritized turn off. Every option applies to some
-// protocols only: WithHandover and WithStartAtOnceAfterSteal to racing,
+// protocols only: WithHandover to racing,
 // prioritized elections, the only ones that take a lock from its holder;
 // WithDefaultWatcher and WithRevisionWebhook to elections that follow the
 // default revision (and the latter only without the former);
 // WithBinaryVersion to coordinated ones; WithCandidateOwner to coordinated
 // ones and to sessions; WithDefaultLock to prioritized racing elections
 // whose Spec names no lock; WithSessions to racing elections on a Lease;
-// everything but the logger, the run back-off and WithShared to elections
+// everything but the logger and WithShared to elections
 // that are enabled. New refuses every option given for an election that
 // does not apply to it, all at once and each by name, rather than ignore
 // it: a setting that silently does nothing is a setting its author believes

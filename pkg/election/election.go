@@ -19,6 +19,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/meshd-io/meshd/internal/election/coordinated"
+	"github.com/meshd-io/meshd/internal/election/priority"
 	"github.com/meshd-io/meshd/internal/election/session"
 	"github.com/meshd-io/meshd/internal/protocol/handover"
 	"github.com/meshd-io/meshd/pkg/election/elector"
@@ -35,7 +36,7 @@ type LeaderElection struct {
 	// holderIdentity is what the lock names this instance by: the Spec's
 	// Identity, or its LeaseCandidate's name in a coordinated election.
 	holderIdentity string
-	candidate      Candidate
+	candidate      priority.Candidate
 	prioritized    bool
 	enabled        bool
 	log            *zap.Logger
@@ -153,7 +154,7 @@ func build(client kubernetes.Interface, spec Spec, o *options, newWatcher watche
 		spec:           spec,
 		lockName:       spec.lockName(),
 		holderIdentity: spec.Identity,
-		candidate:      Candidate{Revision: spec.Revision, Remote: spec.Remote},
+		candidate:      priority.Candidate{Revision: spec.Revision, Remote: spec.Remote},
 		prioritized:    !spec.PerRevision && o.prioritized,
 		enabled:        o.enabled,
 		clock:          o.clock,
@@ -314,13 +315,13 @@ func fitStopTimeout(stop, leaseDuration, retryPeriod time.Duration) time.Duratio
 
 // shouldSteal applies the steal rule against the current default revision.
 func (l *LeaderElection) shouldSteal(holderKey string) bool {
-	return LocationPrioritizedComparison(holderKey, l.candidate, l.watcher.GetDefault())
+	return priority.LocationPrioritizedComparison(holderKey, l.candidate, l.watcher.GetDefault())
 }
 
 // shouldHandOver tells a holder whether a candidate with candidateKey is
 // entitled, by the steal rule and the current default revision, to the lock.
 func (l *LeaderElection) shouldHandOver(candidateKey string) bool {
-	return LocationPrioritizedComparison(l.candidate.Key(), ParseKey(candidateKey), l.watcher.GetDefault())
+	return priority.LocationPrioritizedComparison(l.candidate.Key(), priority.ParseKey(candidateKey), l.watcher.GetDefault())
 }
 
 // IsLeader reports whether this instance leads, that is whether its run

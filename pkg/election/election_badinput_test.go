@@ -9,14 +9,15 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
 
+	"github.com/meshd-io/meshd/internal/election/defaultwatch"
+	"github.com/meshd-io/meshd/internal/election/priority"
 	"github.com/meshd-io/meshd/internal/testing/kubetest"
 	"github.com/meshd-io/meshd/pkg/resourcelock"
-	"github.com/meshd-io/meshd/pkg/revisions"
 )
 
 func TestElectionIDsThatAreNotObjectNamesAreRejected(t *testing.T) {
 	client := fake.NewClientset()
-	noDefault := WithDefaultWatcher(revisions.NewStaticDefaultWatcher(""))
+	noDefault := WithDefaultWatcher(defaultwatch.NewStatic(""))
 	type ctor func(id string) (*LeaderElection, error)
 	ctors := map[string]ctor{
 		"configmap": func(id string) (*LeaderElection, error) {
@@ -67,14 +68,14 @@ func TestTTLsThatCannotBeSplitAreRejected(t *testing.T) {
 	client := fake.NewClientset()
 	for _, ttl := range []time.Duration{-time.Second, time.Nanosecond, 999 * time.Millisecond} {
 		_, err := NewLeaderElection(testNS, "a", IngressController, "stable", client, WithTTL(ttl),
-			WithDefaultWatcher(revisions.NewStaticDefaultWatcher("")))
+			WithDefaultWatcher(defaultwatch.NewStatic("")))
 		if err == nil || !strings.Contains(err.Error(), "ttl "+ttl.String()) || !strings.Contains(err.Error(), "LeaseDuration") {
 			t.Errorf("ttl %v: %v; want an error naming the ttl and the lease duration", ttl, err)
 		}
 	}
 	// ttl 0 comes from WithTTL(0), not the environment: it is invalid too.
 	if _, err := NewLeaderElection(testNS, "a", IngressController, "stable", client, WithTTL(0),
-		WithDefaultWatcher(revisions.NewStaticDefaultWatcher(""))); err == nil {
+		WithDefaultWatcher(defaultwatch.NewStatic(""))); err == nil {
 		t.Error("ttl 0 accepted")
 	}
 }
@@ -84,7 +85,7 @@ func TestTTLsThatCannotBeSplitAreRejected(t *testing.T) {
 func TestFractionalTTLIsWrittenRoundedUp(t *testing.T) {
 	client := kubetest.NewClientset()
 	le := mustElection(t)(NewLeaderElection(testNS, "a", IngressController, "stable", client, WithTTL(1500*time.Millisecond),
-		WithDefaultWatcher(revisions.NewStaticDefaultWatcher(""))))
+		WithDefaultWatcher(defaultwatch.NewStatic(""))))
 	in := start(t, le)
 	eventually(t, "lead", in.isRunning)
 	cm, err := client.CoreV1().ConfigMaps(testNS).Get(context.Background(), IngressController, metav1.GetOptions{})
@@ -103,10 +104,10 @@ func TestFractionalTTLIsWrittenRoundedUp(t *testing.T) {
 func TestUnknownHolderKeysAreAnotherRevision(t *testing.T) {
 	keys := []string{"^", "^^stable", "stable/../canary", "STABLE", "stable ", "\x00", strings.Repeat("k", 10000), "☃", "^☃"}
 	for _, key := range keys {
-		for _, c := range []Candidate{{Revision: "stable"}, {Revision: "stable", Remote: true}, {Revision: "canary"}} {
+		for _, c := range []priority.Candidate{{Revision: "stable"}, {Revision: "stable", Remote: true}, {Revision: "canary"}} {
 			for _, def := range []string{"", "stable", "canary", key} {
-				got := LocationPrioritizedComparison(key, c, def)
-				holder := ParseKey(key)
+				got := priority.LocationPrioritizedComparison(key, c, def)
+				holder := priority.ParseKey(key)
 				want := false
 				switch {
 				case holder.Revision != c.Revision:
@@ -121,7 +122,7 @@ func TestUnknownHolderKeysAreAnotherRevision(t *testing.T) {
 		}
 	}
 	// In particular, a default named like the unknown key helps nobody.
-	if LocationPrioritizedComparison("STABLE", Candidate{Revision: "stable"}, "STABLE") {
+	if priority.LocationPrioritizedComparison("STABLE", priority.Candidate{Revision: "stable"}, "STABLE") {
 		t.Error("revision comparison is case-insensitive")
 	}
 }

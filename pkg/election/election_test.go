@@ -12,9 +12,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
 
+	"github.com/meshd-io/meshd/internal/election/defaultwatch"
 	"github.com/meshd-io/meshd/internal/testing/kubetest"
 	"github.com/meshd-io/meshd/pkg/resourcelock"
-	"github.com/meshd-io/meshd/pkg/revisions"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -120,7 +120,7 @@ func TestDisabledRunsAtOnceAndTouchesNothing(t *testing.T) {
 
 func TestDefaultRevisionTakesOverAndDefaultChangeMovesLeadership(t *testing.T) {
 	client := kubetest.NewClientset()
-	watcher := revisions.NewStaticDefaultWatcher("")
+	watcher := defaultwatch.NewStatic("")
 	opts := []Option{WithTTL(2 * time.Second), WithDefaultWatcher(watcher)}
 	canary := start(t, mustElection(t)(NewLeaderElection(testNS, "canary-1", IngressController, "canary", client, opts...)))
 	eventually(t, "canary to lead", canary.isRunning)
@@ -131,13 +131,13 @@ func TestDefaultRevisionTakesOverAndDefaultChangeMovesLeadership(t *testing.T) {
 		t.Fatal("leadership moved although no default revision is known")
 	}
 
-	watcher.(*revisions.StaticDefaultWatcher).SetDefault("stable")
+	watcher.(*defaultwatch.Static).SetDefault("stable")
 	eventually(t, "stable to take over", func() bool { return stable.isRunning() && !canary.isRunning() })
 	if rec := lockHolder(t, client, IngressController); rec.HolderIdentity != "stable-1" || rec.HolderKey != "stable" {
 		t.Fatalf("record = %+v", rec)
 	}
 
-	watcher.(*revisions.StaticDefaultWatcher).SetDefault("canary")
+	watcher.(*defaultwatch.Static).SetDefault("canary")
 	eventually(t, "canary to take back", func() bool { return canary.isRunning() && !stable.isRunning() })
 	if got := canary.le.cycle.Load(); got != 2 {
 		t.Fatalf("canary cycle = %d, want 2 (lost once, re-contended)", got)
@@ -149,7 +149,7 @@ func TestDefaultRevisionTakesOverAndDefaultChangeMovesLeadership(t *testing.T) {
 
 func TestLocalTakesOverFromRemote(t *testing.T) {
 	client := kubetest.NewClientset()
-	opts := []Option{WithTTL(2 * time.Second), WithDefaultWatcher(revisions.NewStaticDefaultWatcher(""))}
+	opts := []Option{WithTTL(2 * time.Second), WithDefaultWatcher(defaultwatch.NewStatic(""))}
 	remote := start(t, mustElection(t)(NewLeaderElectionMulticluster(testNS, "remote-1", NamespaceController, "stable", true, client, opts...)))
 	eventually(t, "remote to lead", remote.isRunning)
 	if rec := lockHolder(t, client, NamespaceController); rec.HolderKey != "^stable" {
@@ -190,7 +190,7 @@ func TestPerRevisionElectionsAreIndependentAndNeverSteal(t *testing.T) {
 func TestLeaseElectionWritesKeyAnnotation(t *testing.T) {
 	client := kubetest.NewClientset()
 	le := mustElection(t)(NewLeaseLeaderElection(testNS, "a", StatusController, "canary", client,
-		WithTTL(2*time.Second), WithDefaultWatcher(revisions.NewStaticDefaultWatcher(""))))
+		WithTTL(2*time.Second), WithDefaultWatcher(defaultwatch.NewStatic(""))))
 	in := start(t, le)
 	eventually(t, "lead", in.isRunning)
 	lease, err := client.CoordinationV1().Leases(testNS).Get(context.Background(), StatusController, metav1.GetOptions{})
@@ -209,7 +209,7 @@ func TestLeaseElectionWritesKeyAnnotation(t *testing.T) {
 func TestDefaultsAndValidation(t *testing.T) {
 	client := fake.NewClientset()
 	le := mustElection(t)(NewLeaderElection(testNS, "", IngressController, "", client,
-		WithDefaultWatcher(revisions.NewStaticDefaultWatcher(""))))
+		WithDefaultWatcher(defaultwatch.NewStatic(""))))
 	host, _ := os.Hostname()
 	// <hostname>_<8 hex digits>, drawn for this election's own Shared.
 	suffix, ok := strings.CutPrefix(le.Identity(), host+"_")

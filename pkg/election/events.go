@@ -11,9 +11,9 @@ import (
 	"k8s.io/client-go/tools/record"
 )
 
-// EventComponent is the source component of the Events recorded with
+// eventComponent is the source component of the Events recorded with
 // WithEvents.
-const EventComponent = "meshd"
+const eventComponent = "meshd"
 
 // eventSink records Events through a broadcaster that runs only between
 // start and the stop function start returns. Locks are built before that and
@@ -40,7 +40,7 @@ func (s *eventSink) start() (stop func()) {
 	}
 	b := record.NewBroadcaster()
 	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: s.client.CoreV1().Events("")})
-	s.set(b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: EventComponent}))
+	s.set(b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: eventComponent}))
 	return func() {
 		s.set(nil) // first, so that late events are dropped here
 		b.Shutdown()

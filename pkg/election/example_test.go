@@ -47,7 +47,10 @@ func ExampleGroup() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	var leading sync.WaitGroup
+	var (
+		leading   sync.WaitGroup
+		elections []*election.LeaderElection
+	)
 	for _, spec := range []election.Spec{
 		{Namespace: "istio-system", ElectionID: election.NamespaceController, Identity: "meshd-0"},
 		{Namespace: "istio-system", ElectionID: election.StatusController, Identity: "meshd-0", Lock: election.LeaseLock},
@@ -59,13 +62,14 @@ func ExampleGroup() {
 		}
 		leading.Add(1)
 		le.Add(func(ctx context.Context) error { leading.Done(); <-ctx.Done(); return nil })
+		elections = append(elections, le)
 	}
 	ctx, stop := context.WithCancel(context.Background())
 	go func() { leading.Wait(); stop() }() // stop once every election leads
 	if err := group.Run(ctx); err != nil {
 		log.Fatal(err)
 	}
-	for _, le := range group.Elections() {
+	for _, le := range elections {
 		s := le.Status()
 		fmt.Println(s.Lock, s.Name, "leader:", s.Leader)
 	}
@@ -107,14 +111,14 @@ func ExampleNewShared() {
 		running.Go(func() { _ = le.RunContext(ctx) })
 	}
 	leading.Wait()
-	fmt.Printf("while leading: %+v\n", shared.Running())
+	fmt.Println("both leading:", les[0].IsLeader() && les[1].IsLeader())
 	stop()
 	running.Wait()
-	fmt.Printf("after Run: %+v\n", shared.Running())
+	fmt.Println("after Run, leading:", les[0].IsLeader() || les[1].IsLeader())
 	// Output:
 	// one identity: true
-	// while leading: {LockWatches:1 DefaultWatches:1 Sessions:0 Rosters:0 PodWatches:0}
-	// after Run: {LockWatches:0 DefaultWatches:0 Sessions:0 Rosters:0 PodWatches:0}
+	// both leading: true
+	// after Run, leading: false
 }
 
 // Code written against istiod's leaderelection package ports by changing

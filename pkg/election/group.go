@@ -144,8 +144,8 @@ func (g *Group) watcher(wo revisions.Options) (revisions.DefaultWatcher, bool, e
 	return w, false, nil
 }
 
-// Elections returns the group's elections in the order they were added.
-func (g *Group) Elections() []*LeaderElection {
+// members returns the group's elections in the order they were added.
+func (g *Group) members() []*LeaderElection {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	return slices.Clone(g.elections)
@@ -204,7 +204,7 @@ func (g *Group) Synced() bool {
 // returned, for example to say what a slow shutdown waits for.
 func (g *Group) Running() []string {
 	var names []string
-	for _, l := range g.Elections() {
+	for _, l := range g.members() {
 		if l.running.Load() {
 			names = append(names, l.lockName)
 		}

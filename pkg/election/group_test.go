@@ -10,8 +10,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/meshd-io/meshd/internal/election/defaultwatch"
 	"github.com/meshd-io/meshd/internal/testing/kubetest"
-	"github.com/meshd-io/meshd/pkg/revisions"
 )
 
 // TestGroupSharesOneWatcherAndOneRegistration: two prioritized elections and
@@ -48,7 +48,7 @@ func TestGroupSharesOneWatcherAndOneRegistration(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- g.Run(ctx) }()
 	eventually(t, "every election to lead", func() bool {
-		for _, le := range g.Elections() {
+		for _, le := range g.members() {
 			if !le.IsLeader() {
 				return false
 			}
@@ -90,7 +90,7 @@ func TestGroupSharesOneWatcherAndOneRegistration(t *testing.T) {
 
 func TestNewReportsEveryProblemAtOnce(t *testing.T) {
 	_, err := New(nil, Spec{Namespace: "Bad NS", Revision: "Not_A_Revision", Lock: ConfigMapLock, PerRevision: true, Remote: true},
-		WithTTL(time.Millisecond), WithStopTimeout(-time.Second), WithRunBackoff(0, 0), WithDefaultLock("etcd"),
+		WithTTL(time.Millisecond), WithStopTimeout(-time.Second), withRunBackoff(0, 0), WithDefaultLock("etcd"),
 		WithRevisionWebhook("Bad Name", "bad label!"))
 	if err == nil {
 		t.Fatal("accepted")
@@ -107,19 +107,6 @@ func TestNewReportsEveryProblemAtOnce(t *testing.T) {
 	}
 	if _, err := NewGroup(nil, WithTTL(time.Millisecond)); err == nil || !strings.Contains(err.Error(), "ttl") {
 		t.Fatalf("NewGroup: %v", err)
-	}
-}
-
-func TestParseLockKind(t *testing.T) {
-	for in, want := range map[string]LockKind{"configmap": ConfigMapLock, "ConfigMap": ConfigMapLock, "LEASE": LeaseLock, "lease": LeaseLock} {
-		if got, err := ParseLockKind(in); err != nil || got != want {
-			t.Errorf("ParseLockKind(%q) = %q, %v", in, got, err)
-		}
-	}
-	for _, in := range []string{"", "configmaps", "endpoints", "lease "} {
-		if _, err := ParseLockKind(in); err == nil {
-			t.Errorf("ParseLockKind(%q) accepted", in)
-		}
 	}
 }
 
@@ -167,7 +154,7 @@ func TestDefaultLockOption(t *testing.T) {
 	t.Setenv("PRIORITIZED_LEADER_ELECTION_LOCK", "configmap")
 	client := kubetest.NewClientset()
 	le := mustElection(t)(NewLeaderElectionMulticluster(testNS, "a", NamespaceController, "stable", true, client,
-		WithDefaultLock(LeaseLock), WithDefaultWatcher(revisions.NewStaticDefaultWatcher(""))))
+		WithDefaultLock(LeaseLock), WithDefaultWatcher(defaultwatch.NewStatic(""))))
 	in := start(t, le)
 	eventually(t, "a to lead", in.isRunning)
 	lease, err := client.CoordinationV1().Leases(testNS).Get(context.Background(), NamespaceController, metav1.GetOptions{})
@@ -182,7 +169,7 @@ func TestDefaultLockOption(t *testing.T) {
 	// it is refused.
 	spec := Spec{Namespace: testNS, ElectionID: IngressController, Lock: ConfigMapLock}
 	cm := mustElection(t)(New(client, spec, Defaults(WithDefaultLock(LeaseLock)),
-		WithDefaultWatcher(revisions.NewStaticDefaultWatcher(""))))
+		WithDefaultWatcher(defaultwatch.NewStatic(""))))
 	if cm.spec.Lock != ConfigMapLock {
 		t.Fatalf("lock = %s", cm.spec.Lock)
 	}

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"sync"
 	"time"
 )
 
@@ -25,46 +24,31 @@ type Checkable interface {
 //
 // It serves HTTP itself (200 "ok", or 503 naming each stuck election), and
 // the method value Check is a func(*http.Request) error, the shape of
-// controller-runtime's healthz.Checker, for mgr.AddHealthzCheck. Elections
-// may be added at any time; it is safe for concurrent use.
+// controller-runtime's healthz.Checker, for mgr.AddHealthzCheck. It checks
+// the elections it was built with and is safe for concurrent use.
 type HealthzAdaptor struct {
 	tolerance time.Duration
-
-	mu        sync.Mutex
-	elections []Checkable
+	elections []Checkable // fixed when built
 }
 
 // NewHealthzAdaptor returns a check of elections with the given tolerance
 // beyond each lease (client-go suggests a few seconds; meshd uses half the
-// lease). A negative tolerance is taken as 0.
+// lease). A negative tolerance is taken as 0; nil entries are ignored.
 func NewHealthzAdaptor(tolerance time.Duration, elections ...Checkable) *HealthzAdaptor {
 	h := &HealthzAdaptor{tolerance: max(tolerance, 0)}
-	h.Add(elections...)
-	return h
-}
-
-// Add adds elections to the check. Nil entries are ignored.
-func (h *HealthzAdaptor) Add(elections ...Checkable) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
 	for _, e := range elections {
 		if e != nil {
 			h.elections = append(h.elections, e)
 		}
 	}
+	return h
 }
-
-// Name names the check, as controller-runtime's checks are named.
-func (h *HealthzAdaptor) Name() string { return "leader-election" }
 
 // Check returns nil while every election is healthy, else an error naming
 // each one that is not. The request is not used.
 func (h *HealthzAdaptor) Check(_ *http.Request) error {
-	h.mu.Lock()
-	elections := append([]Checkable(nil), h.elections...)
-	h.mu.Unlock()
 	var errs []error
-	for _, e := range elections {
+	for _, e := range h.elections {
 		if err := e.Check(h.tolerance); err != nil {
 			errs = append(errs, fmt.Errorf("election %s: %w", e.ID(), err))
 		}

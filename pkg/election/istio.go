@@ -6,7 +6,8 @@ import "k8s.io/client-go/kubernetes"
 // leaderelection package, so that code written against it ports by changing
 // the import (and handling the error, which istiod's versions do not
 // return). Each is New with a Spec filled from its arguments; an empty
-// identity means DefaultIdentity() and an empty revision DefaultRevision.
+// identity means the Identity of the election's Shared and an empty
+// revision DefaultRevision.
 
 // NewLeaderElection builds a prioritized election on the lock istiod uses for
 // electionID: a ConfigMap named electionID in namespace, unless

@@ -12,7 +12,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 
-	"github.com/meshd-io/meshd/pkg/resourcelock"
+	"github.com/meshd-io/meshd/internal/election/lockread"
 )
 
 // Leader is who holds an election's lock, as its record says.
@@ -70,7 +70,7 @@ func OnNewLeader(ctx context.Context, client kubernetes.Interface, le *LeaderEle
 			if !ok {
 				return
 			}
-			rec, err := resourcelock.ObjectRecord(ro)
+			rec, err := lockread.Object(ro)
 			if err != nil {
 				return // a corrupt record names nobody we could report
 			}

@@ -16,6 +16,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/meshd-io/meshd/internal/election/coordinated"
+	"github.com/meshd-io/meshd/internal/election/priority"
 )
 
 // Mode is how the candidates of an election agree on its leader.
@@ -122,7 +123,7 @@ func newCandidacy(client kubernetes.Interface, spec Spec, lockName, name string,
 			LeaseName:     lockName,
 			Name:          name,
 			Identity:      spec.Identity,
-			Key:           Candidate{Revision: spec.Revision, Remote: spec.Remote}.Key(),
+			Key:           priority.Candidate{Revision: spec.Revision, Remote: spec.Remote}.Key(),
 			Preempts:      !spec.PerRevision && o.prioritized,
 			Strategy:      spec.Mode.strategy(),
 			BinaryVersion: o.binaryVersion,

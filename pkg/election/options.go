@@ -14,6 +14,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/clock"
 
+	"github.com/meshd-io/meshd/internal/election/identity"
+	"github.com/meshd-io/meshd/internal/election/testknobs/hook"
 	"github.com/meshd-io/meshd/pkg/election/elector"
 	"github.com/meshd-io/meshd/pkg/resourcelock"
 	"github.com/meshd-io/meshd/pkg/revisions"
@@ -48,7 +50,7 @@ type Option func(*options)
 type options struct {
 	ttl             time.Duration
 	ttlSet          bool
-	timing          *timing // WithTiming; nil: split ttl
+	timing          *timing // withTiming; nil: split ttl
 	logger          *zap.Logger
 	clock           clock.WithTicker
 	enabled         bool
@@ -151,7 +153,7 @@ func (o *options) validate() error {
 	add := func(format string, args ...any) { errs = multierror.Append(errs, fmt.Errorf(format, args...)) }
 	switch t := o.timing; {
 	case t != nil && o.ttlSet:
-		add("WithTTL and WithTiming both set: use one")
+		add("WithTTL and testknobs.Timing both set: use one")
 	case t != nil:
 		if t.LeaseDuration < time.Second {
 			add("lease duration %v is too short: at least 1s, the precision of the lock record", t.LeaseDuration)
@@ -185,13 +187,13 @@ func (o *options) validate() error {
 		}
 	}
 	if o.metrics != nil && o.registerer != nil {
-		errs = multierror.Append(errs, errors.New("WithMetrics and WithPrometheus both given: choose one"))
+		errs = multierror.Append(errs, errors.New("testknobs.Metrics and WithPrometheus both given: choose one"))
 	}
 	if o.sessions && !o.watch {
 		add("WithSessions needs WithWatch(true): a holder learns through the watch that its lock was taken")
 	}
 	if o.eventRecorder != nil && o.eventClient != nil {
-		errs = multierror.Append(errs, errors.New("WithEventRecorder and WithEvents both given: choose one"))
+		errs = multierror.Append(errs, errors.New("testknobs.EventRecorder and WithEvents both given: choose one"))
 	}
 	if err := o.validatePod(); err != nil {
 		errs = multierror.Append(errs, err)
@@ -207,7 +209,7 @@ func (o *options) identity() string {
 	if o.shared.usable() {
 		return o.shared.Identity()
 	}
-	return DefaultIdentity() // only for a Spec refused by validate
+	return identity.Draw() // only for a Spec refused by validate
 }
 
 // watcherOptions are the options of the default-revision watcher an
@@ -227,23 +229,23 @@ func WithTTL(ttl time.Duration) Option {
 	return func(o *options) { o.ttl, o.ttlSet = ttl, true; o.mark("WithTTL") }
 }
 
-// WithTiming sets the three durations apart, as client-go and
-// controller-runtime users do (for example 15s, 10s and 2s), instead of
-// one ttl split in halves and quarters. They are validated together:
+// withTiming sets the three durations apart instead of one ttl split in
+// halves and quarters, for tests that need a lease much longer than the
+// retry period (testknobs.Timing). They are validated together:
 // leaseDuration ≥ 1s and leaseDuration > renewDeadline > 1.2 ×
 // retryPeriod > 0. It cannot be combined with WithTTL.
-func WithTiming(leaseDuration, renewDeadline, retryPeriod time.Duration) Option {
+func withTiming(leaseDuration, renewDeadline, retryPeriod time.Duration) Option {
 	return func(o *options) {
 		o.timing = &timing{LeaseDuration: leaseDuration, RenewDeadline: renewDeadline, RetryPeriod: retryPeriod}
-		o.mark("WithTiming")
+		o.mark("testknobs.Timing")
 	}
 }
 
-// timing is the three durations of WithTiming.
+// timing is the three durations of withTiming.
 type timing struct{ LeaseDuration, RenewDeadline, RetryPeriod time.Duration }
 
 // durations is the election's lease duration, renew deadline and retry
-// period: WithTiming's, or the ttl's split.
+// period: withTiming's, or the ttl's split.
 func (o *options) durations() (leaseDuration, renewDeadline, retryPeriod time.Duration) {
 	if t := o.timing; t != nil {
 		return t.LeaseDuration, t.RenewDeadline, t.RetryPeriod
@@ -276,7 +278,7 @@ func WithLogger(l *zap.Logger) Option {
 
 // WithEnabled(false) turns leader election off: run functions start at once
 // and no lock is read or written, so nothing guarantees a single leader.
-// Beside it only WithLogger (WithLogr), WithRunBackoff and WithShared apply
+// Beside it only WithLogger and WithShared apply
 // (the latter when the Spec names no identity).
 // Default true. A program that lets ENABLE_LEADER_ELECTION decide uses
 // features.ElectionOptions().
@@ -324,14 +326,15 @@ func WithWatch(w bool) Option {
 	return func(o *options) { o.watch = w; o.mark("WithWatch") }
 }
 
-// WithStartAtOnceAfterSteal makes the run functions start as soon as the
-// lock is taken by force from a holder that did not hand it over (istiod,
-// client-go, a hung process), as istiod does. By default they start only
-// when the old holder's lease has run out by this instance's clock, so that
-// the two never work at once; this option trades that guarantee for speed.
-// It applies to racing, prioritized elections, the only ones that steal.
-func WithStartAtOnceAfterSteal(atOnce bool) Option {
-	return func(o *options) { o.startAtOnce = atOnce; o.mark("WithStartAtOnceAfterSteal") }
+// withStartAtOnceAfterSteal makes the run functions start as soon as the
+// lock is taken by force from a holder that did not hand it over, as istiod
+// does, instead of when the old holder's lease has run out by this
+// instance's clock. It gives up the guarantee that the two never work at
+// once, so only the benchmark (to measure istiod's behaviour) and the
+// simulation use it, through package testknobs. It applies to racing,
+// prioritized elections, the only ones that steal.
+func withStartAtOnceAfterSteal(atOnce bool) Option {
+	return func(o *options) { o.startAtOnce = atOnce; o.mark("testknobs.StartAtOnceAfterSteal") }
 }
 
 // WithHandover sets cooperative preemption: with enabled (the default), a
@@ -344,14 +347,16 @@ func WithHandover(enabled bool, grace time.Duration) Option {
 	return func(o *options) { o.handover, o.handoverGrace = enabled, grace; o.mark("WithHandover") }
 }
 
-// WithRunBackoff sets the wait before contending again after a term ended
+// withRunBackoff sets the wait before contending again after a term ended
 // by a failed run function: initial after the first such term, doubling for
-// each one in a row, at most max. Defaults 1s and 1m. With elections enabled, the wait is never shorter
-// than the RetryPeriod, so that failing work moves the lock at most once
-// per RetryPeriod. The election is the one place that backs off: the
-// elector beneath it contends as soon as it is asked to.
-func WithRunBackoff(initial, max time.Duration) Option {
-	return func(o *options) { o.backoff, o.maxBackoff = initial, max; o.mark("WithRunBackoff") }
+// each one in a row, at most max, in place of the defaults (1s and 1m) that
+// tests shorten or lengthen through package testknobs. With elections
+// enabled, the wait is never shorter than the RetryPeriod, so that failing
+// work moves the lock at most once per RetryPeriod. The election is the one
+// place that backs off: the elector beneath it contends as soon as it is
+// asked to.
+func withRunBackoff(initial, max time.Duration) Option {
+	return func(o *options) { o.backoff, o.maxBackoff = initial, max; o.mark("testknobs.RunBackoff") }
 }
 
 // WithDefaultWatcher makes prioritized elections read the default revision
@@ -374,11 +379,11 @@ func WithRevisionWebhook(name, label string) Option {
 	return func(o *options) { o.webhookName, o.revisionLabel = name, label; o.mark("WithRevisionWebhook") }
 }
 
-// WithMetrics sends what the elections do to m, including the terms ended
-// by a failed run function (RunFailed). For Prometheus use WithPrometheus
-// instead.
-func WithMetrics(m elector.Metrics) Option {
-	return func(o *options) { o.metrics = m; o.mark("WithMetrics") }
+// withMetrics sends what the elections do to m, for tests that count
+// events (testknobs.Metrics); programs export the metrics with
+// WithPrometheus.
+func withMetrics(m elector.Metrics) Option {
+	return func(o *options) { o.metrics = m; o.mark("testknobs.Metrics") }
 }
 
 // WithPrometheus exports the election metrics (meshd_election_*) through reg.
@@ -389,14 +394,27 @@ func WithPrometheus(reg prometheus.Registerer) Option {
 	return func(o *options) { o.registerer = reg; o.mark("WithPrometheus") }
 }
 
-// WithEventRecorder records Kubernetes Events about the lock objects with r.
-func WithEventRecorder(r resourcelock.EventRecorder) Option {
-	return func(o *options) { o.eventRecorder = r; o.mark("WithEventRecorder") }
+// withEventRecorder records Kubernetes Events about the lock objects with
+// r, for tests that read them back (testknobs.EventRecorder); programs use
+// WithEvents.
+func withEventRecorder(r resourcelock.EventRecorder) Option {
+	return func(o *options) { o.eventRecorder = r; o.mark("testknobs.EventRecorder") }
 }
 
 // WithEvents records Kubernetes Events about the lock objects through
-// client, from the component EventComponent. The recorder runs while the
+// client, from the component "meshd". The recorder runs while the
 // election (or the Group) runs; events outside that time are dropped.
 func WithEvents(client kubernetes.Interface) Option {
 	return func(o *options) { o.eventClient = client; o.mark("WithEvents") }
+}
+
+// The settings for tests, benchmarks and the simulation, which programs
+// cannot reach: package testknobs hands them out.
+func init() {
+	hook.StartAtOnceAfterSteal = func(atOnce bool) any { return withStartAtOnceAfterSteal(atOnce) }
+	hook.RunBackoff = func(initial, max time.Duration) any { return withRunBackoff(initial, max) }
+	hook.Timing = func(l, r, p time.Duration) any { return withTiming(l, r, p) }
+	hook.Metrics = func(m elector.Metrics) any { return withMetrics(m) }
+	hook.EventRecorder = func(r resourcelock.EventRecorder) any { return withEventRecorder(r) }
+	hook.SharedActivity = func(s any) hook.Activity { return s.(*Shared).running() }
 }

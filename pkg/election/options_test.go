@@ -7,7 +7,7 @@ import (
 )
 
 // The mesh-level options reach the elector's configuration: the fenced start
-// after a forced steal is the default, and WithStartAtOnceAfterSteal gives
+// after a forced steal is the default, and withStartAtOnceAfterSteal gives
 // it up; StopTimeout is fitted into the lease.
 func TestElectorConfigFromOptions(t *testing.T) {
 	for _, tc := range []struct {
@@ -17,7 +17,7 @@ func TestElectorConfigFromOptions(t *testing.T) {
 		wantStopMax float64 // seconds
 	}{
 		{name: "defaults", opts: nil, wantAtOnce: false, wantStopMax: 5},
-		{name: "at once", opts: []Option{WithStartAtOnceAfterSteal(true)}, wantAtOnce: true, wantStopMax: 5},
+		{name: "at once", opts: []Option{withStartAtOnceAfterSteal(true)}, wantAtOnce: true, wantStopMax: 5},
 		{name: "small ttl", opts: []Option{WithTTL(2_000_000_000)}, wantAtOnce: false, wantStopMax: 0.75},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -39,12 +39,12 @@ func TestElectorConfigFromOptions(t *testing.T) {
 	}
 }
 
-// WithTiming sets the three durations apart (controller-runtime's 15s, 10s
+// withTiming sets the three durations apart (controller-runtime's 15s, 10s
 // and 2s here); they reach the elector as given and are validated together,
 // and WithTTL cannot be given beside them.
-func TestWithTimingSetsTheThreeDurations(t *testing.T) {
+func TestTimingSetsTheThreeDurations(t *testing.T) {
 	o := defaultOptions()
-	o.apply([]Option{WithTiming(15*time.Second, 10*time.Second, 2*time.Second)})
+	o.apply([]Option{withTiming(15*time.Second, 10*time.Second, 2*time.Second)})
 	if err := o.validate(); err != nil {
 		t.Fatal(err)
 	}
@@ -58,11 +58,11 @@ func TestWithTimingSetsTheThreeDurations(t *testing.T) {
 		opts []Option
 		want string
 	}{
-		{"renew deadline not under the lease", []Option{WithTiming(10*time.Second, 10*time.Second, 2*time.Second)}, "LeaseDuration > RenewDeadline"},
-		{"retry period too close to the deadline", []Option{WithTiming(15*time.Second, 10*time.Second, 9*time.Second)}, "1.2 x RetryPeriod"},
-		{"zero retry period", []Option{WithTiming(15*time.Second, 10*time.Second, 0)}, "RetryPeriod > 0"},
-		{"lease under a second", []Option{WithTiming(900*time.Millisecond, 500*time.Millisecond, 100*time.Millisecond)}, "at least 1s"},
-		{"both ttl and timing", []Option{WithTTL(30 * time.Second), WithTiming(15*time.Second, 10*time.Second, 2*time.Second)}, "both set"},
+		{"renew deadline not under the lease", []Option{withTiming(10*time.Second, 10*time.Second, 2*time.Second)}, "LeaseDuration > RenewDeadline"},
+		{"retry period too close to the deadline", []Option{withTiming(15*time.Second, 10*time.Second, 9*time.Second)}, "1.2 x RetryPeriod"},
+		{"zero retry period", []Option{withTiming(15*time.Second, 10*time.Second, 0)}, "RetryPeriod > 0"},
+		{"lease under a second", []Option{withTiming(900*time.Millisecond, 500*time.Millisecond, 100*time.Millisecond)}, "at least 1s"},
+		{"both ttl and timing", []Option{WithTTL(30 * time.Second), withTiming(15*time.Second, 10*time.Second, 2*time.Second)}, "both set"},
 	} {
 		o := defaultOptions()
 		o.apply(c.opts)

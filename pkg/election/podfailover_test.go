@@ -11,15 +11,15 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	k8stypes "k8s.io/apimachinery/pkg/types"
 
+	"github.com/meshd-io/meshd/internal/election/defaultwatch"
 	"github.com/meshd-io/meshd/internal/election/podexit"
 	"github.com/meshd-io/meshd/internal/lockmeta"
 	"github.com/meshd-io/meshd/internal/testing/kubetest"
-	"github.com/meshd-io/meshd/pkg/revisions"
 )
 
 func TestPodOptionsRefuseBadInput(t *testing.T) {
 	client := kubetest.NewClientset()
-	noDefault := WithDefaultWatcher(revisions.NewStaticDefaultWatcher(""))
+	noDefault := WithDefaultWatcher(defaultwatch.NewStatic(""))
 	_, err := NewLeaderElection(testNS, "a", IngressController, "stable", client, noDefault,
 		WithPodIdentity(PodIdentity{Pod: "meshd-0", Container: "Not_A_Name"}))
 	if err == nil {
@@ -63,8 +63,8 @@ func TestPodFailoverTakesOverOnTheKubeletsReport(t *testing.T) {
 	alive := startedAt.Add(300 * time.Millisecond)
 	client := kubetest.NewClientset(podFor("meshd-a", "a", startedAt, 0))
 	shared := NewShared()
-	opts := []Option{WithShared(shared), WithDefaultWatcher(revisions.NewStaticDefaultWatcher("")),
-		WithTiming(30*time.Second, 2*time.Second, time.Second), WithReleaseOnCancel(false), WithPodFailover(true)}
+	opts := []Option{WithShared(shared), WithDefaultWatcher(defaultwatch.NewStatic("")),
+		withTiming(30*time.Second, 2*time.Second, time.Second), WithReleaseOnCancel(false), WithPodFailover(true)}
 	a := start(t, mustElection(t)(NewLeaderElection(testNS, "a", IngressController, "stable", client,
 		append(opts, WithPodIdentity(PodIdentity{Namespace: testNS, Pod: "meshd-a", UID: "uid-a", Container: "meshd", ProcessStart: alive}))...)))
 	eventually(t, "a leads", a.isRunning)
@@ -91,7 +91,7 @@ func TestPodFailoverTakesOverOnTheKubeletsReport(t *testing.T) {
 		t.Errorf("b took over %v after the report; the lease is 30s, the proof should take milliseconds", took)
 	}
 	b.shutdown()
-	if n := shared.Running().PodWatches; n != 0 {
+	if n := shared.running().PodWatches; n != 0 {
 		t.Errorf("%d Pod watches run after the elections returned", n)
 	}
 }

@@ -24,7 +24,8 @@ import (
 // the others are cancelled and awaited, the error is recorded
 // (Status.LastRunError and the meshd_election_run_failures_total metric),
 // the lock is released or handed over, and the candidate contends again
-// after a back-off (WithRunBackoff). Returning nil ends only this function:
+// after a back-off (1s, doubling up to 1m for failures in a row, never
+// shorter than the retry period). Returning nil ends only this function:
 // the term goes on, and this instance keeps the lock until the term ends even
 // when every run function has returned, as istiod's elections do.
 type RunFunc func(ctx context.Context) error

@@ -12,9 +12,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/meshd-io/meshd/internal/election/defaultwatch"
 	"github.com/meshd-io/meshd/internal/testing/kubetest"
 	"github.com/meshd-io/meshd/pkg/election/elector"
-	"github.com/meshd-io/meshd/pkg/revisions"
 )
 
 // runInBackground runs le until the test ends and returns a function that
@@ -60,7 +60,7 @@ func TestFailingRunFunctionEndsTheTerm(t *testing.T) {
 			client := kubetest.NewClientset()
 			metrics := &runFailures{Metrics: nopMetrics{}}
 			le := mustElection(t)(NewLeaderElection(testNS, "a", IngressController, "stable", client, WithTTL(2*time.Second),
-				WithDefaultWatcher(revisions.NewStaticDefaultWatcher("")), WithRunBackoff(time.Hour, time.Hour), WithMetrics(metrics)))
+				WithDefaultWatcher(defaultwatch.NewStatic("")), withRunBackoff(time.Hour, time.Hour), withMetrics(metrics)))
 			trigger, otherStopped := make(chan struct{}), make(chan struct{})
 			le.Add(func(ctx context.Context) error {
 				<-ctx.Done()
@@ -94,7 +94,7 @@ func TestFailingRunFunctionEndsTheTerm(t *testing.T) {
 func TestBackoffAfterFailedTerms(t *testing.T) {
 	clk := clocktesting.NewFakeClock(time.Now())
 	le := mustElection(t)(NewLeaderElection(testNS, "a", IngressController, "stable", nil,
-		WithEnabled(false), withClock(clk), WithRunBackoff(time.Second, 4*time.Second)))
+		WithEnabled(false), withClock(clk), withRunBackoff(time.Second, 4*time.Second)))
 	var starts atomic.Int32
 	le.Add(func(context.Context) error {
 		starts.Add(1)
@@ -119,13 +119,13 @@ func TestBackoffAfterFailedTerms(t *testing.T) {
 
 // TestFailingWorkMovesTheLockAtMostOncePerRetryPeriod: the election alone
 // backs off after a failure, and never for less than a RetryPeriod, however
-// short WithRunBackoff asks for, so that failing work moves the lock at
+// short withRunBackoff asks for, so that failing work moves the lock at
 // most once per RetryPeriod.
 func TestFailingWorkMovesTheLockAtMostOncePerRetryPeriod(t *testing.T) {
 	client := kubetest.NewClientset()
 	clk := clocktesting.NewFakeClock(time.Now())
 	le := mustElection(t)(NewLeaderElection(testNS, "a", IngressController, "stable", client, WithTTL(4*time.Second),
-		withClock(clk), WithDefaultWatcher(revisions.NewStaticDefaultWatcher("")), WithRunBackoff(time.Millisecond, time.Millisecond)))
+		withClock(clk), WithDefaultWatcher(defaultwatch.NewStatic("")), withRunBackoff(time.Millisecond, time.Millisecond)))
 	var starts atomic.Int32
 	le.Add(func(context.Context) error {
 		starts.Add(1)
@@ -163,7 +163,7 @@ func TestBackoffIsBounded(t *testing.T) {
 func TestRunFunctionsThatReturnKeepTheTerm(t *testing.T) {
 	client := kubetest.NewClientset()
 	le := mustElection(t)(NewLeaderElection(testNS, "a", IngressController, "stable", client, WithTTL(2*time.Second),
-		WithDefaultWatcher(revisions.NewStaticDefaultWatcher(""))))
+		WithDefaultWatcher(defaultwatch.NewStatic(""))))
 	returned := make(chan struct{}, 2)
 	le.Add(func(context.Context) error { returned <- struct{}{}; return nil })
 	le.AddRunFunction(func(<-chan struct{}) { returned <- struct{}{} })
@@ -186,7 +186,7 @@ func TestRunFunctionsThatReturnKeepTheTerm(t *testing.T) {
 func TestTermFromRunFunction(t *testing.T) {
 	client := kubetest.NewClientset()
 	le := mustElection(t)(NewLeaseLeaderElection(testNS, "a", StatusController, "stable", client, WithTTL(2*time.Second),
-		WithDefaultWatcher(revisions.NewStaticDefaultWatcher(""))))
+		WithDefaultWatcher(defaultwatch.NewStatic(""))))
 	terms := make(chan Term, 1)
 	le.Add(func(ctx context.Context) error {
 		term, ok := TermFrom(ctx)

@@ -1,15 +1,14 @@
 package election
 
 import (
-	"crypto/rand"
-	"encoding/hex"
-	"os"
 	"sync"
 
 	"github.com/meshd-io/meshd/internal/election/coordinated"
 	"github.com/meshd-io/meshd/internal/election/defaultwatch"
+	"github.com/meshd-io/meshd/internal/election/identity"
 	"github.com/meshd-io/meshd/internal/election/podexit"
 	"github.com/meshd-io/meshd/internal/election/session"
+	"github.com/meshd-io/meshd/internal/election/testknobs/hook"
 	"github.com/meshd-io/meshd/internal/lockwatch"
 	"github.com/meshd-io/meshd/internal/pacing"
 )
@@ -65,55 +64,25 @@ func NewShared() *Shared {
 func (s *Shared) usable() bool { return s != nil && s.hub != nil }
 
 // Identity is the holder identity of the elections of s whose Spec names
-// none: a DefaultIdentity drawn on first use and kept for the life of s.
+// none, drawn on first use and kept for the life of s: the host name and a
+// random suffix, so that two processes on one host (or two pods sharing a
+// host name) never share an identity by accident and each believe they
+// hold the lock.
 func (s *Shared) Identity() string {
-	s.identityOnce.Do(func() { s.identity = DefaultIdentity() })
+	s.identityOnce.Do(func() { s.identity = identity.Draw() })
 	return s.identity
 }
 
-// SharedActivity counts what a Shared runs at one moment.
-type SharedActivity struct {
-	// LockWatches is the number of watches of lock objects (one per
-	// client, namespace and lock kind).
-	LockWatches int
-	// DefaultWatches is the number of watches of the default revision (one
-	// per client, webhook and label).
-	DefaultWatches int
-	// Sessions is the number of session heartbeats (WithSessions).
-	Sessions int
-	// Rosters is the number of rosters of LeaseCandidates (coordinated
-	// modes).
-	Rosters int
-	// PodWatches is the number of watches of Pods (one per holder Pod
-	// followed, and one per Pod of WithPodIdentity).
-	PodWatches int
-}
-
-// Running reports what s runs now; all zero once every election that used
-// it has returned.
-func (s *Shared) Running() SharedActivity {
-	return SharedActivity{
+// running reports what s runs now; all zero once every election that used
+// it has returned. Tests read it through package testknobs.
+func (s *Shared) running() hook.Activity {
+	return hook.Activity{
 		LockWatches:    s.hub.Watches(),
 		DefaultWatches: s.watchers.Running(),
 		Sessions:       s.sessions.Running(),
 		Rosters:        s.rosters.Running(),
 		PodWatches:     s.pods.Running(),
 	}
-}
-
-// DefaultIdentity draws a holder identity: the host name and a random
-// suffix, so that two processes on one host (or two pods sharing a host
-// name) never share an identity by accident and each believe they hold the
-// lock. Every call draws a new suffix; the elections of one Shared (of one
-// Group) use the one its Identity drew.
-func DefaultIdentity() string {
-	host, err := os.Hostname()
-	if err != nil || host == "" {
-		host = "localhost"
-	}
-	suffix := make([]byte, 4)
-	_, _ = rand.Read(suffix) // never fails (crypto/rand panics rather than return an error)
-	return host + "_" + hex.EncodeToString(suffix)
 }
 
 // WithShared makes the election (or every election of a Group, when given to

@@ -11,6 +11,7 @@ import (
 
 	"k8s.io/client-go/kubernetes/fake"
 
+	"github.com/meshd-io/meshd/internal/election/testknobs/hook"
 	"github.com/meshd-io/meshd/internal/testing/kubetest"
 )
 
@@ -53,14 +54,14 @@ func TestStandaloneElectionsAndGroupsShareOneDefaultWatch(t *testing.T) {
 		elections = append(elections, le)
 	}
 	runAll(t, elections[:10], []*Group{g}, func() {
-		if got := shared.Running(); got != (SharedActivity{LockWatches: 1, DefaultWatches: 1}) {
+		if got := shared.running(); got != (hook.Activity{LockWatches: 1, DefaultWatches: 1}) {
 			t.Errorf("running %+v, want one lock watch and one default-revision watch", got)
 		}
 		if got := webhookRequests(client); got["list"] != 1 || got["watch"] != 1 {
 			t.Errorf("12 elections sent %v for the webhook, want one list and one watch", got)
 		}
 	})
-	if got := shared.Running(); got != (SharedActivity{}) {
+	if got := shared.running(); got != (hook.Activity{}) {
 		t.Errorf("running %+v after every election returned, want nothing", got)
 	}
 }
@@ -88,7 +89,7 @@ func TestElectionsShareOnlyWhatTheyAreGiven(t *testing.T) {
 		t.Fatal("two groups share one Shared")
 	}
 	for _, g := range groups {
-		els := g.Elections()
+		els := g.members()
 		if els[0].Identity() != g.shared.Identity() || els[1].Identity() != els[0].Identity() {
 			t.Errorf("a group's elections have identities %q, %q; want its Shared's %q", els[0].Identity(), els[1].Identity(), g.shared.Identity())
 		}
@@ -109,7 +110,7 @@ func TestElectionsShareOnlyWhatTheyAreGiven(t *testing.T) {
 	}
 	runAll(t, standalone, groups, func() {
 		for i, g := range groups {
-			if got := g.shared.Running(); got != (SharedActivity{LockWatches: 1, DefaultWatches: 1}) {
+			if got := g.shared.running(); got != (hook.Activity{LockWatches: 1, DefaultWatches: 1}) {
 				t.Errorf("group %d runs %+v, want one lock watch and one default-revision watch", i, got)
 			}
 		}
@@ -120,7 +121,7 @@ func TestElectionsShareOnlyWhatTheyAreGiven(t *testing.T) {
 		}
 	})
 	for i, g := range groups {
-		if got := g.shared.Running(); got != (SharedActivity{}) {
+		if got := g.shared.running(); got != (hook.Activity{}) {
 			t.Errorf("group %d runs %+v after Run returned", i, got)
 		}
 	}
@@ -134,7 +135,7 @@ func runAll(t *testing.T, standalone []*LeaderElection, groups []*Group, during 
 	t.Helper()
 	all := slices.Clone(standalone)
 	for _, g := range groups {
-		all = append(all, g.Elections()...)
+		all = append(all, g.members()...)
 	}
 	for _, le := range all {
 		le.Add(func(ctx context.Context) error { <-ctx.Done(); return nil })
@@ -153,7 +154,7 @@ func runAll(t *testing.T, standalone []*LeaderElection, groups []*Group, during 
 				t.Logf("%s: %+v", le.ID(), le.Status())
 			}
 			for i, g := range groups {
-				t.Logf("group %d synced %v, running %+v", i, g.Synced(), g.shared.Running())
+				t.Logf("group %d synced %v, running %+v", i, g.Synced(), g.shared.running())
 			}
 		}
 	})

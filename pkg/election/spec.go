@@ -10,8 +10,7 @@ import (
 )
 
 // LockKind names the kind of object an election's record lives in. It is
-// the only spelling of a lock kind in this package's API; ParseLockKind
-// reads the lower-case words used in configuration.
+// the only spelling of a lock kind in this package's API.
 type LockKind string
 
 // Lock kinds.
@@ -22,18 +21,6 @@ const (
 	// LeaseLock keeps the record in a coordination.k8s.io/v1 Lease.
 	LeaseLock LockKind = "Lease"
 )
-
-// ParseLockKind reads a lock kind written in configuration: "configmap" or
-// "lease", in any letter case.
-func ParseLockKind(s string) (LockKind, error) {
-	switch strings.ToLower(s) {
-	case "configmap":
-		return ConfigMapLock, nil
-	case "lease":
-		return LeaseLock, nil
-	}
-	return "", fmt.Errorf("unknown lock kind %q: want configmap or lease", s)
-}
 
 // Spec declares one candidacy in one election: which lock, who competes for
 // it and under which rule. The zero value of each optional field has the
@@ -55,7 +42,7 @@ type Spec struct {
 	// DefaultRevision. It must be a DNS label.
 	Revision string
 	// Remote marks an instance that serves a remote cluster. Its holder key
-	// is RemotePrefix+Revision, and a local instance of the same revision
+	// is "^"+Revision, and a local instance of the same revision
 	// takes the lock from it. Prioritized elections only.
 	Remote bool
 	// Lock is the kind of lock object. Empty means ConfigMapLock for a
@@ -65,7 +52,7 @@ type Spec struct {
 	// PerRevision elects one leader per revision, on a Lease named
 	// ElectionID-Revision that is never taken from its holder. When false
 	// the election is prioritized: one leader for the mesh, chosen by the
-	// steal rule (LocationPrioritizedComparison) unless WithPrioritized(false).
+	// steal rule (see the package documentation) unless WithPrioritized(false).
 	PerRevision bool
 	// Mode is how the candidates agree on a leader; empty means Racing.
 	// Every candidate of one election must use the same mode. Coordinated

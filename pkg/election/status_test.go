@@ -9,14 +9,14 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/meshd-io/meshd/internal/election/coordinated"
+	"github.com/meshd-io/meshd/internal/election/defaultwatch"
 	"github.com/meshd-io/meshd/internal/testing/kubetest"
-	"github.com/meshd-io/meshd/pkg/revisions"
 )
 
 func TestStatusOfACoordinatedElection(t *testing.T) {
 	client := kubetest.NewClientset()
 	le, err := New(client, Spec{Namespace: testNS, ElectionID: "coord", Identity: "a", Revision: "stable", Mode: Coordinated},
-		WithTTL(2*time.Second), WithDefaultWatcher(revisions.NewStaticDefaultWatcher("")))
+		WithTTL(2*time.Second), WithDefaultWatcher(defaultwatch.NewStatic("")))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -44,7 +44,7 @@ func TestStatusOfACoordinatedElection(t *testing.T) {
 
 func TestStatusOfARacingElection(t *testing.T) {
 	le, err := New(kubetest.NewClientset(), Spec{Namespace: testNS, ElectionID: "race", Identity: "a"},
-		WithDefaultWatcher(revisions.NewStaticDefaultWatcher("")))
+		WithDefaultWatcher(defaultwatch.NewStatic("")))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,10 +1,12 @@
 // Package features holds meshd's typed environment flags.
 //
-// Every flag is registered once, with Register, in a Registry: a name, a
-// type (bool, string, time.Duration or int), a default and a description.
-// Default is the registry that reads the process environment and holds the
-// project's own flags (flags.go); the flags that only configure elections
-// are read through ElectionOptions, the others are exported for the daemon.
+// Every flag is registered once, in a Registry: a name, a type (bool,
+// string, time.Duration or int), a default and a description. Default is
+// the registry that reads the process environment and holds the project's
+// flags (flags.go); the flags that only configure elections are read
+// through ElectionOptions, the others are exported for the daemon. The set
+// of flags is this package's own: programs read, validate and document
+// them, and keep settings of their own elsewhere.
 //
 // Guarantees:
 //
@@ -24,6 +26,5 @@
 //     ignored for bool, int and duration values; string values are taken as is.
 //
 // Limits: flags are process-wide settings, not configuration that can be
-// reloaded. Tests that need other values build their own Registry with a
-// lookup function instead of changing the environment.
+// reloaded.
 package features

@@ -19,10 +19,9 @@ import (
 // flags follows the registry's rules: each is read once per process, and an
 // invalid value means its default (Validate reports it).
 func ElectionOptions() []election.Option {
-	// The flag's validator admits only values that parse.
-	lock, err := election.ParseLockKind(prioritizedLeaderElectionLock.Get())
-	if err != nil {
-		lock = election.ConfigMapLock
+	lock := election.ConfigMapLock
+	if prioritizedLeaderElectionLock.Get() == lockLease {
+		lock = election.LeaseLock
 	}
 	return []election.Option{election.Defaults(append([]election.Option{
 		election.WithEnabled(EnableLeaderElection.Get()),

@@ -21,31 +21,31 @@ func TestHostileValuesFallBackToDefaults(t *testing.T) {
 		"ttl":      {"999ms", "1ns", "-1s"},
 	}
 	// The empty value is not a problem: it means unset.
-	empty := NewRegistry(newEnv("X", "").lookup)
-	if f := Register(empty, "X", 7*time.Second, "d"); f.Get() != 7*time.Second || empty.Validate() != nil {
+	empty := newRegistry(newEnv("X", "").lookup)
+	if f := register(empty, "X", 7*time.Second, "d"); f.Get() != 7*time.Second || empty.Validate() != nil {
 		t.Fatalf("empty value: %v, %v", f.Get(), empty.Validate())
 	}
 	for typ, values := range hostile {
 		for _, raw := range values {
 			e := newEnv("X", raw)
-			r := NewRegistry(e.lookup)
+			r := newRegistry(e.lookup)
 			var get func() string
 			var def string
 			switch typ {
 			case "duration":
-				f := Register(r, "X", 7*time.Second, "d")
+				f := register(r, "X", 7*time.Second, "d")
 				get, def = func() string { return f.Get().String() }, "7s"
 			case "ttl":
-				f := Register(r, "X", 30*time.Second, "d", WithValidator(LeaderElectionTTL.s.validate))
+				f := register(r, "X", 30*time.Second, "d", withValidator(LeaderElectionTTL.s.validate))
 				get, def = func() string { return f.Get().String() }, "30s"
 			case "bool":
-				f := Register(r, "X", true, "b")
+				f := register(r, "X", true, "b")
 				get, def = func() string { return strconvFormatBool(f.Get()) }, "true"
 			case "int":
-				f := Register(r, "X", 3, "i")
+				f := register(r, "X", 3, "i")
 				get, def = func() string { return formatInt(f.Get()) }, "3"
 			case "oneof":
-				f := Register(r, "X", lockConfigMap, "s", OneOf(lockConfigMap, lockLease))
+				f := register(r, "X", lockConfigMap, "s", oneOf(lockConfigMap, lockLease))
 				get, def = f.Get, lockConfigMap
 			}
 			if got := get(); got != def {

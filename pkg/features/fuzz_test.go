@@ -20,11 +20,11 @@ func FuzzParse(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, raw string) {
 		lookup := func(string) (string, bool) { return raw, true }
-		r := NewRegistry(lookup)
-		b := Register(r, "B", true, "")
-		s := Register(r, "S", "configmap", "", OneOf("configmap", "lease"))
-		d := Register(r, "D", 30*time.Second, "")
-		i := Register(r, "I", 7, "")
+		r := newRegistry(lookup)
+		b := register(r, "B", true, "")
+		s := register(r, "S", "configmap", "", oneOf("configmap", "lease"))
+		d := register(r, "D", 30*time.Second, "")
+		i := register(r, "I", 7, "")
 
 		if got := d.Get(); got <= 0 {
 			t.Fatalf("duration %q gave non-positive %v", raw, got)

@@ -45,17 +45,17 @@ type Registry struct {
 	flags map[string]entry
 }
 
-// NewRegistry returns an empty registry reading variables through lookup,
+// newRegistry returns an empty registry reading variables through lookup,
 // which has the signature of os.LookupEnv. A nil lookup means os.LookupEnv.
 // lookup is called at most once per flag.
-func NewRegistry(lookup func(string) (string, bool)) *Registry {
+func newRegistry(lookup func(string) (string, bool)) *Registry {
 	if lookup == nil {
 		lookup = os.LookupEnv
 	}
 	return &Registry{lookup: lookup, flags: map[string]entry{}}
 }
 
-var defaultRegistry = NewRegistry(os.LookupEnv)
+var defaultRegistry = newRegistry(os.LookupEnv)
 
 // Default returns the registry that reads the process environment and holds
 // the project's flags (see flags.go).
@@ -116,22 +116,22 @@ func (e *ValueError) Error() string {
 // Unwrap returns the reason the value was rejected.
 func (e *ValueError) Unwrap() error { return e.Err }
 
-// Option customises a flag at registration.
-type Option[T any] struct {
+// flagOption customises a flag at registration.
+type flagOption[T any] struct {
 	validate func(T) error
 }
 
-// WithValidator adds a check that a parsed value must pass; a value it rejects
+// withValidator adds a check that a parsed value must pass; a value it rejects
 // is treated like one that does not parse (default used, problem reported).
 // The default value must pass it, or registration panics.
-func WithValidator[T any](validate func(T) error) Option[T] {
-	return Option[T]{validate: validate}
+func withValidator[T any](validate func(T) error) flagOption[T] {
+	return flagOption[T]{validate: validate}
 }
 
-// OneOf accepts only the given strings (compared exactly).
-func OneOf(allowed ...string) Option[string] {
+// oneOf accepts only the given strings (compared exactly).
+func oneOf(allowed ...string) flagOption[string] {
 	list := append([]string(nil), allowed...)
-	return WithValidator(func(v string) error {
+	return withValidator(func(v string) error {
 		for _, a := range list {
 			if v == a {
 				return nil
@@ -149,15 +149,15 @@ func quoteAll(s []string) []string {
 	return out
 }
 
-// Value is the type of a flag's value.
-type Value interface {
+// flagValue is the type of a flag's value.
+type flagValue interface {
 	bool | string | time.Duration | int
 }
 
 // Flag is a registered flag holding a value of type T. Obtain one from
-// Register; the zero Flag is not usable. A Flag is a small handle and may be
+// register; the zero Flag is not usable. A Flag is a small handle and may be
 // copied; copies share the cached value.
-type Flag[T Value] struct {
+type Flag[T flagValue] struct {
 	s *flagState[T]
 }
 
@@ -175,7 +175,7 @@ func (f Flag[T]) Name() string { return f.s.name }
 // Default returns the default value of the flag.
 func (f Flag[T]) Default() T { return f.s.def }
 
-// Register registers the flag name on r, with its default, a description
+// register registers the flag name on r, with its default, a description
 // for `meshd env` and docs/env.md, and validators. Values are read by type:
 //   - bool: strconv.ParseBool's words (1, t, T, TRUE, true, True, 0, f, F,
 //     FALSE, false, False);
@@ -187,13 +187,13 @@ func (f Flag[T]) Default() T { return f.s.def }
 // T is inferred from def: write a duration's default as a time.Duration
 // (an untyped 30 registers an int flag). See Registry for the rules on
 // names, defaults and repeated registration.
-func Register[T Value](r *Registry, name string, def T, description string, opts ...Option[T]) Flag[T] {
+func register[T flagValue](r *Registry, name string, def T, description string, opts ...flagOption[T]) Flag[T] {
 	typ, parse, format := codecOf[T]()
-	return register(r, name, typ, def, description, parse, format, opts)
+	return registerFlag(r, name, typ, def, description, parse, format, opts)
 }
 
 // codecOf returns the type name, parser and formatter of flags of type T.
-func codecOf[T Value]() (typ string, parse func(string) (T, error), format func(T) string) {
+func codecOf[T flagValue]() (typ string, parse func(string) (T, error), format func(T) string) {
 	var p, f any
 	switch any(*new(T)).(type) {
 	case bool:
@@ -208,10 +208,10 @@ func codecOf[T Value]() (typ string, parse func(string) (T, error), format func(
 	return typ, p.(func(string) (T, error)), f.(func(T) string)
 }
 
-// register is the common part of the Register functions; the rules it
+// registerFlag is the common part of register; the rules it
 // enforces are documented on Registry.
-func register[T Value](r *Registry, name, typ string, def T, description string,
-	parse func(string) (T, error), format func(T) string, opts []Option[T],
+func registerFlag[T flagValue](r *Registry, name, typ string, def T, description string,
+	parse func(string) (T, error), format func(T) string, opts []flagOption[T],
 ) Flag[T] {
 	if !validName(name) {
 		panic(fmt.Sprintf("features: invalid flag name %q", name))
@@ -280,7 +280,7 @@ type entry interface {
 	problem() error
 }
 
-type flagState[T Value] struct {
+type flagState[T flagValue] struct {
 	name        string
 	typ         string
 	description string

@@ -58,7 +58,7 @@ type parseCase struct {
 	problem bool   // whether the value is rejected
 }
 
-func runParseCases(t *testing.T, cases []parseCase, register func(r *Registry) (get func() string)) {
+func runParseCases(t *testing.T, cases []parseCase, add func(r *Registry) (get func() string)) {
 	t.Helper()
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -66,8 +66,8 @@ func runParseCases(t *testing.T, cases []parseCase, register func(r *Registry) (
 			if tc.set {
 				e.set("X", tc.raw)
 			}
-			r := NewRegistry(e.lookup)
-			get := register(r)
+			r := newRegistry(e.lookup)
+			get := add(r)
 			if got := get(); got != tc.want {
 				t.Errorf("Get() = %q, want %q", got, tc.want)
 			}
@@ -116,7 +116,7 @@ func TestParseBool(t *testing.T) {
 		{name: "fAlSe", set: true, raw: "fAlSe", want: "true", problem: true},
 	}
 	runParseCases(t, cases, func(r *Registry) func() string {
-		f := Register(r, "X", true, "a bool")
+		f := register(r, "X", true, "a bool")
 		return func() string { return fmt.Sprint(f.Get()) }
 	})
 }
@@ -130,7 +130,7 @@ func TestParseString(t *testing.T) {
 		{name: "not allowed", set: true, raw: "Lease", want: "configmap", problem: true},
 	}
 	runParseCases(t, cases, func(r *Registry) func() string {
-		f := Register(r, "X", "configmap", "a lock", OneOf("configmap", "lease"))
+		f := register(r, "X", "configmap", "a lock", oneOf("configmap", "lease"))
 		return f.Get
 	})
 
@@ -139,7 +139,7 @@ func TestParseString(t *testing.T) {
 		{name: "unicode", set: true, raw: "ünïcode", want: "ünïcode"},
 	}
 	runParseCases(t, free, func(r *Registry) func() string {
-		return Register(r, "X", "", "free text").Get
+		return register(r, "X", "", "free text").Get
 	})
 }
 
@@ -158,7 +158,7 @@ func TestParseDuration(t *testing.T) {
 		{name: "below validator minimum", set: true, raw: "500ms", want: "30s", problem: true},
 	}
 	runParseCases(t, cases, func(r *Registry) func() string {
-		f := Register(r, "X", 30*time.Second, "a ttl", WithValidator(func(d time.Duration) error {
+		f := register(r, "X", 30*time.Second, "a ttl", withValidator(func(d time.Duration) error {
 			if d < time.Second {
 				return errors.New("must be at least 1s")
 			}
@@ -182,16 +182,16 @@ func TestParseInt(t *testing.T) {
 		{name: "words", set: true, raw: "three", want: "3", problem: true},
 	}
 	runParseCases(t, cases, func(r *Registry) func() string {
-		f := Register(r, "X", 3, "a count")
+		f := register(r, "X", 3, "a count")
 		return func() string { return fmt.Sprint(f.Get()) }
 	})
 }
 
 func TestReadOnce(t *testing.T) {
 	e := newEnv("B", "false", "D", "10s")
-	r := NewRegistry(e.lookup)
-	b := Register(r, "B", true, "")
-	d := Register(r, "D", time.Second, "")
+	r := newRegistry(e.lookup)
+	b := register(r, "B", true, "")
+	d := register(r, "D", time.Second, "")
 	if e.calls.Load() != 0 {
 		t.Fatalf("registration read the environment %d times", e.calls.Load())
 	}
@@ -217,8 +217,8 @@ func TestReadOnce(t *testing.T) {
 
 func TestConcurrentGet(t *testing.T) {
 	e := newEnv("I", "7")
-	r := NewRegistry(e.lookup)
-	f := Register(r, "I", 1, "")
+	r := newRegistry(e.lookup)
+	f := register(r, "I", 1, "")
 	var wg sync.WaitGroup
 	for range 16 {
 		wg.Go(func() {
@@ -243,12 +243,12 @@ func TestValidateCollectsAll(t *testing.T) {
 		"LOCK", "etcd",
 		"GOOD", "5s",
 	)
-	r := NewRegistry(e.lookup)
-	Register(r, "ENABLE", true, "")
-	Register(r, "TTL", 30*time.Second, "")
-	Register(r, "COUNT", 1, "")
-	Register(r, "LOCK", "configmap", "", OneOf("configmap", "lease"))
-	Register(r, "GOOD", time.Second, "")
+	r := newRegistry(e.lookup)
+	register(r, "ENABLE", true, "")
+	register(r, "TTL", 30*time.Second, "")
+	register(r, "COUNT", 1, "")
+	register(r, "LOCK", "configmap", "", oneOf("configmap", "lease"))
+	register(r, "GOOD", time.Second, "")
 
 	err := r.Validate()
 	var me *multierror.Error
@@ -279,14 +279,14 @@ func TestValidateCollectsAll(t *testing.T) {
 
 func TestWarningLogged(t *testing.T) {
 	core, logs := observer.New(zapcore.WarnLevel)
-	r := NewRegistry(newEnv("ENABLE_LEADER_ELECTION", "maybe").lookup)
+	r := newRegistry(newEnv("ENABLE_LEADER_ELECTION", "maybe").lookup)
 	r.SetLogger(zap.New(core))
 	// Another registry's logger, and the Default one's, are not this one's.
-	NewRegistry(nil).SetLogger(zap.NewNop())
+	newRegistry(nil).SetLogger(zap.NewNop())
 	Default().SetLogger(zap.NewNop())
 	t.Cleanup(func() { Default().SetLogger(nil) })
 
-	f := Register(r, "ENABLE_LEADER_ELECTION", true, "")
+	f := register(r, "ENABLE_LEADER_ELECTION", true, "")
 	f.Get()
 	f.Get()
 	_ = r.Validate()
@@ -303,11 +303,11 @@ func TestWarningLogged(t *testing.T) {
 
 func TestAll(t *testing.T) {
 	e := newEnv("B_BOOL", "false", "C_DUR", "nope")
-	r := NewRegistry(e.lookup)
-	Register(r, "C_DUR", 2*time.Minute, "dur")
-	Register(r, "D_STR", "x", "str")
-	Register(r, "B_BOOL", true, "bool")
-	Register(r, "A_INT", -1, "int")
+	r := newRegistry(e.lookup)
+	register(r, "C_DUR", 2*time.Minute, "dur")
+	register(r, "D_STR", "x", "str")
+	register(r, "B_BOOL", true, "bool")
+	register(r, "A_INT", -1, "int")
 
 	want := []FlagInfo{
 		{Name: "A_INT", Type: "int", Default: "-1", Value: "-1", Description: "int"},
@@ -328,9 +328,9 @@ func TestAll(t *testing.T) {
 
 func TestRegisterTwice(t *testing.T) {
 	e := newEnv("N", "4")
-	r := NewRegistry(e.lookup)
-	a := Register(r, "N", 1, "first")
-	b := Register(r, "N", 1, "second")
+	r := newRegistry(e.lookup)
+	a := register(r, "N", 1, "first")
+	b := register(r, "N", 1, "second")
 	if a != b {
 		t.Fatal("identical registration returned a different flag")
 	}
@@ -341,19 +341,19 @@ func TestRegisterTwice(t *testing.T) {
 		t.Fatalf("All() = %+v, want the first registration only", got)
 	}
 
-	mustPanic(t, "different default", func() { Register(r, "N", 2, "") })
-	mustPanic(t, "different type", func() { Register(r, "N", "1", "") })
-	mustPanic(t, "bool over int", func() { Register(r, "N", false, "") })
+	mustPanic(t, "different default", func() { register(r, "N", 2, "") })
+	mustPanic(t, "different type", func() { register(r, "N", "1", "") })
+	mustPanic(t, "bool over int", func() { register(r, "N", false, "") })
 }
 
 func TestRegisterProgrammingErrors(t *testing.T) {
-	r := NewRegistry(newEnv().lookup)
-	mustPanic(t, "empty name", func() { Register(r, "", true, "") })
-	mustPanic(t, "name with dash", func() { Register(r, "A-B", true, "") })
-	mustPanic(t, "leading digit", func() { Register(r, "1A", true, "") })
-	mustPanic(t, "zero duration default", func() { Register(r, "D", time.Duration(0), "") })
-	mustPanic(t, "negative duration default", func() { Register(r, "D", -time.Second, "") })
-	mustPanic(t, "default rejected by validator", func() { Register(r, "S", "etcd", "", OneOf("configmap", "lease")) })
+	r := newRegistry(newEnv().lookup)
+	mustPanic(t, "empty name", func() { register(r, "", true, "") })
+	mustPanic(t, "name with dash", func() { register(r, "A-B", true, "") })
+	mustPanic(t, "leading digit", func() { register(r, "1A", true, "") })
+	mustPanic(t, "zero duration default", func() { register(r, "D", time.Duration(0), "") })
+	mustPanic(t, "negative duration default", func() { register(r, "D", -time.Second, "") })
+	mustPanic(t, "default rejected by validator", func() { register(r, "S", "etcd", "", oneOf("configmap", "lease")) })
 	if len(r.All()) != 0 {
 		t.Fatal("a panicking registration left a flag behind")
 	}
@@ -372,11 +372,11 @@ func mustPanic(t *testing.T, what string, f func()) {
 func TestMarkdownDeterministic(t *testing.T) {
 	build := func(reverse bool) (*Registry, *env) {
 		e := newEnv("A", "false", "B", "1h")
-		r := NewRegistry(e.lookup)
+		r := newRegistry(e.lookup)
 		regs := []func(){
-			func() { Register(r, "A", true, "First flag.") },
-			func() { Register(r, "B", 30*time.Second, "Second\nflag | with a pipe, <tags> & `<code>`.") },
-			func() { Register(r, "C", "", "Third flag.") },
+			func() { register(r, "A", true, "First flag.") },
+			func() { register(r, "B", 30*time.Second, "Second\nflag | with a pipe, <tags> & `<code>`.") },
+			func() { register(r, "C", "", "Third flag.") },
 		}
 		if reverse {
 			for i := len(regs) - 1; i >= 0; i-- {

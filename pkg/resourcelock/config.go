@@ -45,7 +45,7 @@ const (
 	LeasesResourceLock     = "leases"
 	// ConfigMapsLeasesResourceLock holds both a ConfigMap (primary) and a
 	// Lease of the same name: the migration step from ConfigMap to Lease
-	// (see NewMultiLock).
+	// (see newMultiLock).
 	ConfigMapsLeasesResourceLock = "configmapsleases"
 	// LeasesConfigMapsResourceLock holds both, the Lease as primary: the
 	// migration step from Lease back to ConfigMap.
@@ -86,7 +86,7 @@ func New(kind, namespace, name string, client kubernetes.Interface, cfg Config) 
 		if err != nil {
 			return nil, err
 		}
-		return NewMultiLock(primary, secondary)
+		return newMultiLock(primary, secondary)
 	default:
 		return nil, fmt.Errorf("unknown lock kind %q: want %q, %q, %q or %q", kind, ConfigMapsResourceLock, LeasesResourceLock,
 			ConfigMapsLeasesResourceLock, LeasesConfigMapsResourceLock)

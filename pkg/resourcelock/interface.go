@@ -9,7 +9,8 @@
 //     keeps the holder key in the annotation leader.istio.io/holder-key.
 //
 // Both are one generic object lock with a small adapter per kind. The lock
-// NewMultiLock returns holds a ConfigMap and a Lease together, to move an
+// New builds for ConfigMapsLeasesResourceLock and LeasesConfigMapsResourceLock
+// holds a ConfigMap and a Lease together, to move an
 // election from one kind to the other during a rolling update.
 //
 // Every write is an optimistic-concurrency update of the object last read or

@@ -11,13 +11,13 @@ import (
 	"github.com/meshd-io/meshd/internal/lockmeta"
 )
 
-// multiLock is the lock NewMultiLock returns.
+// multiLock is the lock newMultiLock returns.
 type multiLock struct {
 	Primary   Interface
 	Secondary Interface
 }
 
-// NewMultiLock returns a lock over primary and secondary, which must write
+// newMultiLock returns a lock over primary and secondary, which must write
 // the same identity and key. It holds one election in two lock objects at
 // once, typically a ConfigMap and a Lease of the same name. It is the way to
 // move an election from one lock kind to the other during a rolling update
@@ -38,7 +38,7 @@ type multiLock struct {
 // attempt reads both again. Handover requests and the holder's Pod mark live
 // in primary's object. A multi lock cannot be watched: electors using it
 // poll.
-func NewMultiLock(primary, secondary Interface) (Interface, error) {
+func newMultiLock(primary, secondary Interface) (Interface, error) {
 	switch {
 	case primary == nil || secondary == nil:
 		return nil, errors.New("multi lock: both locks must be set")

@@ -100,10 +100,10 @@ func TestNewMultiLockValidates(t *testing.T) {
 	cs := newClientset(t)
 	a, _ := NewConfigMapLock(cs.CoreV1(), testNamespace, testName, Config{Identity: "a"})
 	b, _ := NewLeaseLock(cs.CoordinationV1(), testNamespace, testName, Config{Identity: "b"})
-	if _, err := NewMultiLock(a, b); err == nil || !strings.Contains(err.Error(), "different identities") {
+	if _, err := newMultiLock(a, b); err == nil || !strings.Contains(err.Error(), "different identities") {
 		t.Fatalf("err = %v", err)
 	}
-	if _, err := NewMultiLock(a, nil); err == nil {
+	if _, err := newMultiLock(a, nil); err == nil {
 		t.Fatal("nil secondary accepted")
 	}
 }

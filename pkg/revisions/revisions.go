@@ -9,8 +9,7 @@
 //
 // A DefaultWatcher follows that object and calls handlers when the default
 // changes; NewDefaultWatcher builds one on a client-go informer that lists and
-// watches only the one object by name, and NewStaticDefaultWatcher builds a
-// fixed one for tests and for processes that do not elect leaders.
+// watches only the one object by name.
 //
 // Limits: the value is as fresh as the watch. Between a change on the API
 // server and the handler call there is the watch latency, and while the watch

@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meshd-io/meshd/internal/election/priority"
 	"github.com/meshd-io/meshd/internal/testing/testutil"
-	"github.com/meshd-io/meshd/pkg/election"
 )
 
 // priorityBound is how long a prioritized election may take to move after
@@ -57,7 +57,7 @@ func TestDefaultRevisionMovesPrioritizedElections(t *testing.T) {
 			if took > priorityBound {
 				t.Errorf("default %s: %s moved after %v, want within %v", step.rev, l, took, priorityBound)
 			}
-			if rec, _ := m.lock(l); election.ParseKey(rec.HolderKey).Revision != step.rev {
+			if rec, _ := m.lock(l); priority.ParseKey(rec.HolderKey).Revision != step.rev {
 				t.Errorf("%s: holder key %q, want revision %s", l, rec.HolderKey, step.rev)
 			}
 		}
@@ -93,8 +93,8 @@ func TestLocalInstanceTakesOverFromRemote(t *testing.T) {
 	m := newMesh(t)
 	m.start("remote-1", "stable", withTTL(ttl), withRemote())
 	m.waitLeader(namespaceLock, 10*time.Second, in("remote-1"))
-	if rec, _ := m.lock(namespaceLock); rec.HolderKey != election.RemotePrefix+"stable" || !rec.Remote {
-		t.Fatalf("remote-1 holds %s with key %q, want %q", namespaceLock, rec.HolderKey, election.RemotePrefix+"stable")
+	if rec, _ := m.lock(namespaceLock); rec.HolderKey != priority.RemotePrefix+"stable" || !rec.Remote {
+		t.Fatalf("remote-1 holds %s with key %q, want %q", namespaceLock, rec.HolderKey, priority.RemotePrefix+"stable")
 	}
 
 	w := m.watchLeaders([]string{namespaceLock}, in("local-1"))

@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/meshd-io/meshd/internal/election/testknobs"
 	"github.com/meshd-io/meshd/internal/ledger"
 	"github.com/meshd-io/meshd/internal/lockmeta"
 	"github.com/meshd-io/meshd/internal/testing/testcluster"
@@ -34,10 +35,10 @@ func TestRepeatedDefaultFlipsHandOverWithoutOverlap(t *testing.T) {
 	ns := c.NewNamespace(t)
 	l := &ledger.Ledger{}
 	m := &countingMetrics{}
-	le, err := election.NewLeaderElection(ns, "canary-1", election.NamespaceController, "canary", c.Client, opts(t, election.WithMetrics(m))...)
+	le, err := election.NewLeaderElection(ns, "canary-1", election.NamespaceController, "canary", c.Client, opts(t, testknobs.Metrics(m))...)
 	canary := ledgered(t, l, "canary-1", le, err)
 	testutil.Eventually(t, 10*time.Second, testutil.Check("canary to lead", canary.leads))
-	le, err = election.NewLeaderElection(ns, "stable-1", election.NamespaceController, "stable", c.Client, opts(t, election.WithMetrics(m))...)
+	le, err = election.NewLeaderElection(ns, "stable-1", election.NamespaceController, "stable", c.Client, opts(t, testknobs.Metrics(m))...)
 	stable := ledgered(t, l, "stable-1", le, err)
 
 	const flips = 10

@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/meshd-io/meshd/internal/election/testknobs"
 	"github.com/meshd-io/meshd/internal/ledger"
 	"github.com/meshd-io/meshd/internal/lockmeta"
 	"github.com/meshd-io/meshd/internal/testing/testcluster"
@@ -32,7 +33,7 @@ const podTTL = 30 * time.Second
 // release when stopped (a stop is a crash), followers watching Pods.
 func podOpts(t *testing.T, extra ...election.Option) []election.Option {
 	return append([]election.Option{
-		election.WithTiming(podTTL, 2*time.Second, time.Second),
+		testknobs.Timing(podTTL, 2*time.Second, time.Second),
 		election.WithEnabled(true),
 		election.WithPrioritized(true),
 		election.WithReleaseOnCancel(false),

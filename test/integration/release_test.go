@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meshd-io/meshd/internal/election/defaultwatch"
 	"github.com/meshd-io/meshd/internal/testing/testcluster"
 	"github.com/meshd-io/meshd/internal/testing/testutil"
 	"github.com/meshd-io/meshd/pkg/election"
@@ -67,9 +68,9 @@ func TestDefaultFlipGoesStraightToTheBestCandidate(t *testing.T) {
 			Revision: revision, Remote: remote, Lock: election.LeaseLock}, opts(t, election.WithDefaultWatcher(w))...)
 		return newInstance(t, identity, le, err)
 	}
-	seenBy := map[string]*revisions.StaticDefaultWatcher{}
+	seenBy := map[string]*defaultwatch.Static{}
 	for _, name := range []string{"canary-1", "stable-remote-1", "stable-1"} {
-		seenBy[name] = revisions.NewStaticDefaultWatcher("canary").(*revisions.StaticDefaultWatcher)
+		seenBy[name] = defaultwatch.NewStatic("canary").(*defaultwatch.Static)
 	}
 	canary := start("canary-1", "canary", false, seenBy["canary-1"])
 	testutil.Eventually(t, 10*time.Second, testutil.Check("canary-1 to lead", canary.leads))

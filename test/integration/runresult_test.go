@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meshd-io/meshd/internal/election/testknobs"
 	"github.com/meshd-io/meshd/internal/ledger"
 	"github.com/meshd-io/meshd/internal/testing/testcluster"
 	"github.com/meshd-io/meshd/internal/testing/testutil"
@@ -23,7 +24,7 @@ type failable struct {
 func newFailable(t *testing.T, c *testcluster.Cluster, l *ledger.Ledger, ns, name string) *failable {
 	t.Helper()
 	le, err := election.NewLeaderElection(ns, name, election.IngressController, "stable", c.Client,
-		opts(t, election.WithRunBackoff(200*time.Millisecond, time.Second))...)
+		opts(t, testknobs.RunBackoff(200*time.Millisecond, time.Second))...)
 	if err != nil {
 		t.Fatal(err)
 	}

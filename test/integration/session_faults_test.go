@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/meshd-io/meshd/internal/election/session"
+	"github.com/meshd-io/meshd/internal/election/testknobs"
 	"github.com/meshd-io/meshd/internal/ledger"
 	"github.com/meshd-io/meshd/internal/lockmeta"
 	"github.com/meshd-io/meshd/internal/testing/testcluster"
@@ -448,9 +449,9 @@ func runSessionFlips(t *testing.T, kind election.LockKind, lockPath string) {
 		return election.Spec{Namespace: ns, ElectionID: election.NamespaceController, Identity: identity, Revision: rev, Lock: kind}
 	}
 	canaryLink, stableLink := newFaultLink(t, c), newFaultLink(t, c)
-	canary := sessionElection(t, canaryLink, spec("canary-1", "canary"), "canary-1", l, election.WithMetrics(m))
+	canary := sessionElection(t, canaryLink, spec("canary-1", "canary"), "canary-1", l, testknobs.Metrics(m))
 	testutil.Eventually(t, 10*time.Second, testutil.Check("canary to lead", canary.leads))
-	stable := sessionElection(t, stableLink, spec("stable-1", "stable"), "stable-1", l, election.WithMetrics(m))
+	stable := sessionElection(t, stableLink, spec("stable-1", "stable"), "stable-1", l, testknobs.Metrics(m))
 	time.Sleep(ttl)
 	const flips = 6
 	for i := range flips {

@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/meshd-io/meshd/internal/election/testknobs"
 	"github.com/meshd-io/meshd/internal/testing/testcluster"
 	"github.com/meshd-io/meshd/internal/testing/testutil"
 	"github.com/meshd-io/meshd/pkg/election"
@@ -178,7 +179,7 @@ func TestTwoHundredElectionsOfOneProcessShareOneWatch(t *testing.T) {
 			t.Errorf("%d responses 5xx", log.serverErrors)
 		}
 	})
-	if got := shared.Running(); got != (election.SharedActivity{}) {
+	if got := testknobs.SharedActivity(shared); got != (testknobs.Activity{}) {
 		t.Errorf("%+v still run after every election stopped, want nothing", got)
 	}
 }

@@ -19,6 +19,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/meshd-io/meshd/internal/election/testknobs"
 	"github.com/meshd-io/meshd/internal/ledger"
 	"github.com/meshd-io/meshd/internal/testing/testutil"
 	"github.com/meshd-io/meshd/pkg/election"
@@ -46,7 +47,7 @@ func TestCorruptRecordIsReplacedAfterALeaseWithAWarning(t *testing.T) {
 		t.Fatal(err)
 	}
 	l := &ledger.Ledger{}
-	events := election.WithEventRecorder(eventRecorder(t, cluster.Client))
+	events := testknobs.EventRecorder(eventRecorder(t, cluster.Client))
 	start := time.Now()
 	a := startCandidate(t, "a", l)(election.NewLeaderElection(ns, "a", election.IngressController, "stable", cluster.Client, electionOptions(t, events)...))
 	b := startCandidate(t, "b", l)(election.NewLeaderElection(ns, "b", election.IngressController, "stable", cluster.Client, electionOptions(t, events)...))

@@ -19,9 +19,9 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/record"
 
+	"github.com/meshd-io/meshd/internal/election/defaultwatch"
 	"github.com/meshd-io/meshd/internal/ledger"
 	"github.com/meshd-io/meshd/pkg/election"
-	"github.com/meshd-io/meshd/pkg/revisions"
 )
 
 // ttl of the in-process elections: lease 2s, renew deadline 1s, retry 500ms.
@@ -86,7 +86,7 @@ func electionOptions(t *testing.T, extra ...election.Option) []election.Option {
 		election.WithPrioritized(true),
 		election.WithReleaseOnCancel(true),
 		election.WithStopTimeout(time.Second),
-		election.WithDefaultWatcher(revisions.NewStaticDefaultWatcher("")),
+		election.WithDefaultWatcher(defaultwatch.NewStatic("")),
 		election.WithLogger(zaptest.NewLogger(t).Named("election")),
 	)}, extra...)
 }

@@ -9,6 +9,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/meshd-io/meshd/internal/controllers/revision"
+	"github.com/meshd-io/meshd/internal/election/priority"
 	"github.com/meshd-io/meshd/internal/lockstatus"
 	"github.com/meshd-io/meshd/pkg/election"
 )
@@ -50,7 +51,7 @@ func TestCompute(t *testing.T) {
 	now := time.Date(2026, 1, 2, 3, 4, 30, 0, time.UTC)
 	live := now.Add(-10 * time.Second)
 	lock := func(name string, kind election.LockKind, holder, key string, renew time.Time) lockstatus.Lock {
-		c := election.ParseKey(key)
+		c := priority.ParseKey(key)
 		return lockstatus.Lock{Election: name, Kind: kind, Holder: holder, HolderKey: key, Revision: c.Revision,
 			Remote: c.Remote, RenewTime: renew, LeaseDuration: 30 * time.Second}
 	}

@@ -10,6 +10,7 @@ import (
 
 	"k8s.io/client-go/kubernetes/fake"
 
+	"github.com/meshd-io/meshd/internal/election/testknobs"
 	"github.com/meshd-io/meshd/internal/protocol/coordination"
 	"github.com/meshd-io/meshd/pkg/election"
 	"github.com/meshd-io/meshd/pkg/election/elector"
@@ -85,7 +86,7 @@ type toggle struct {
 
 var toggles = []toggle{
 	{"WithSessions", func(on bool) election.Option { return election.WithSessions(on) }, false},
-	{"WithStartAtOnceAfterSteal", func(on bool) election.Option { return election.WithStartAtOnceAfterSteal(on) }, false},
+	{"WithStartAtOnceAfterSteal", func(on bool) election.Option { return testknobs.StartAtOnceAfterSteal(on) }, false},
 	{"WithHandover", func(on bool) election.Option { return election.WithHandover(on, 0) }, true},
 	{"WithWatch", func(on bool) election.Option { return election.WithWatch(on) }, true},
 	{"WithPodFailover", func(on bool) election.Option { return election.WithPodFailover(on) }, false},

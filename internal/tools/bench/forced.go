@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/meshd-io/meshd/internal/election/defaultwatch"
 	"github.com/meshd-io/meshd/internal/ledger"
-	"github.com/meshd-io/meshd/pkg/revisions"
 )
 
 // ForcedResult is how fast, and with how much overlap, a prioritized
@@ -73,7 +73,7 @@ func forcedTrial(ctx context.Context, env *Env, cfg Config, tr *Tracker, impl Im
 	if err := waitUntil(ctx, cfg.settleTimeout(), "client-go's elector to lead", holder.cand.Leading); err != nil {
 		return err
 	}
-	watcher := &revisions.StaticDefaultWatcher{}
+	watcher := &defaultwatch.Static{}
 	watcher.SetDefault(revB)
 	stealer, err := start(Spec{Impl: impl, Identity: lock + "-" + revA, Revision: revA, Watcher: watcher})
 	if err != nil {

@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 
+	"github.com/meshd-io/meshd/internal/election/testknobs"
 	"github.com/meshd-io/meshd/pkg/election"
 	"github.com/meshd-io/meshd/pkg/features"
 )
@@ -28,7 +29,7 @@ func newMeshd(s Spec) (*meshdCandidate, error) {
 	}
 	switch {
 	case prioritized && s.Impl == MeshdPolling:
-		opts = append(opts, election.WithHandover(false, 0), election.WithStartAtOnceAfterSteal(true))
+		opts = append(opts, election.WithHandover(false, 0), testknobs.StartAtOnceAfterSteal(true))
 	case prioritized:
 		opts = append(opts, election.WithHandover(true, features.LeaderElectionHandoverGrace.Default()))
 	}

@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/meshd-io/meshd/internal/election/defaultwatch"
 	"github.com/meshd-io/meshd/internal/ledger"
-	"github.com/meshd-io/meshd/pkg/revisions"
 )
 
 // StealResult is how fast a change of the default revision moves the lock,
@@ -54,7 +54,7 @@ func runSteal(ctx context.Context, env *Env, cfg Config, impl Impl, res *StealRe
 	}
 	tr := NewTracker()
 	defer func() { res.Overlap = tr.Overlap() }()
-	watcher := &revisions.StaticDefaultWatcher{}
+	watcher := &defaultwatch.Static{}
 	watcher.SetDefault(revA)
 	lock := string(impl)
 	var g group

@@ -21,6 +21,7 @@ import (
 	"github.com/meshd-io/meshd/internal/controllers/revision"
 	"github.com/meshd-io/meshd/internal/controllers/rootcert"
 	"github.com/meshd-io/meshd/internal/controllers/status"
+	"github.com/meshd-io/meshd/internal/election/lockread"
 	"github.com/meshd-io/meshd/pkg/election"
 	"github.com/meshd-io/meshd/pkg/resourcelock"
 	"github.com/meshd-io/meshd/pkg/revisions"
@@ -239,7 +240,7 @@ func (m *mesh) record(ctx context.Context, l lockRef) (resourcelock.Record, erro
 	if l.kind == election.ConfigMapLock {
 		kind = resourcelock.ConfigMapsResourceLock
 	}
-	rec, err := resourcelock.ReadRecord(ctx, m.client, kind, m.namespace, l.name)
+	rec, err := lockread.Read(ctx, m.client, kind, m.namespace, l.name)
 	if err != nil || rec == nil {
 		return resourcelock.Record{}, err
 	}

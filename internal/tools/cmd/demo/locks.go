@@ -13,6 +13,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/meshd-io/meshd/internal/election/lockread"
 	"github.com/meshd-io/meshd/pkg/election"
 	"github.com/meshd-io/meshd/pkg/resourcelock"
 )
@@ -118,7 +119,7 @@ func (w *lockWatcher) observeConfigMap(obj any, deleted bool) {
 		w.notify()
 		return
 	}
-	rec, err := resourcelock.ObjectRecord(cm)
+	rec, err := lockread.Object(cm)
 	if rec == nil && err == nil {
 		return // not a lock
 	}

@@ -9,8 +9,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/meshd-io/meshd/internal/election/priority"
 	"github.com/meshd-io/meshd/internal/testing/meshdproc"
-	"github.com/meshd-io/meshd/pkg/election"
 )
 
 // Every step must meet its expectation within a bound; these are generous
@@ -449,7 +449,7 @@ func hasKey(key string) func(lock) bool {
 // hasRevision matches a held lock whose holder is of revision rev, local or
 // remote.
 func hasRevision(rev string) func(lock) bool {
-	return func(l lock) bool { return l.Holder != "" && election.ParseKey(l.Key).Revision == rev }
+	return func(l lock) bool { return l.Holder != "" && priority.ParseKey(l.Key).Revision == rev }
 }
 
 func orNone(s string) string {

@@ -1,4 +1,4 @@
-package revisions
+package defaultwatch
 
 import (
 	"slices"
@@ -11,7 +11,7 @@ import (
 
 func TestStaticDefaultWatcher(t *testing.T) {
 	defer goleak.VerifyNone(t)
-	w := NewStaticDefaultWatcher("stable")
+	w := NewStatic("stable")
 	if !w.HasSynced() || w.GetDefault() != "stable" {
 		t.Fatalf("HasSynced=%v GetDefault=%q", w.HasSynced(), w.GetDefault())
 	}
@@ -23,7 +23,7 @@ func TestStaticDefaultWatcher(t *testing.T) {
 		t.Fatal("handlers called for the initial value")
 	}
 
-	s := w.(*StaticDefaultWatcher)
+	s := w.(*Static)
 	s.SetDefault("canary")
 	s.SetDefault("canary") // no change, no call
 	s.SetDefault("")
@@ -45,7 +45,7 @@ func TestStaticDefaultWatcher(t *testing.T) {
 }
 
 func TestStaticDefaultWatcherZeroValueAndConcurrency(t *testing.T) {
-	var w StaticDefaultWatcher
+	var w Static
 	if w.GetDefault() != "" || !w.HasSynced() {
 		t.Fatal("zero value is not an empty, synced watcher")
 	}

@@ -1,49 +1,51 @@
-package revisions
+package defaultwatch
 
 import (
 	"slices"
 	"sync"
+
+	"github.com/meshd-io/meshd/pkg/revisions"
 )
 
-// StaticDefaultWatcher is a DefaultWatcher whose default revision is set by
-// the program instead of read from the cluster: for tests, and for processes
-// that run without leader election. It is always synced. The zero value is
+// Static is a revisions.DefaultWatcher whose default revision is set by
+// the caller instead of read from the cluster, for tests, benchmarks and
+// the simulation. It is always synced. The zero value is
 // ready to use, with no default known ("").
-type StaticDefaultWatcher struct {
+type Static struct {
 	// notify serialises SetDefault calls so that handlers see changes one at
 	// a time and in the order they were made.
 	notify sync.Mutex
 
 	mu       sync.Mutex
 	current  string
-	handlers []DefaultHandlerFunc
+	handlers []revisions.DefaultHandlerFunc
 }
 
-var _ DefaultWatcher = (*StaticDefaultWatcher)(nil)
+var _ revisions.DefaultWatcher = (*Static)(nil)
 
-// NewStaticDefaultWatcher returns a watcher whose default revision is
+// NewStatic returns a watcher whose default revision is
 // revision until changed with SetDefault. The dynamic type of the result is
-// *StaticDefaultWatcher.
-func NewStaticDefaultWatcher(revision string) DefaultWatcher {
-	return &StaticDefaultWatcher{current: revision}
+// *Static.
+func NewStatic(revision string) revisions.DefaultWatcher {
+	return &Static{current: revision}
 }
 
 // Run blocks until stop is closed; there is nothing to watch.
-func (s *StaticDefaultWatcher) Run(stop <-chan struct{}) { <-stop }
+func (s *Static) Run(stop <-chan struct{}) { <-stop }
 
 // HasSynced is always true.
-func (s *StaticDefaultWatcher) HasSynced() bool { return true }
+func (s *Static) HasSynced() bool { return true }
 
 // GetDefault returns the current default revision.
-func (s *StaticDefaultWatcher) GetDefault() string {
+func (s *Static) GetDefault() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.current
 }
 
 // AddHandler registers h, called by SetDefault on every change; see
-// DefaultWatcher.AddHandler. It is not called for the initial value.
-func (s *StaticDefaultWatcher) AddHandler(h DefaultHandlerFunc) {
+// revisions.DefaultWatcher.AddHandler. It is not called for the initial value.
+func (s *Static) AddHandler(h revisions.DefaultHandlerFunc) {
 	if h == nil {
 		return
 	}
@@ -56,7 +58,7 @@ func (s *StaticDefaultWatcher) AddHandler(h DefaultHandlerFunc) {
 // current one, calls the handlers in registration order before returning.
 // Concurrent calls are serialised; a handler must not call SetDefault (it
 // would deadlock).
-func (s *StaticDefaultWatcher) SetDefault(revision string) {
+func (s *Static) SetDefault(revision string) {
 	s.notify.Lock()
 	defer s.notify.Unlock()
 
