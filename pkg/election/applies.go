@@ -37,7 +37,7 @@ func (e election) followsDefault() bool {
 // added is a line added.
 func ruleOf(name string) (func(e election) string, bool) {
 	switch name {
-	case "WithEnabled", "WithLogger", "testknobs.RunBackoff", "withClock":
+	case "WithEnabled", "WithLogger", "WithLogr", "testknobs.RunBackoff", "withClock":
 		return always, true
 	case "WithShared":
 		return sharedApplies, true

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr/funcr"
 	"github.com/meshd-io/meshd/internal/election/defaultwatch"
 	"github.com/meshd-io/meshd/internal/protocol/handover"
 
@@ -103,6 +104,7 @@ func comboOptions() []comboOption {
 		{"testknobs.Timing", func(*comboWorld) Option { return withTiming(15*time.Second, 10*time.Second, 2*time.Second) }},
 		{"WithSessions", func(*comboWorld) Option { return WithSessions(true) }},
 		{"WithLogger", func(*comboWorld) Option { return WithLogger(zap.New(comboCore())) }},
+		{"WithLogr", func(*comboWorld) Option { return WithLogr(funcr.New(func(string, string) {}, funcr.Options{})) }},
 		{"withClock", func(w *comboWorld) Option { return withClock(w.clock) }},
 		{"WithEnabled", func(*comboWorld) Option { return WithEnabled(false) }},
 		{"WithPrioritized", func(*comboWorld) Option { return WithPrioritized(false) }},
