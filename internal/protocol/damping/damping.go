@@ -30,7 +30,10 @@ const maxCycleHoldOff = 16
 // holder by its comparison, and a holder with that key outranked it by
 // theirs, which happens when candidates disagree (for example about the
 // default revision, while one of them sees it late). While suspended, the
-// holder keeps the lock until it releases it or its lease expires.
+// holder keeps the lock until it releases it, its lease expires, or it
+// hands the lock over on this candidate's request (a cooperative holder
+// does so only when its own comparison agrees): a suspended candidate
+// asks, and never takes the lock by force.
 type Preemption struct {
 	// Suspended is true from a detected cycle until this candidate's
 	// comparison no longer lets it take the lock from the holder (the

@@ -309,7 +309,12 @@ func (le *LeaderElector) steal(ctx context.Context, rec *resourcelock.Record, de
 
 // mayPreempt decides whether this candidate takes the unexpired lock rec
 // from its holder now (acquired); heldByOther when the comparison, the steal
-// damper or the handover protocol say no.
+// damper or the handover protocol say no. While the damper suspends
+// preemption after a steal cycle, a cooperative candidate still asks the
+// holder: a holder hands over only when its own comparison agrees, and no
+// cycle follows a move both sides agree on; what the suspension stops is
+// taking the lock by force. So once every candidate sees the same default
+// the lock moves on request, without waiting out the hold-off.
 func (le *LeaderElector) mayPreempt(ctx context.Context, rec *resourcelock.Record, now time.Time) (outcome, error) {
 	if le.cfg.KeyComparison == nil || !le.cfg.KeyComparison(rec.HolderKey) {
 		if le.damper.Agree() {
@@ -317,26 +322,29 @@ func (le *LeaderElector) mayPreempt(ctx context.Context, rec *resourcelock.Recor
 		}
 		return heldByOther, nil
 	}
-	switch le.damper.Check(now, rec.HolderKey) {
+	verdict := le.damper.Check(now, rec.HolderKey)
+	switch verdict {
 	case damping.Cycle:
 		le.reportPreemption(true, fmt.Sprintf("steal cycle with holder %s (key %q): this candidate outranks it and it outranked this candidate; "+
 			"preemption suspended until %s", rec.HolderIdentity, rec.HolderKey, le.damper.State().RetryAt.UTC().Format(time.RFC3339)))
 		le.metrics.StealCycle(le.cfg.Name)
-		return heldByOther, nil
-	case damping.Later, damping.Suspended:
+	case damping.Later:
 		return heldByOther, nil
 	}
 	if le.damper.Young(now, le.termSince()) {
 		return heldByOther, nil
 	}
 	if le.handover == nil {
-		return acquired, nil
+		if verdict == damping.Allowed {
+			return acquired, nil
+		}
+		return heldByOther, nil
 	}
 	force, err := le.handover.Ask(ctx, rec, now)
 	switch {
 	case err != nil:
 		return failed, err
-	case force:
+	case force && verdict == damping.Allowed:
 		return acquired, nil
 	}
 	return heldByOther, nil
