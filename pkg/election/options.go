@@ -15,7 +15,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/meshd-io/meshd/internal/election/identity"
-	"github.com/meshd-io/meshd/internal/election/testknobs/hook"
+	"github.com/meshd-io/meshd/internal/election/knobs"
 	"github.com/meshd-io/meshd/pkg/election/elector"
 	"github.com/meshd-io/meshd/pkg/resourcelock"
 	"github.com/meshd-io/meshd/pkg/revisions"
@@ -408,13 +408,27 @@ func WithEvents(client kubernetes.Interface) Option {
 	return func(o *options) { o.eventClient = client; o.mark("WithEvents") }
 }
 
-// The settings for tests, benchmarks and the simulation, which programs
-// cannot reach: package testknobs hands them out.
-func init() {
-	hook.StartAtOnceAfterSteal = func(atOnce bool) any { return withStartAtOnceAfterSteal(atOnce) }
-	hook.RunBackoff = func(initial, max time.Duration) any { return withRunBackoff(initial, max) }
-	hook.Timing = func(l, r, p time.Duration) any { return withTiming(l, r, p) }
-	hook.Metrics = func(m elector.Metrics) any { return withMetrics(m) }
-	hook.EventRecorder = func(r resourcelock.EventRecorder) any { return withEventRecorder(r) }
-	hook.SharedActivity = func(s any) hook.Activity { return s.(*Shared).running() }
+// WithTestKnobs applies the settings that exist only for the module's own
+// tests, benchmark and simulation (package internal/election/testknobs
+// builds them; programs outside the module cannot build a knobs.Set). Each
+// setting is checked where it applies as any option is, under its name
+// "testknobs.<Name>".
+func WithTestKnobs(k knobs.Set) Option {
+	var opts []Option
+	if k.StartAtOnceAfterSteal != nil {
+		opts = append(opts, withStartAtOnceAfterSteal(*k.StartAtOnceAfterSteal))
+	}
+	if k.RunBackoff != nil {
+		opts = append(opts, withRunBackoff(k.RunBackoff[0], k.RunBackoff[1]))
+	}
+	if k.Timing != nil {
+		opts = append(opts, withTiming(k.Timing[0], k.Timing[1], k.Timing[2]))
+	}
+	if k.Metrics != nil {
+		opts = append(opts, withMetrics(k.Metrics))
+	}
+	if k.EventRecorder != nil {
+		opts = append(opts, withEventRecorder(k.EventRecorder))
+	}
+	return func(o *options) { o.applyEach(opts) }
 }

@@ -6,9 +6,9 @@ import (
 	"github.com/meshd-io/meshd/internal/election/coordinated"
 	"github.com/meshd-io/meshd/internal/election/defaultwatch"
 	"github.com/meshd-io/meshd/internal/election/identity"
+	"github.com/meshd-io/meshd/internal/election/knobs"
 	"github.com/meshd-io/meshd/internal/election/podexit"
 	"github.com/meshd-io/meshd/internal/election/session"
-	"github.com/meshd-io/meshd/internal/election/testknobs/hook"
 	"github.com/meshd-io/meshd/internal/lockwatch"
 	"github.com/meshd-io/meshd/internal/pacing"
 )
@@ -75,8 +75,12 @@ func (s *Shared) Identity() string {
 
 // running reports what s runs now; all zero once every election that used
 // it has returned. Tests read it through package testknobs.
-func (s *Shared) running() hook.Activity {
-	return hook.Activity{
+// Activity counts the watches, sessions and rosters s runs now; all zero
+// once every election that used it has returned.
+func (s *Shared) Activity() knobs.Activity { return s.running() }
+
+func (s *Shared) running() knobs.Activity {
+	return knobs.Activity{
 		LockWatches:    s.hub.Watches(),
 		DefaultWatches: s.watchers.Running(),
 		Sessions:       s.sessions.Running(),

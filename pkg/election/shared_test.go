@@ -11,7 +11,7 @@ import (
 
 	"k8s.io/client-go/kubernetes/fake"
 
-	"github.com/meshd-io/meshd/internal/election/testknobs/hook"
+	"github.com/meshd-io/meshd/internal/election/knobs"
 	"github.com/meshd-io/meshd/internal/testing/kubetest"
 )
 
@@ -54,14 +54,14 @@ func TestStandaloneElectionsAndGroupsShareOneDefaultWatch(t *testing.T) {
 		elections = append(elections, le)
 	}
 	runAll(t, elections[:10], []*Group{g}, func() {
-		if got := shared.running(); got != (hook.Activity{LockWatches: 1, DefaultWatches: 1}) {
+		if got := shared.running(); got != (knobs.Activity{LockWatches: 1, DefaultWatches: 1}) {
 			t.Errorf("running %+v, want one lock watch and one default-revision watch", got)
 		}
 		if got := webhookRequests(client); got["list"] != 1 || got["watch"] != 1 {
 			t.Errorf("12 elections sent %v for the webhook, want one list and one watch", got)
 		}
 	})
-	if got := shared.running(); got != (hook.Activity{}) {
+	if got := shared.running(); got != (knobs.Activity{}) {
 		t.Errorf("running %+v after every election returned, want nothing", got)
 	}
 }
@@ -110,7 +110,7 @@ func TestElectionsShareOnlyWhatTheyAreGiven(t *testing.T) {
 	}
 	runAll(t, standalone, groups, func() {
 		for i, g := range groups {
-			if got := g.shared.running(); got != (hook.Activity{LockWatches: 1, DefaultWatches: 1}) {
+			if got := g.shared.running(); got != (knobs.Activity{LockWatches: 1, DefaultWatches: 1}) {
 				t.Errorf("group %d runs %+v, want one lock watch and one default-revision watch", i, got)
 			}
 		}
@@ -121,7 +121,7 @@ func TestElectionsShareOnlyWhatTheyAreGiven(t *testing.T) {
 		}
 	})
 	for i, g := range groups {
-		if got := g.shared.running(); got != (hook.Activity{}) {
+		if got := g.shared.running(); got != (knobs.Activity{}) {
 			t.Errorf("group %d runs %+v after Run returned", i, got)
 		}
 	}

@@ -8,7 +8,7 @@ package testknobs
 import (
 	"time"
 
-	"github.com/meshd-io/meshd/internal/election/testknobs/hook"
+	"github.com/meshd-io/meshd/internal/election/knobs"
 	"github.com/meshd-io/meshd/pkg/election"
 	"github.com/meshd-io/meshd/pkg/election/elector"
 	"github.com/meshd-io/meshd/pkg/resourcelock"
@@ -20,7 +20,7 @@ import (
 // instance's clock; the two may then work at once. It applies to racing,
 // prioritized elections.
 func StartAtOnceAfterSteal(atOnce bool) election.Option {
-	return hook.StartAtOnceAfterSteal(atOnce).(election.Option)
+	return election.WithTestKnobs(knobs.Set{StartAtOnceAfterSteal: &atOnce})
 }
 
 // RunBackoff sets the wait before contending again after a term ended by a
@@ -28,7 +28,7 @@ func StartAtOnceAfterSteal(atOnce bool) election.Option {
 // one in a row, at most max (defaults 1s and 1m). With elections enabled,
 // the wait is never shorter than the RetryPeriod.
 func RunBackoff(initial, max time.Duration) election.Option {
-	return hook.RunBackoff(initial, max).(election.Option)
+	return election.WithTestKnobs(knobs.Set{RunBackoff: &[2]time.Duration{initial, max}})
 }
 
 // Timing sets the lease duration, renew deadline and retry period apart
@@ -36,24 +36,24 @@ func RunBackoff(initial, max time.Duration) election.Option {
 // leaseDuration > renewDeadline > 1.2 × retryPeriod > 0. It cannot be
 // combined with election.WithTTL.
 func Timing(leaseDuration, renewDeadline, retryPeriod time.Duration) election.Option {
-	return hook.Timing(leaseDuration, renewDeadline, retryPeriod).(election.Option)
+	return election.WithTestKnobs(knobs.Set{Timing: &[3]time.Duration{leaseDuration, renewDeadline, retryPeriod}})
 }
 
 // Metrics sends what the elections do to m, instead of exporting it with
 // election.WithPrometheus (not beside it).
 func Metrics(m elector.Metrics) election.Option {
-	return hook.Metrics(m).(election.Option)
+	return election.WithTestKnobs(knobs.Set{Metrics: m})
 }
 
 // EventRecorder records the Kubernetes Events about the lock objects with
 // r, instead of through election.WithEvents (not beside it).
 func EventRecorder(r resourcelock.EventRecorder) election.Option {
-	return hook.EventRecorder(r).(election.Option)
+	return election.WithTestKnobs(knobs.Set{EventRecorder: r})
 }
 
 // Activity counts what an election.Shared runs at one moment.
-type Activity = hook.Activity
+type Activity = knobs.Activity
 
 // SharedActivity reports what s runs now; all zero once every election that
 // used it has returned.
-func SharedActivity(s *election.Shared) Activity { return hook.SharedActivity(s) }
+func SharedActivity(s *election.Shared) Activity { return s.Activity() }
