@@ -6,10 +6,10 @@ import (
 	"time"
 
 	"go.uber.org/zap"
-	"go.uber.org/zap/zapcore"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/meshd-io/meshd/internal/electionlog"
 	"github.com/meshd-io/meshd/internal/lockcap"
 	"github.com/meshd-io/meshd/internal/lockmeta"
 	"github.com/meshd-io/meshd/pkg/resourcelock"
@@ -82,14 +82,7 @@ type askState struct {
 
 // New returns the protocol for cfg.
 func New(cfg Config) *Protocol {
-	log := cfg.Logger
-	switch {
-	case log == nil:
-		log = zap.NewNop()
-	case log.Core().Enabled(zapcore.FatalLevel):
-		log = log.WithLazy(zap.String("election", cfg.Name), zap.String("lock", cfg.Lock.Describe()),
-			zap.String("identity", cfg.Lock.Identity()))
-	}
+	log := electionlog.For(cfg.Logger, cfg.Name, cfg.Lock)
 	if cfg.Metrics == nil {
 		cfg.Metrics = noMetrics{}
 	}

@@ -27,8 +27,8 @@ import (
 	"time"
 
 	"go.uber.org/zap"
-	"go.uber.org/zap/zapcore"
 
+	"github.com/meshd-io/meshd/internal/electionlog"
 	"github.com/meshd-io/meshd/internal/lockcap"
 	"github.com/meshd-io/meshd/pkg/resourcelock"
 )
@@ -94,14 +94,7 @@ type Member struct {
 
 // New returns session mode for cfg.
 func New(cfg Config) *Member {
-	log := cfg.Logger
-	switch {
-	case log == nil:
-		log = zap.NewNop()
-	case log.Core().Enabled(zapcore.FatalLevel):
-		log = log.WithLazy(zap.String("election", cfg.Name), zap.String("lock", cfg.Lock.Describe()),
-			zap.String("identity", cfg.Lock.Identity()))
-	}
+	log := electionlog.For(cfg.Logger, cfg.Name, cfg.Lock)
 	return &Member{cfg: cfg, me: cfg.Lock.Identity(), log: log}
 }
 

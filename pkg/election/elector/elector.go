@@ -7,11 +7,11 @@ import (
 	"time"
 
 	"go.uber.org/zap"
-	"go.uber.org/zap/zapcore"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/clock"
 
+	"github.com/meshd-io/meshd/internal/electionlog"
 	"github.com/meshd-io/meshd/internal/lockcap"
 	"github.com/meshd-io/meshd/internal/lockmeta"
 	"github.com/meshd-io/meshd/internal/lockwatch"
@@ -140,16 +140,7 @@ func New(cfg Config) (*LeaderElector, error) {
 		damper:   damping.New(cfg.RetryPeriod, cfg.LeaseDuration),
 		handover: cfg.Handover,
 	}
-	switch {
-	case le.log == nil:
-		le.log = zap.NewNop()
-	case le.log.Core().Enabled(zapcore.FatalLevel): // writes something
-		// The fields are encoded when the first entry is written: in a
-		// process with many elections most electors write none at the
-		// enabled level, and each encoded copy costs a buffer.
-		le.log = le.log.WithLazy(zap.String("election", cfg.Name), zap.String("lock", cfg.Lock.Describe()),
-			zap.String("identity", cfg.Lock.Identity()))
-	}
+	le.log = electionlog.For(le.log, cfg.Name, cfg.Lock)
 	if le.clock == nil {
 		le.clock = clock.RealClock{}
 	}
