@@ -47,8 +47,13 @@ func (w *World) excuse(wk work, starter string, now time.Time) string {
 //   - the victim's work, against any starter: the victim learns of the
 //     steal at its next renew and stops within StopTimeout, all within a
 //     lease, and whoever the lock goes to next may start meanwhile;
-//   - against the thief itself, work that had already been told to stop
-//     (its holder knew it had lost the lock) when the thief started.
+//   - against the thief itself, any other work still running when it
+//     started: the fence it skips waits out the lease of the holder it
+//     took the lock from, by which the work of every earlier term has
+//     stopped, whether its holder already knew it had lost the lock or
+//     not (a holder whose lock was re-created empty and taken by
+//     client-go's shape learns of it only at its next renew), and work of
+//     an earlier process of its own identity that had been told to stop.
 //
 // Nothing else is: work that ended its term by a handover, by an expired or
 // released lock, or more than a lease ago is checked as before.
@@ -64,7 +69,7 @@ func (w *World) stolenAtOnce(wk work, starter string, now time.Time) bool {
 	for i >= 0 && w.records[i].Holder == starter && !w.records[i].Deleted {
 		i--
 	}
-	if i >= 0 && i+1 < len(w.records) && !wk.cancelled.IsZero() && recent(i+1) && w.forcedTakeLocked(i+1) {
+	if i >= 0 && i+1 < len(w.records) && (wk.actor != starter || !wk.cancelled.IsZero()) && recent(i+1) && w.forcedTakeLocked(i+1) {
 		return true
 	}
 	// The victim's term: the last record naming it, and the take after it.
