@@ -5,9 +5,14 @@
 //
 // Guarantees: a candidate steals at most once per RetryPeriod, never within
 // a RetryPeriod of losing the lock or of the holder's term beginning, and,
-// after taking the lock back from the key that took it from it (a cycle),
-// not at all for a hold-off that doubles with each cycle up to 16 leases,
-// until its comparison agrees with the holder's again.
+// after wanting the lock back from the key that took it from it (a cycle),
+// not by force until a LeaseDuration after that loss, or until its
+// comparison agrees with the holder's again. The hold-off does not grow
+// with further cycles: a candidate that cannot ask the holder (no handover,
+// or a holder that does not cooperate) has no way to learn that the other
+// side changed its mind, and a longer wait would keep a lesser holder past
+// LeaseDuration + RetryPeriod after every candidate agrees. While the
+// disagreement lasts, this candidate forces at most one steal per lease.
 //
 // What it assumes of the core: the core asks Check only when its key
 // comparison lets it take the lock from the holder, calls Agree when the
@@ -21,9 +26,9 @@ import (
 	"time"
 )
 
-// maxCycleHoldOff caps how many leases a candidate waits, after a steal
-// cycle, before it tries to preempt once more.
-const maxCycleHoldOff = 16
+// cycleWindowLeases is how many leases after a loss wanting the lock back
+// from the same key still counts as a cycle.
+const cycleWindowLeases = 17
 
 // Preemption tells whether a candidate currently preempts holders it
 // outranks. It is suspended after a steal cycle: this candidate outranked a
@@ -44,8 +49,8 @@ type Preemption struct {
 	// Since is when the latest cycle was detected.
 	Since time.Time
 	// RetryAt is when this candidate may try once more to take the lock
-	// from a holder it outranks; a new cycle doubles the wait, up to
-	// 16 x LeaseDuration.
+	// from a holder it outranks: a LeaseDuration after it lost the lock in
+	// the latest cycle.
 	RetryAt time.Time
 	// Cycles counts the cycles detected since the candidates last agreed.
 	Cycles int
@@ -105,10 +110,12 @@ func (d *Damper) Check(now time.Time, holderKey string) Verdict {
 	switch {
 	case d.state.Suspended && now.Before(d.state.RetryAt):
 		return Suspended
-	case d.stolenBy == holderKey && now.Before(d.stolenAt.Add(d.window())):
-		d.state.Cycles++
-		holdOff := d.lease << min(d.state.Cycles-1, 4)
-		d.state = Preemption{Suspended: true, HolderKey: holderKey, Since: now, RetryAt: now.Add(holdOff), Cycles: d.state.Cycles}
+	case d.stolenBy == holderKey && now.Before(d.stolenAt.Add(d.lease*cycleWindowLeases)):
+		// The hold-off counts from the loss, not from now: a candidate whose
+		// work took long to stop asks Check late, and counting from then
+		// would stretch the wait past a lease after the other side agreed.
+		d.state = Preemption{Suspended: true, HolderKey: holderKey, Since: now,
+			RetryAt: d.stolenAt.Add(d.lease), Cycles: d.state.Cycles + 1}
 		d.stolenBy = ""
 		return Cycle
 	case now.Before(d.lastSteal.Add(d.retry)) || now.Before(d.stolenAt.Add(d.retry)):
@@ -130,13 +137,6 @@ func (d *Damper) Young(now, since time.Time) bool {
 	}
 	d.youngUntil = since.Add(d.retry)
 	return true
-}
-
-// window is how long after a lock was taken from this candidate a steal back
-// from the same key counts as a cycle: longer than the current hold-off, so
-// that a cycle that resumes after it is recognised.
-func (d *Damper) window() time.Duration {
-	return d.lease*maxCycleHoldOff + d.lease
 }
 
 // WakeAt is when a steal refused now may be allowed; zero when no steal was

@@ -171,13 +171,15 @@
 //     classic and 3,000 session schedules from seed 1 and 3,000 session
 //     schedules from seed 7100000001 break it never, nor (before that
 //     fix) 10,000 classic from 7100000001 and 5,000 session from 2001.
-//     Shapes seen on earlier code and not seen since: after steal cycles
-//     while candidates disagreed, the damper holds a candidate off for up
-//     to 16 leases and nothing tells it that the others agree again
-//     (session seed 100001093); and run functions that overrun
-//     StopTimeout keep a holder that accepted a request on the lock, so
-//     that no successor starts beside them, one holder after another. A
-//     search that finds either again names it here, with its seed.
+//     After steal cycles while candidates disagreed, the damper once held
+//     a candidate off for up to 16 leases, counted from when it asked, and
+//     nothing told it that the others agreed again (session seeds
+//     100001093 and 8200000143, classic seed 9100006552); the hold-off is
+//     now one lease from the loss. A shape seen on earlier code and not
+//     seen since: run functions that overrun StopTimeout keep a holder
+//     that accepted a request on the lock, so that no successor starts
+//     beside them, one holder after another. A search that finds it again
+//     names it here, with its seed.
 //   - Named scenarios (Scenarios) add checks of their own, and the teardown
 //     reports a candidate whose Run does not return after its shutdown.
 //

@@ -80,8 +80,9 @@
 // lock once per RetryPeriod, not all at once). Taking
 // the lock back from the key that took it from this candidate is a steal
 // cycle (the candidates disagree, for example about the default revision):
-// preemption is suspended for a lease, doubling with each further cycle up
-// to 16 leases, and reported (log, event, Metrics.StealCycle and
+// preemption by force is suspended until a lease after the loss (a constant
+// hold-off: a candidate that cannot ask cannot learn that the other side came
+// to agree), and reported (log, event, Metrics.StealCycle and
 // SetPreemptionSuspended, LeaderElector.Preemption) until the candidate's
 // comparison no longer outranks the holder.
 //

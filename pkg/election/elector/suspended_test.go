@@ -30,8 +30,8 @@ func suspendedCandidate(h *harness) *LeaderElector {
 		h.t.Fatal(err)
 	}
 	now := h.clock.Now()
-	le.damper.Stolen(now.Add(-2*time.Second), "stable", true)
-	if v := le.damper.Check(now.Add(-time.Second), "stable"); v != damping.Cycle {
+	le.damper.Stolen(now.Add(-time.Second), "stable", true) // hold-off until a lease later: now+3s
+	if v := le.damper.Check(now.Add(-500*time.Millisecond), "stable"); v != damping.Cycle {
 		h.t.Fatalf("damper verdict %v, want a cycle", v)
 	}
 	return le
