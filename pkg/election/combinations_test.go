@@ -10,6 +10,7 @@ import (
 
 	"github.com/go-logr/logr/funcr"
 	"github.com/meshd-io/meshd/internal/election/defaultwatch"
+	"github.com/meshd-io/meshd/internal/metrics"
 	"github.com/meshd-io/meshd/internal/protocol/handover"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -69,7 +70,7 @@ type comboRecorder struct{}
 
 func (comboRecorder) Eventf(runtime.Object, string, string, string, ...any) {}
 
-type comboMetrics struct{ elector.Metrics }
+type comboMetrics struct{ metrics.Metrics }
 
 func comboKinds() []comboKind {
 	spec := Spec{Namespace: testNS, ElectionID: "combo", Identity: "a", Revision: comboRevision}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/meshd-io/meshd/internal/lockcap"
+	"github.com/meshd-io/meshd/internal/metrics"
 	"github.com/meshd-io/meshd/internal/protocol/sessions"
 
 	"github.com/meshd-io/meshd/internal/protocol/coordination"
@@ -42,7 +43,7 @@ type LeaderElection struct {
 	log            *zap.Logger
 	clock          clock.WithTicker
 	backoff        backoff
-	metrics        elector.Metrics        // counts failed run functions; nil when disabled
+	metrics        metrics.Metrics        // counts failed run functions; nil when disabled
 	lock           resourcelock.Interface // records the Event of a failed run function; nil when disabled
 
 	watcher      revisions.DefaultWatcher

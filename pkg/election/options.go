@@ -16,6 +16,7 @@ import (
 
 	"github.com/meshd-io/meshd/internal/election/identity"
 	"github.com/meshd-io/meshd/internal/election/knobs"
+	"github.com/meshd-io/meshd/internal/metrics"
 	"github.com/meshd-io/meshd/pkg/election/elector"
 	"github.com/meshd-io/meshd/pkg/resourcelock"
 	"github.com/meshd-io/meshd/pkg/revisions"
@@ -69,7 +70,7 @@ type options struct {
 	webhookName   string
 	revisionLabel string
 
-	metrics       elector.Metrics
+	metrics       metrics.Metrics
 	registerer    prometheus.Registerer
 	eventRecorder resourcelock.EventRecorder
 	eventClient   kubernetes.Interface
@@ -382,7 +383,7 @@ func WithRevisionWebhook(name, label string) Option {
 // withMetrics sends what the elections do to m, for tests that count
 // events (testknobs.Metrics); programs export the metrics with
 // WithPrometheus.
-func withMetrics(m elector.Metrics) Option {
+func withMetrics(m metrics.Metrics) Option {
 	return func(o *options) { o.metrics = m; o.mark("testknobs.Metrics") }
 }
 

@@ -10,7 +10,7 @@ import (
 	"github.com/meshd-io/meshd/internal/election/podexit"
 	"github.com/meshd-io/meshd/internal/lockcap"
 	"github.com/meshd-io/meshd/internal/lockmeta"
-	"github.com/meshd-io/meshd/pkg/election/elector"
+	"github.com/meshd-io/meshd/internal/protocol"
 	"github.com/meshd-io/meshd/pkg/resourcelock"
 )
 
@@ -129,7 +129,7 @@ func (p *podAware) follow(client kubernetes.Interface, o *options, lock resource
 }
 
 // hook is the elector's HolderExit; nil without a judge.
-func (p *podAware) hook() elector.HolderExit {
+func (p *podAware) hook() protocol.HolderExit {
 	if p == nil || p.judge == nil {
 		return nil
 	}

@@ -13,8 +13,8 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/meshd-io/meshd/internal/election/defaultwatch"
+	"github.com/meshd-io/meshd/internal/metrics"
 	"github.com/meshd-io/meshd/internal/testing/kubetest"
-	"github.com/meshd-io/meshd/pkg/election/elector"
 )
 
 // runInBackground runs le until the test ends and returns a function that
@@ -35,10 +35,10 @@ func runInBackground(t *testing.T, le *LeaderElection) (stop func()) {
 	return stop
 }
 
-// runFailures counts RunFailed calls on top of an elector.Metrics that
+// runFailures counts RunFailed calls on top of an metrics.Metrics that
 // ignores everything else.
 type runFailures struct {
-	elector.Metrics
+	metrics.Metrics
 	n atomic.Int32
 }
 

@@ -8,7 +8,7 @@ package knobs
 import (
 	"time"
 
-	"github.com/meshd-io/meshd/pkg/election/elector"
+	"github.com/meshd-io/meshd/internal/metrics"
 	"github.com/meshd-io/meshd/pkg/resourcelock"
 )
 
@@ -23,7 +23,7 @@ type Set struct {
 	// testknobs.Timing.
 	Timing *[3]time.Duration
 	// Metrics: see testknobs.Metrics.
-	Metrics elector.Metrics
+	Metrics metrics.Metrics
 	// EventRecorder: see testknobs.EventRecorder.
 	EventRecorder resourcelock.EventRecorder
 }

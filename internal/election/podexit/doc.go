@@ -12,7 +12,7 @@
 //
 // A follower's Judge watches the Pod a holder's mark names (one watch per
 // Pod, shared through Watches by every election of a program) and answers
-// elector.HolderExit: the lease ends at once only when the kubelet has
+// protocol.HolderExit: the lease ends at once only when the kubelet has
 // reported the end of a run of that container at or after a moment the
 // holder's process was alive, and that run is not older than the run the
 // holder published. Everything else waits for the lease: a deleted or

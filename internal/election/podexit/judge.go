@@ -12,7 +12,7 @@ import (
 	"github.com/meshd-io/meshd/pkg/resourcelock"
 )
 
-// Judge is the follower's side: it implements elector.HolderExit from the
+// Judge is the follower's side: it implements protocol.HolderExit from the
 // holder's Pod mark on the lock and a shared watch of the Pod it names. It
 // follows one Pod at a time, the observed holder's, from the first time
 // the elector asks about it until it asks about another holder or Close.
@@ -51,7 +51,7 @@ func (j *Judge) SetWake(wake func()) {
 	j.mu.Unlock()
 }
 
-// Exited implements elector.HolderExit: whether the lock's latest mark
+// Exited implements protocol.HolderExit: whether the lock's latest mark
 // names rec's holder and the latest version of its Pod proves that the
 // process that published the mark has exited.
 func (j *Judge) Exited(rec resourcelock.Record) bool {

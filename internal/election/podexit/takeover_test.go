@@ -15,6 +15,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/meshd-io/meshd/internal/lockmeta"
+	"github.com/meshd-io/meshd/internal/protocol"
 	"github.com/meshd-io/meshd/internal/testing/kubetest"
 	"github.com/meshd-io/meshd/pkg/election/elector"
 	"github.com/meshd-io/meshd/pkg/resourcelock"
@@ -24,7 +25,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 const lockName = "istio-leader"
 
-var _ elector.HolderExit = (*Judge)(nil)
+var _ protocol.HolderExit = (*Judge)(nil)
 
 // follower is an elector that watches a lock held by holderMark's holder,
 // with a Judge over a fake clientset and a fake clock that stands still

@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/meshd-io/meshd/internal/election/knobs"
+	"github.com/meshd-io/meshd/internal/metrics"
 	"github.com/meshd-io/meshd/pkg/election"
-	"github.com/meshd-io/meshd/pkg/election/elector"
 	"github.com/meshd-io/meshd/pkg/resourcelock"
 )
 
@@ -41,7 +41,7 @@ func Timing(leaseDuration, renewDeadline, retryPeriod time.Duration) election.Op
 
 // Metrics sends what the elections do to m, instead of exporting it with
 // election.WithPrometheus (not beside it).
-func Metrics(m elector.Metrics) election.Option {
+func Metrics(m metrics.Metrics) election.Option {
 	return election.WithTestKnobs(knobs.Set{Metrics: m})
 }
 

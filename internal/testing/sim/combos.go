@@ -11,6 +11,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/meshd-io/meshd/internal/election/testknobs"
+	"github.com/meshd-io/meshd/internal/protocol"
 	"github.com/meshd-io/meshd/internal/protocol/coordination"
 	"github.com/meshd-io/meshd/pkg/election"
 	"github.com/meshd-io/meshd/pkg/election/elector"
@@ -246,19 +247,19 @@ func multiLockCombinations() []Combination {
 
 // noSession is a Sessions that is never used: it only lets the validation
 // of elector.Config judge whether a session fits.
-type noSession struct{ elector.Sessions }
+type noSession struct{ protocol.Sessions }
 
 // noHandover is a Handover that is only asked for its grace, for the same
 // purpose.
 type noHandover struct {
-	elector.Handover
+	protocol.Handover
 	grace time.Duration
 }
 
 func (h noHandover) Grace() time.Duration { return h.grace }
 
 // noExit is a HolderExit that is never asked, for the same purpose.
-type noExit struct{ elector.HolderExit }
+type noExit struct{ protocol.HolderExit }
 
 // withBrokenWatch adds, for every combination with the watch on, the same
 // with the watch broken for a while by the world.

@@ -24,13 +24,14 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/meshd-io/meshd/internal/lockmeta"
+	"github.com/meshd-io/meshd/internal/metrics"
 	"github.com/meshd-io/meshd/internal/testing/kubetest"
 	"github.com/meshd-io/meshd/pkg/resourcelock"
 )
 
 // countMetrics counts what the elector reports, by kind.
 type countMetrics struct {
-	noopMetrics
+	metrics.Nop
 	mu     sync.Mutex
 	counts map[string]int
 }

@@ -13,6 +13,8 @@ import (
 
 	"github.com/meshd-io/meshd/internal/lockcap"
 	"github.com/meshd-io/meshd/internal/lockwatch"
+	"github.com/meshd-io/meshd/internal/metrics"
+	"github.com/meshd-io/meshd/internal/protocol"
 	"github.com/meshd-io/meshd/pkg/resourcelock"
 )
 
@@ -114,7 +116,7 @@ type Config struct {
 	// Pacer paces this elector's first attempt together with those of the
 	// other electors given the same pacer. Nil: the first attempt is not
 	// paced, as a pacer of its own would never make it wait.
-	Pacer Pacer
+	Pacer protocol.Pacer
 
 	// Handover, if set, turns on cooperative preemption (docs/handover.md;
 	// package internal/protocol/handover implements it). A candidate
@@ -127,7 +129,7 @@ type Config struct {
 	// start); the grace must exceed RetryPeriod. An accepted request is
 	// never followed by force: the holder names the candidate once its work
 	// stopped. The lock must implement lockcap.HandoverLock.
-	Handover Handover
+	Handover protocol.Handover
 
 	// Coordination, when set, makes this a candidate of a coordinated
 	// election (docs/coordinated.md; package internal/protocol/coordination
@@ -138,7 +140,7 @@ type Config struct {
 	// meanwhile, and then hands the lock to that candidate. The lock must
 	// implement lockcap.CoordinatedLock; KeyComparison and
 	// Handover must be unset.
-	Coordination Coordination
+	Coordination protocol.Coordination
 
 	// Session, when set, lets the program's session renew this candidate's
 	// record while it leads (see "Sessions" in the package doc; package
@@ -150,12 +152,12 @@ type Config struct {
 	// them renews its record itself from then on. The lock must be
 	// a *resourcelock.LeaseLock; Watch must be set and Coordination unset,
 	// and the session must follow Leases through Hub.
-	Session Sessions
+	Session protocol.Sessions
 
 	// HolderExit, if set, may end the lease of the observed holder before
 	// it runs out, on proof that the holder's process has exited (see
-	// HolderExit). Nil waits for every lease.
-	HolderExit HolderExit
+	// protocol.HolderExit). Nil waits for every lease.
+	HolderExit protocol.HolderExit
 
 	// YieldOnRelease, if set, is asked how long this candidate lets others
 	// go first when it sees the lock released or expired: a candidate that
@@ -173,7 +175,7 @@ type Config struct {
 	// with another elector.
 	Rand *rand.Rand
 	// Metrics defaults to a no-op implementation.
-	Metrics Metrics
+	Metrics metrics.Metrics
 	// Logger defaults to a no-op logger.
 	Logger *zap.Logger
 }

@@ -9,34 +9,6 @@ import (
 	"github.com/meshd-io/meshd/internal/lockmeta"
 )
 
-// Coordination is a candidate's side of a coordinated election as the core
-// sees it (see Config.Coordination; package internal/protocol/coordination
-// implements it): a coordinator writes the holder into the lock, or names a
-// better candidate as the preferred holder; candidates follow. The core
-// calls it from the election loop only; it reads the preferred holder from
-// the lock itself.
-type Coordination interface {
-	// Problems lists what is wrong with the protocol's own settings.
-	Problems() []string
-	// Patience is how long a vacant lock is left to the coordinator.
-	Patience() time.Duration
-	// LeaveVacant reports whether a lock found vacant at now is left to
-	// the coordinator still.
-	LeaveVacant(now time.Time) bool
-	// Occupied notes that the observed record names a holder.
-	Occupied()
-	// Acquired notes that this candidate took the lock; unassigned: it
-	// took a vacant lock that no coordinator assigned.
-	Acquired() (unassigned bool)
-	// WakeAt is when a vacant lock may be taken; zero when none waits.
-	WakeAt() time.Time
-	// Live reports whether a candidate named as preferred holder is live.
-	Live(identity string) bool
-	// Successor is the best live candidate to hand the lock to at the end
-	// of a graceful term; ok is false when none is known (release).
-	Successor() (identity, key string, ok bool)
-}
-
 // coordinationProblems lists what is wrong with c's coordination.
 func (c *Config) coordinationProblems() []string {
 	if c.Coordination == nil {

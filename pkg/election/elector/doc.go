@@ -16,13 +16,14 @@
 // into the core: Handover (cooperative preemption), Sessions (renewal by a
 // process's session), Coordination (a coordinator picks the holder),
 // HolderExit (proof that a holder's process exited) and Pacer (pacing of
-// first attempts). Package election builds them from the packages under
-// internal/protocol and internal/pacing; the steal damper is a value from
-// internal/protocol/damping that the core owns. Each interface states what the core promises it: every method
-// is called from the election loop, with the clock reading of the decision
-// in progress, after the core has read or been delivered the lock object
-// whose annotations the protocol reads; the record, the fence and the end
-// of a term stay the core's.
+// first attempts), each an interface of package internal/protocol. Package
+// election builds them from the packages under internal/protocol and
+// internal/pacing; the steal damper is a value from
+// internal/protocol/damping that the core owns. Each interface states what
+// the core promises it: every method is called from the election loop,
+// with the clock reading of the decision in progress, after the core has
+// read or been delivered the lock object whose annotations the protocol
+// reads; the record, the fence and the end of a term stay the core's.
 //
 // # Timing
 //
@@ -82,12 +83,12 @@
 // cycle (the candidates disagree, for example about the default revision):
 // preemption by force is suspended until a lease after the loss (a constant
 // hold-off: a candidate that cannot ask cannot learn that the other side came
-// to agree), and reported (log, event, Metrics.StealCycle and
+// to agree), and reported (log, event, metrics.Metrics' StealCycle and
 // SetPreemptionSuspended, LeaderElector.Preemption) until the candidate's
 // comparison no longer outranks the holder.
 //
 // With Config.Handover (the protocol of package internal/protocol/handover,
-// behind the Handover interface; docs/handover.md) a candidate first asks a
+// behind protocol.Handover; docs/handover.md) a candidate first asks a
 // cooperating holder to hand over. The holder answers: it accepts
 // with the time within which its work will have stopped, or refuses. An
 // accepted request is followed by the record naming the candidate once the

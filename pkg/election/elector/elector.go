@@ -15,6 +15,8 @@ import (
 	"github.com/meshd-io/meshd/internal/lockcap"
 	"github.com/meshd-io/meshd/internal/lockmeta"
 	"github.com/meshd-io/meshd/internal/lockwatch"
+	"github.com/meshd-io/meshd/internal/metrics"
+	"github.com/meshd-io/meshd/internal/protocol"
 	"github.com/meshd-io/meshd/internal/protocol/damping"
 	"github.com/meshd-io/meshd/pkg/resourcelock"
 )
@@ -63,13 +65,13 @@ type LeaderElector struct {
 	cfg     Config
 	log     *zap.Logger
 	clock   clock.WithTicker
-	metrics Metrics
+	metrics metrics.Metrics
 	trigger chan struct{}
 
 	// watch is set when Config.Watch is; see watch.go.
 	watch *lockWatch
-	// handover is Config.Handover: nil unless cooperative; see protocol.go.
-	handover Handover
+	// handover is Config.Handover: nil unless cooperative.
+	handover protocol.Handover
 	// damper limits steals; see damper.go.
 	damper *damping.Damper
 
@@ -145,7 +147,7 @@ func New(cfg Config) (*LeaderElector, error) {
 		le.clock = clock.RealClock{}
 	}
 	if le.metrics == nil {
-		le.metrics = noopMetrics{}
+		le.metrics = metrics.Nop{}
 	}
 	if cfg.Watch && le.cfg.Hub == nil {
 		le.cfg.Hub = lockwatch.NewWatchHub()

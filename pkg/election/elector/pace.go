@@ -10,25 +10,6 @@ import (
 // before its first attempt.
 const firstSyncWait = time.Second
 
-// Pacer paces the first attempts of the electors it is given to (see
-// Config.Pacer; package internal/pacing implements it): a program starting
-// thousands of elections at once sends their first requests at a bounded
-// rate, and a bounded number of them wait for the API server at once. Only
-// attempts that may send a request wait: a follower whose watch shows a
-// live holder decides from the watch's cache, and one that learns of such
-// a holder while it waits gives its turn back. It must be safe for
-// concurrent use.
-type Pacer interface {
-	// Built reports whether the pacer was built by its constructor
-	// (NewPacer); a zero value is refused by validation.
-	Built() bool
-	// Turn waits for this elector's turn, served by prio (lowest first),
-	// and gives up when ctx ends or giveUp, asked at the start and at each
-	// of wakeups, reports true. release gives the turn back after the
-	// attempt; it is called exactly once.
-	Turn(ctx context.Context, prio uint64, wakeups <-chan struct{}, giveUp func() bool) (release func())
-}
-
 // tryFirst makes the first attempt of a Run and reports whether it took
 // the lock. Every Run subscribes to the watch anew, and what the hub hands
 // a joining subscriber is its cache, which says nothing of whether the

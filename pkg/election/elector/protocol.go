@@ -13,48 +13,6 @@ import (
 	"github.com/meshd-io/meshd/pkg/resourcelock"
 )
 
-// Handover is cooperative preemption as the core sees it (package
-// internal/protocol/handover implements it; see Config.Handover). The core
-// calls it from the election loop only, with the clock reading of the
-// decision in progress, after it has read or been delivered the lock object
-// whose handover annotation the protocol reads. The protocol writes only
-// that annotation; the record, the fence and the end of a term stay the
-// core's.
-type Handover interface {
-	// Grace is how long a candidate waits for an answer before it takes
-	// the lock by force; validation requires more than RetryPeriod.
-	Grace() time.Duration
-	// Ask is called when this candidate may take rec from its holder now
-	// by the comparison and the damper: force is true when the holder
-	// cannot or did not answer in time, false when the candidate asked or
-	// waits for (or was given) an answer.
-	Ask(ctx context.Context, rec *resourcelock.Record, now time.Time) (force bool, err error)
-	// AskedAt is when this candidate last asked the current holder's term;
-	// zero when it has not.
-	AskedAt() time.Time
-	// WakeAt is when the candidate's handover state changes by itself;
-	// zero when nothing is waited for.
-	WakeAt(now time.Time) time.Time
-	// Triggered tells the protocol that Trigger was called: a refused
-	// request may be repeated at once.
-	Triggered()
-	// Retract takes this candidate's request back, if the object last
-	// read carries it; retry reports a conflict (read again, and retry).
-	Retract(ctx context.Context) (retry bool)
-	// Answer answers the request addressed to this leading holder, if
-	// any, and returns it when accepted with a promise to stop within
-	// stopWithin.
-	Answer(ctx context.Context, now time.Time, stopWithin time.Duration) (*lockmeta.Handover, error)
-	// Reconsiders reports whether a fresh request to this holder must be
-	// answered again (refused but now entitled, or accepted in a term
-	// whose end could not name the candidate).
-	Reconsiders(now time.Time) bool
-	// Successor is the fresh request to this holder from a candidate
-	// entitled now, the one a holder ending its term hands the lock to;
-	// nil when there is none.
-	Successor(now time.Time) *lockmeta.Handover
-}
-
 // handoverLock is the lock's handover annotation, for a cooperative
 // elector (validation checks that the lock has one).
 func (le *LeaderElector) handoverLock() lockcap.HandoverLock {

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/meshd-io/meshd/internal/lockcap"
+	"github.com/meshd-io/meshd/internal/protocol"
 	"github.com/meshd-io/meshd/internal/protocol/handover"
 	"github.com/meshd-io/meshd/internal/protocol/sessions"
 	"github.com/meshd-io/meshd/pkg/resourcelock"
@@ -27,6 +28,6 @@ func cooperative(cfg Config, grace time.Duration, accept func(candidateKey strin
 
 // inSession returns session mode on lock for the heartbeat s, wired as
 // package election wires it.
-func inSession(lock resourcelock.Interface, retry time.Duration, s sessions.Heartbeat) Sessions {
+func inSession(lock resourcelock.Interface, retry time.Duration, s sessions.Heartbeat) protocol.Sessions {
 	return sessions.New(sessions.Config{Name: lockName, Heartbeat: s, Lock: lock.(sessions.Lock), RetryPeriod: retry})
 }

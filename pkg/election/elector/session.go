@@ -9,40 +9,6 @@ import (
 	"github.com/meshd-io/meshd/pkg/resourcelock"
 )
 
-// Sessions is session mode as the core sees it (see Config.Session;
-// package internal/protocol/sessions implements it on the process's
-// session): a holder whose lock names its session does not rewrite its
-// record every RetryPeriod; the session's heartbeat keeps it alive, and
-// followers judge it alive while the session is, by their own observation.
-// See "Sessions" in the package doc. The core calls it from the election
-// loop only, except Mixed.
-type Sessions interface {
-	// Ref names this process's session in records; "" while it has none.
-	Ref() string
-	// Renewed is when this process's latest heartbeat was sent (one the
-	// watch delivered back), and whether the session is current.
-	Renewed() (sent time.Time, current bool)
-	// Mixed reports whether a holder without sessions was seen, so that
-	// this candidate renews its record itself.
-	Mixed() bool
-	// Mark sets the session mark of the next write; mine: the record
-	// written names this candidate.
-	Mark(mine bool)
-	// Detach sets a mark that names no session for the next write.
-	Detach()
-	// HolderRef is the session the lock object last seen names for holder.
-	HolderRef(holder string) string
-	// EarlierProcess reports whether the lock's mark names another session
-	// of this identity (a record written before a restart).
-	EarlierProcess() bool
-	// NoteHolder is told of every other holder observed.
-	NoteHolder(holder string)
-	// HolderUntil is until when another holder whose record names session
-	// ref is alive by it; recordEnd is when its record's lease runs out;
-	// wake is called when a judgement may change.
-	HolderUntil(now, recordEnd time.Time, ref string, wake func()) time.Time
-}
-
 // sessionMode reports whether this elector may renew through a session.
 func (le *LeaderElector) sessionMode() bool { return le.cfg.Session != nil }
 

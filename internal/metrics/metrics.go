@@ -1,4 +1,7 @@
-package elector
+// Package metrics names what the elector core reports about its work, so
+// that a program can count it (package electionmetrics adapts it to
+// Prometheus); Nop discards it.
+package metrics
 
 // Metrics receives what an elector does. Implementations must be safe for
 // concurrent use; the default does nothing.
@@ -38,17 +41,18 @@ type Metrics interface {
 	SlowPath(name string)
 }
 
-type noopMetrics struct{}
+// Nop is Metrics that discards everything.
+type Nop struct{}
 
-func (noopMetrics) SetLeading(string, bool)             {}
-func (noopMetrics) Acquired(string)                     {}
-func (noopMetrics) Stole(string)                        {}
-func (noopMetrics) RenewFailed(string)                  {}
-func (noopMetrics) Lost(string)                         {}
-func (noopMetrics) HandoverRequested(string)            {}
-func (noopMetrics) HandedOver(string)                   {}
-func (noopMetrics) Request(string, string)              {}
-func (noopMetrics) StealCycle(string)                   {}
-func (noopMetrics) SetPreemptionSuspended(string, bool) {}
-func (noopMetrics) RunFailed(string)                    {}
-func (noopMetrics) SlowPath(string)                     {}
+func (Nop) SetLeading(string, bool)             {}
+func (Nop) Acquired(string)                     {}
+func (Nop) Stole(string)                        {}
+func (Nop) RenewFailed(string)                  {}
+func (Nop) Lost(string)                         {}
+func (Nop) HandoverRequested(string)            {}
+func (Nop) HandedOver(string)                   {}
+func (Nop) Request(string, string)              {}
+func (Nop) StealCycle(string)                   {}
+func (Nop) SetPreemptionSuspended(string, bool) {}
+func (Nop) RunFailed(string)                    {}
+func (Nop) SlowPath(string)                     {}
