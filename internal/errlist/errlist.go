@@ -1,5 +1,5 @@
 // Package errlist combines several errors into one, the single way meshd
-// outside its library does so: a go-multierror list that prints every
+// (its library included) does so: a go-multierror list that prints every
 // problem on one line, separated by "; ". errors.Is and errors.As see
 // through the result to each error in it, and errors.As with a
 // *multierror.Error takes the list apart again.

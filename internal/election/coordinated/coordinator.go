@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/meshd-io/meshd/internal/errlist"
 	"go.uber.org/zap"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -125,7 +126,7 @@ func NewCoordinator(client kubernetes.Interface, cfg CoordinatorConfig) (*Coordi
 		errs = append(errs, fmt.Errorf("AckTimeout %v is negative", cfg.AckTimeout))
 	}
 	if len(errs) > 0 {
-		return nil, fmt.Errorf("coordinated: invalid coordinator: %w", errors.Join(errs...))
+		return nil, fmt.Errorf("coordinated: invalid coordinator: %w", errlist.Join(errs...))
 	}
 	if cfg.AckTimeout == 0 {
 		cfg.AckTimeout = DefaultAckTimeout

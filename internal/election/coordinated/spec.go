@@ -1,12 +1,12 @@
 package coordinated
 
 import (
-	"errors"
 	"fmt"
 	"runtime/debug"
 	"strings"
 	"time"
 
+	"github.com/meshd-io/meshd/internal/errlist"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -133,7 +133,7 @@ func (s CandidateSpec) validate() error {
 		bad("Owner", fmt.Sprintf("%s/%s %s uid=%s", o.APIVersion, o.Kind, o.Name, o.UID), "needs apiVersion, kind, name and uid")
 	}
 	if len(errs) > 0 {
-		return fmt.Errorf("coordinated: invalid candidate: %w", errors.Join(errs...))
+		return fmt.Errorf("coordinated: invalid candidate: %w", errlist.Join(errs...))
 	}
 	return nil
 }

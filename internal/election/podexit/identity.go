@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-multierror"
+	"github.com/meshd-io/meshd/internal/errlist"
 	"k8s.io/apimachinery/pkg/util/validation"
 )
 
@@ -50,13 +51,7 @@ func (id Identity) Validate() error {
 	if errs == nil {
 		return nil
 	}
-	errs.ErrorFormat = func(es []error) string {
-		msgs := make([]string, len(es))
-		for i, e := range es {
-			msgs[i] = e.Error()
-		}
-		return strings.Join(msgs, "; ")
-	}
+	errs.ErrorFormat = errlist.OneLine
 	return fmt.Errorf("%w: %w", ErrInvalidIdentity, errs)
 }
 

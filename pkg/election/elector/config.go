@@ -7,10 +7,10 @@ import (
 	"math/rand"
 	"time"
 
-	"github.com/hashicorp/go-multierror"
 	"go.uber.org/zap"
 	"k8s.io/utils/clock"
 
+	"github.com/meshd-io/meshd/internal/errlist"
 	"github.com/meshd-io/meshd/internal/lockcap"
 	"github.com/meshd-io/meshd/internal/lockwatch"
 	"github.com/meshd-io/meshd/internal/metrics"
@@ -188,15 +188,14 @@ func TimingFromTTL(ttl time.Duration) (leaseDuration, renewDeadline, retryPeriod
 
 // Validate reports every problem of c at once.
 func (c *Config) Validate() error {
-	var errs *multierror.Error
-	add := func(format string, args ...any) { errs = multierror.Append(errs, fmt.Errorf(format, args...)) }
+	var errs []error
+	add := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
 	c.validateTiming(add)
 	c.validateProtocols(add)
-	if errs == nil {
+	if len(errs) == 0 {
 		return nil
 	}
-	errs.ErrorFormat = listErrors
-	return fmt.Errorf("%w: %w", ErrInvalidConfig, errs)
+	return fmt.Errorf("%w: %w", ErrInvalidConfig, errlist.Join(errs...))
 }
 
 // validateTiming reports the problems of the lock and the timings.
@@ -274,14 +273,3 @@ func (c *Config) validateProtocols(add func(format string, args ...any)) {
 
 // ErrInvalidConfig is wrapped by every validation error.
 var ErrInvalidConfig = errors.New("invalid leader election config")
-
-func listErrors(errs []error) string {
-	msg := ""
-	for i, err := range errs {
-		if i > 0 {
-			msg += "; "
-		}
-		msg += err.Error()
-	}
-	return msg
-}
