@@ -15,6 +15,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/meshd-io/meshd/internal/refcount"
 )
 
 // WatchKey names one shared watch: every lock of the same kind in the same
@@ -91,19 +93,14 @@ type Subscriber struct {
 // has subscribers, so an unused hub needs no stopping. The zero value is an
 // empty hub, as NewWatchHub returns.
 type WatchHub struct {
-	mu      sync.Mutex
-	entries map[WatchKey]*hubEntry
+	watches refcount.Registry[WatchKey, *hubEntry]
 }
 
 // NewWatchHub returns an empty hub.
-func NewWatchHub() *WatchHub { return &WatchHub{entries: map[WatchKey]*hubEntry{}} }
+func NewWatchHub() *WatchHub { return &WatchHub{} }
 
 // Watches is the number of informers the hub runs now.
-func (h *WatchHub) Watches() int {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return len(h.entries)
-}
+func (h *WatchHub) Watches() int { return h.watches.Len() }
 
 // Subscribe follows lock's object until the returned function is called.
 // That function returns once the subscriber will not be called again and, if
@@ -128,38 +125,23 @@ func (h *WatchHub) SubscribeAll(lock Source, s Subscriber) (unsubscribe func()) 
 }
 
 // join adds a subscriber of the named object ("" for all) to sw's watch,
-// starting the watch if it is the first.
+// starting the watch if it is the first. The watch stops, its goroutines
+// awaited, when its last subscriber leaves.
 func (h *WatchHub) join(sw SharedWatch, name string, s Subscriber) (unsubscribe func()) {
-	h.mu.Lock()
-	e, ok := h.entries[sw.Key]
-	if !ok {
-		if h.entries == nil {
-			h.entries = map[WatchKey]*hubEntry{}
-		}
-		e = startHubEntry(sw)
-		h.entries[sw.Key] = e
-	}
-	e.refs++
-	h.mu.Unlock()
-
+	// Starting a watch cannot fail (a broken watch reports its health), so
+	// Acquire returns no error.
+	e, release, _ := h.watches.Acquire(sw.Key, func() (*hubEntry, func(), error) {
+		e := startHubEntry(sw)
+		return e, e.stop, nil
+	})
 	sub := &hubSub{name: name, Subscriber: s}
 	e.add(sub)
 	var once sync.Once
-	return func() { once.Do(func() { h.leave(e, sub) }) }
-}
-
-// leave removes sub, and stops e when it was its last subscriber.
-func (h *WatchHub) leave(e *hubEntry, sub *hubSub) {
-	e.remove(sub)
-	h.mu.Lock()
-	e.refs--
-	last := e.refs == 0
-	if last {
-		delete(h.entries, e.key)
-	}
-	h.mu.Unlock()
-	if last {
-		e.stop()
+	return func() {
+		once.Do(func() {
+			e.remove(sub)
+			release()
+		})
 	}
 }
 
@@ -192,7 +174,6 @@ type hubSub struct {
 // hubEntry is one shared informer and its subscribers.
 type hubEntry struct {
 	key      WatchKey
-	refs     int // guarded by WatchHub.mu
 	informer cache.SharedIndexInformer
 	cancel   context.CancelFunc
 	wg       sync.WaitGroup

@@ -11,6 +11,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/clock"
+
+	"github.com/meshd-io/meshd/internal/refcount"
 )
 
 // leaseNameIndex indexes LeaseCandidates by spec.leaseName.
@@ -31,8 +33,6 @@ type Roster struct {
 	informer cache.SharedIndexInformer
 	synced   cache.InformerSynced
 	stop     chan struct{}
-	owner    *Rosters
-	refs     int // guarded by owner.mu
 
 	mu     sync.Mutex
 	nextID int
@@ -56,18 +56,18 @@ type rosterKey struct {
 // is safe for concurrent use. The zero value is not usable: call
 // NewRosters.
 type Rosters struct {
-	mu      sync.Mutex
-	rosters map[rosterKey]*Roster
+	rosters *refcount.Registry[rosterKey, *Roster] // nil unless built by NewRosters
 }
 
 // NewRosters returns a Rosters that runs no Roster yet.
-func NewRosters() *Rosters { return &Rosters{rosters: map[rosterKey]*Roster{}} }
+func NewRosters() *Rosters { return &Rosters{rosters: new(refcount.Registry[rosterKey, *Roster])} }
 
 // Running is the number of Rosters running now.
 func (rs *Rosters) Running() int {
-	rs.mu.Lock()
-	defer rs.mu.Unlock()
-	return len(rs.rosters)
+	if rs.rosters == nil {
+		return 0
+	}
+	return rs.rosters.Len()
 }
 
 // Acquire returns the Roster of namespace for client, starting it if no
@@ -90,23 +90,16 @@ func (rs *Rosters) Acquire(client kubernetes.Interface, namespace string, clk cl
 		return nil, nil, fmt.Errorf("coordinated: client %T or clock %T cannot identify a shared roster (not comparable)", client, clk)
 	}
 	key := rosterKey{client: client, namespace: namespace, clock: clk}
-	rs.mu.Lock()
-	r := rs.rosters[key]
-	if r == nil {
-		var err error
-		if r, err = startRoster(key, rs); err != nil {
-			rs.mu.Unlock()
+	return rs.rosters.Acquire(key, func() (*Roster, func(), error) {
+		r, err := startRoster(key)
+		if err != nil {
 			return nil, nil, err
 		}
-		rs.rosters[key] = r
-	}
-	r.refs++
-	rs.mu.Unlock()
-	var once sync.Once
-	return r, func() { once.Do(r.release) }, nil
+		return r, r.shutdown, nil
+	})
 }
 
-func startRoster(key rosterKey, owner *Rosters) (*Roster, error) {
+func startRoster(key rosterKey) (*Roster, error) {
 	factory := informers.NewSharedInformerFactoryWithOptions(key.client, 0, informers.WithNamespace(key.namespace))
 	inf := factory.Coordination().V1beta1().LeaseCandidates().Informer()
 	if err := inf.AddIndexers(cache.Indexers{leaseNameIndex: indexByLeaseName}); err != nil {
@@ -114,7 +107,7 @@ func startRoster(key rosterKey, owner *Rosters) (*Roster, error) {
 	}
 	r := &Roster{
 		key: key, clock: key.clock, factory: factory, informer: inf,
-		stop: make(chan struct{}), owner: owner,
+		stop:   make(chan struct{}),
 		byName: map[string]map[int]func(*coordinationv1beta1.LeaseCandidate){},
 		all:    map[int]func(string){},
 	}
@@ -138,18 +131,11 @@ func indexByLeaseName(obj any) ([]string, error) {
 	return nil, nil
 }
 
-func (r *Roster) release() {
-	r.owner.mu.Lock()
-	r.refs--
-	last := r.refs == 0
-	if last {
-		delete(r.owner.rosters, r.key)
-	}
-	r.owner.mu.Unlock()
-	if last {
-		close(r.stop)
-		r.factory.Shutdown()
-	}
+// shutdown stops the Roster's informer and waits for its goroutines; its
+// Rosters calls it once, when the last user releases it.
+func (r *Roster) shutdown() {
+	close(r.stop)
+	r.factory.Shutdown()
 }
 
 // HasSynced reports whether the first list of candidates has been read.

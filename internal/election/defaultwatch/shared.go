@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/meshd-io/meshd/internal/refcount"
 	"github.com/meshd-io/meshd/pkg/revisions"
 )
 
@@ -29,13 +30,12 @@ import (
 // an unused one needs no stopping. It is safe for concurrent use. The zero
 // value is not usable: call NewSharedWatchers.
 type SharedWatchers struct {
-	mu      sync.Mutex
-	entries map[sharedKey]*sharedEntry
+	entries *refcount.Registry[sharedKey, *sharedEntry] // nil unless built by NewSharedWatchers
 }
 
 // NewSharedWatchers returns a SharedWatchers that runs no watch yet.
 func NewSharedWatchers() *SharedWatchers {
-	return &SharedWatchers{entries: map[sharedKey]*sharedEntry{}}
+	return &SharedWatchers{entries: new(refcount.Registry[sharedKey, *sharedEntry])}
 }
 
 // Watcher returns a revisions.DefaultWatcher that shares one watch of the webhook
@@ -88,9 +88,10 @@ func withDefaults(opts revisions.Options) revisions.Options {
 
 // Running is the number of shared watches s runs now.
 func (s *SharedWatchers) Running() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return len(s.entries)
+	if s.entries == nil {
+		return 0
+	}
+	return s.entries.Len()
 }
 
 type sharedKey struct {
@@ -98,45 +99,37 @@ type sharedKey struct {
 	webhook, label string
 }
 
-// join returns the running entry of key, starting one if there is none.
-func (r *SharedWatchers) join(key sharedKey, opts revisions.Options, w *sharedWatcher) (*sharedEntry, error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	e, ok := r.entries[key]
-	if !ok {
-		var err error
-		if e, err = startSharedEntry(key, opts, w); err != nil {
-			return nil, err
+// join returns the running entry of key with w in it, starting one if there
+// is none, and the function that takes w out of it again: that function
+// stops the entry, and waits for its goroutine, when w was the last one in
+// it.
+func (r *SharedWatchers) join(key sharedKey, opts revisions.Options, w *sharedWatcher) (*sharedEntry, func(), error) {
+	started := false
+	e, release, err := r.entries.Acquire(key, func() (*sharedEntry, func(), error) {
+		e, err := startSharedEntry(key, opts, w)
+		if err != nil {
+			return nil, nil, err
 		}
-		r.entries[key] = e
-	} else {
+		started = true
+		return e, e.shutdown, nil
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	if !started {
+		// The entry's first watcher joined before its watch ran, to see
+		// the initial value; the others join now.
 		e.add(w)
 	}
-	e.refs++
-	return e, nil
-}
-
-// leave removes w from e and stops e when w was the last one in it.
-func (r *SharedWatchers) leave(e *sharedEntry, w *sharedWatcher) {
-	e.remove(w)
-	r.mu.Lock()
-	e.refs--
-	last := e.refs == 0
-	if last {
-		delete(r.entries, e.key)
-	}
-	r.mu.Unlock()
-	if last {
-		close(e.stop)
-		<-e.done
-	}
+	return e, func() {
+		e.remove(w)
+		release()
+	}, nil
 }
 
 // sharedEntry is one running watch and the watchers reading it.
 type sharedEntry struct {
-	key   sharedKey
 	inner revisions.DefaultWatcher
-	refs  int // guarded by SharedWatchers.mu
 	stop  chan struct{}
 	done  chan struct{}
 
@@ -151,7 +144,7 @@ func startSharedEntry(key sharedKey, opts revisions.Options, first *sharedWatche
 	if err != nil {
 		return nil, err
 	}
-	e := &sharedEntry{key: key, inner: inner, stop: make(chan struct{}), done: make(chan struct{}),
+	e := &sharedEntry{inner: inner, stop: make(chan struct{}), done: make(chan struct{}),
 		watchers: []*sharedWatcher{first}}
 	inner.AddHandler(e.changed)
 	go func() {
@@ -159,6 +152,13 @@ func startSharedEntry(key sharedKey, opts revisions.Options, first *sharedWatche
 		inner.Run(e.stop)
 	}()
 	return e, nil
+}
+
+// shutdown stops the shared watch and waits for its goroutine; the
+// SharedWatchers calls it once, when the last watcher leaves.
+func (e *sharedEntry) shutdown() {
+	close(e.stop)
+	<-e.done
 }
 
 func (e *sharedEntry) add(w *sharedWatcher) {
@@ -235,7 +235,7 @@ func (w *sharedWatcher) Start() (stop func()) {
 		w.opts.Logger.Warn("default revision watcher already started; this start does nothing")
 		return func() {}
 	}
-	e, err := w.registry.join(w.key, w.opts, w)
+	e, leave, err := w.registry.join(w.key, w.opts, w)
 	if err != nil {
 		// revisions.Options were validated when w was built, so the watcher can be
 		// built too; if not, a watcher that cannot watch knows no default.
@@ -251,7 +251,7 @@ func (w *sharedWatcher) Start() (stop func()) {
 			w.mu.Lock()
 			w.entry = nil
 			w.mu.Unlock()
-			w.registry.leave(e, w)
+			leave()
 		})
 	}
 }

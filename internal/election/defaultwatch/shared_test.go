@@ -110,15 +110,7 @@ func TestSharedDefaultWatcherStopsWithItsLastUserAndRestarts(t *testing.T) {
 }
 
 // users is the number of watchers in s's shared watches.
-func (s *SharedWatchers) users() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	n := 0
-	for _, e := range s.entries {
-		n += e.refs
-	}
-	return n
-}
+func (s *SharedWatchers) users() int { return s.entries.Users() }
 
 func TestSharedDefaultWatcherRejectsBadOptions(t *testing.T) {
 	_, err := NewSharedWatchers().Watcher(fake.NewClientset(), revisions.Options{WebhookName: "Not_Valid", RevisionLabel: "bad label"})

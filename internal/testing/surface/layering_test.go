@@ -18,7 +18,7 @@ const modulePath = "github.com/meshd-io/meshd"
 var libraryInternal = []string{
 	"internal/lockmeta", "internal/lockcap", "internal/lockwatch",
 	"internal/protocol/", "internal/pacing", "internal/metrics/",
-	"internal/election/", "internal/electionlog", "internal/errlist",
+	"internal/election/", "internal/electionlog", "internal/errlist", "internal/refcount",
 }
 
 func isLibraryInternal(rel string) bool {
