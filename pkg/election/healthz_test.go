@@ -12,7 +12,7 @@ import (
 	"github.com/meshd-io/meshd/internal/testing/kubetest"
 )
 
-// stuck is a Checkable whose answer the test sets.
+// stuck is a checkable whose answer the test sets.
 type stuck struct {
 	id  string
 	err error
@@ -31,7 +31,7 @@ func TestHealthzAdaptor(t *testing.T) {
 		t.Fatal(err)
 	}
 	bad := &stuck{id: "meshd-status-leader"}
-	h := NewHealthzAdaptor(5*time.Second, le, nil, bad)
+	h := newHealthzAdaptor(5*time.Second, append(NewHealthzAdaptor(0, le, nil).elections, bad)...)
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 	get := func() (int, string) {
