@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"time"
 
+	"github.com/meshd-io/meshd/pkg/election"
 	"github.com/meshd-io/meshd/pkg/features"
 )
 
@@ -48,7 +49,7 @@ func (c Config) settleTimeout() time.Duration { return 3*c.TTL + 10*time.Second 
 // takeoverTimeout bounds every wait for a new leader: a lease must expire,
 // or a handover request be answered or time out.
 func (c Config) takeoverTimeout() time.Duration {
-	return 3*c.TTL + features.LeaderElectionHandoverGrace.Default() + 10*time.Second
+	return 3*c.TTL + election.DefaultHandoverGrace + 10*time.Second
 }
 
 // stopTimeout bounds how long a candidate may take to return once cancelled.

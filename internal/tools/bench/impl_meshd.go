@@ -31,7 +31,7 @@ func newMeshd(s Spec) (*meshdCandidate, error) {
 	case prioritized && s.Impl == MeshdPolling:
 		opts = append(opts, election.WithHandover(false, 0), testknobs.StartAtOnceAfterSteal(true))
 	case prioritized:
-		opts = append(opts, election.WithHandover(true, features.LeaderElectionHandoverGrace.Default()))
+		opts = append(opts, election.WithHandover(true, election.DefaultHandoverGrace))
 	}
 	if s.Impl == MeshdSession {
 		o, err := sessionOption()
