@@ -57,7 +57,7 @@ not depend on the environment.`,
 			}
 			lines := make([]string, len(problems))
 			for i, p := range problems {
-				lines[i] = "  - " + featureProblem(p).Error()
+				lines[i] = "  - " + p.Error()
 			}
 			return fmt.Errorf("%d invalid environment settings (meshd run refuses to start with them):\n%s",
 				len(problems), strings.Join(lines, "\n"))

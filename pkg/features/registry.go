@@ -93,9 +93,9 @@ type FlagInfo struct {
 	Description string
 }
 
-// ValueError describes a variable whose value was rejected. It is what
+// valueError describes a variable whose value was rejected. It is what
 // Validate collects and what the warning log describes.
-type ValueError struct {
+type valueError struct {
 	// Name is the environment variable.
 	Name string
 	// Type is the flag type, e.g. "duration".
@@ -108,13 +108,14 @@ type ValueError struct {
 	Err error
 }
 
-// Error describes the flag, the value and why it was refused.
-func (e *ValueError) Error() string {
-	return fmt.Sprintf("%s=%q is not a valid %s: %v; using the default %q", e.Name, e.Value, e.Type, e.Err, e.Default)
+// Error names the variable, the value, the type and why the value was
+// refused, then the default.
+func (e *valueError) Error() string {
+	return fmt.Sprintf("$%s=%q: not a valid %s: %v (default %q)", e.Name, e.Value, e.Type, e.Err, e.Default)
 }
 
 // Unwrap returns the reason the value was rejected.
-func (e *ValueError) Unwrap() error { return e.Err }
+func (e *valueError) Unwrap() error { return e.Err }
 
 // flagOption customises a flag at registration.
 type flagOption[T any] struct {
@@ -294,7 +295,7 @@ type flagState[T flagValue] struct {
 	once  sync.Once
 	value T
 	isSet bool
-	err   *ValueError
+	err   *valueError
 }
 
 func (s *flagState[T]) validate(v T) error {
@@ -320,7 +321,7 @@ func (s *flagState[T]) resolve() {
 			err = s.validate(v)
 		}
 		if err != nil {
-			s.err = &ValueError{Name: s.name, Type: s.typ, Value: raw, Default: s.format(s.def), Err: err}
+			s.err = &valueError{Name: s.name, Type: s.typ, Value: raw, Default: s.format(s.def), Err: err}
 			s.logger().Warn("invalid environment variable; using its default",
 				zap.String("name", s.name),
 				zap.String("value", raw),
@@ -370,8 +371,10 @@ func (r *Registry) sorted() []entry {
 }
 
 // Validate reads every registered flag (once, like Get) and returns all
-// rejected values at once as a *multierror.Error whose Errors are *ValueError,
-// ordered by variable name; nil when every value is valid. Flags keep working
+// rejected values at once as a *multierror.Error with one error per
+// variable, ordered by variable name, each naming the variable, the value,
+// its type, why it was rejected and the default; nil when every value is
+// valid. Flags keep working
 // with their defaults either way: refusing to start is the caller's choice.
 func (r *Registry) Validate() error {
 	var result *multierror.Error

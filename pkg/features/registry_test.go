@@ -85,12 +85,12 @@ func runParseCases(t *testing.T, cases []parseCase, add func(r *Registry) (get f
 			if err == nil {
 				t.Fatalf("Validate() = nil, want a problem")
 			}
-			var ve *ValueError
+			var ve *valueError
 			if !errors.As(err, &ve) {
-				t.Fatalf("Validate() = %T %v, want a *ValueError inside", err, err)
+				t.Fatalf("Validate() = %T %v, want a *valueError inside", err, err)
 			}
 			if ve.Name != "X" || ve.Value != tc.raw || ve.Default != infos[0].Default {
-				t.Errorf("ValueError = %+v", ve)
+				t.Errorf("valueError = %+v", ve)
 			}
 			msg := ve.Error()
 			for _, part := range []string{"X", fmt.Sprintf("%q", tc.raw), fmt.Sprintf("default %q", infos[0].Default)} {
@@ -257,9 +257,9 @@ func TestValidateCollectsAll(t *testing.T) {
 	}
 	var names []string
 	for _, e := range me.Errors {
-		var ve *ValueError
+		var ve *valueError
 		if !errors.As(e, &ve) {
-			t.Fatalf("%T %v is not a *ValueError", e, e)
+			t.Fatalf("%T %v is not a *valueError", e, e)
 		}
 		names = append(names, ve.Name)
 	}
