@@ -170,12 +170,6 @@ func (f Flag[T]) Get() T {
 	return f.s.value
 }
 
-// Name returns the environment variable of the flag.
-func (f Flag[T]) Name() string { return f.s.name }
-
-// Default returns the default value of the flag.
-func (f Flag[T]) Default() T { return f.s.def }
-
 // register registers the flag name on r, with its default, a description
 // for `meshd env` and docs/env.md, and validators. Values are read by type:
 //   - bool: strconv.ParseBool's words (1, t, T, TRUE, true, True, 0, f, F,

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/meshd-io/meshd/pkg/election"
-	"github.com/meshd-io/meshd/pkg/features"
 )
 
 // Config is what every latency and request scenario shares.
@@ -54,7 +53,7 @@ func (c Config) takeoverTimeout() time.Duration {
 
 // stopTimeout bounds how long a candidate may take to return once cancelled.
 func (c Config) stopTimeout() time.Duration {
-	return 2*c.TTL + features.LeaderElectionStopTimeout.Default() + 5*time.Second
+	return 2*c.TTL + election.DefaultStopTimeout + 5*time.Second
 }
 
 // Validate rejects settings that would make no sense.

@@ -5,7 +5,6 @@ import (
 
 	"github.com/meshd-io/meshd/internal/election/testknobs"
 	"github.com/meshd-io/meshd/pkg/election"
-	"github.com/meshd-io/meshd/pkg/features"
 )
 
 type meshdCandidate struct {
@@ -23,7 +22,7 @@ func newMeshd(s Spec) (*meshdCandidate, error) {
 		election.WithEnabled(true),
 		election.WithTTL(s.TTL),
 		election.WithReleaseOnCancel(s.ReleaseOnCancel),
-		election.WithStopTimeout(features.LeaderElectionStopTimeout.Default()),
+		election.WithStopTimeout(election.DefaultStopTimeout),
 		election.WithWatch(s.Impl != MeshdPolling),
 		election.WithPrioritized(prioritized),
 	}
