@@ -13,7 +13,7 @@ import (
 	"go.uber.org/zap"
 )
 
-// Type names reported in FlagInfo.Type and in the Markdown table.
+// Type names reported in FlagInfo.Type.
 const (
 	typeBool     = "bool"
 	typeString   = "string"
@@ -74,7 +74,8 @@ func (r *Registry) currentLogger() *zap.Logger {
 	return zap.L()
 }
 
-// FlagInfo describes a flag and its current value, for `meshd env` and docs.
+// FlagInfo describes a flag and its current value, for `meshd env` and its
+// reference, docs/env.md.
 type FlagInfo struct {
 	// Name is the environment variable.
 	Name string
@@ -390,39 +391,3 @@ func (r *Registry) All() []FlagInfo {
 	}
 	return out
 }
-
-// Markdown renders the reference documentation of the registered flags
-// (docs/env.md): a title, a sentence and a table of name, type, default and
-// description, sorted by name. The output depends only on the registrations,
-// never on the environment, and does not read any flag.
-func (r *Registry) Markdown() string {
-	var b strings.Builder
-	b.WriteString("# Environment variables\n\n")
-	b.WriteString("Each variable is read once, when first used. A variable that is unset or empty takes its default; ")
-	b.WriteString("an invalid value also takes the default and is reported as a warning.\n\n")
-	b.WriteString("| Name | Type | Default | Description |\n")
-	b.WriteString("|------|------|---------|-------------|\n")
-	for _, e := range r.sorted() {
-		fi := e.static()
-		def := fi.Default
-		if def == "" {
-			def = `""`
-		}
-		fmt.Fprintf(&b, "| `%s` | %s | `%s` | %s |\n", fi.Name, fi.Type, def, markdownCell(fi.Description))
-	}
-	return b.String()
-}
-
-// markdownCell keeps a description on one table row: whitespace collapses to
-// single spaces, pipes are escaped, and outside `code spans` the characters
-// <, > and & are escaped so that text like <namespace> is not taken for HTML.
-func markdownCell(s string) string {
-	s = strings.Join(strings.Fields(s), " ")
-	parts := strings.Split(s, "`")
-	for i := 0; i < len(parts); i += 2 { // even parts are outside code spans
-		parts[i] = htmlEscaper.Replace(parts[i])
-	}
-	return strings.ReplaceAll(strings.Join(parts, "`"), "|", `\|`)
-}
-
-var htmlEscaper = strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;")

@@ -2,10 +2,7 @@ package features
 
 import (
 	"errors"
-	"flag"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -17,8 +14,6 @@ import (
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
 )
-
-var update = flag.Bool("update", false, "rewrite golden files")
 
 // env is a lookup function over a fixed map that counts its calls.
 type env struct {
@@ -369,45 +364,8 @@ func mustPanic(t *testing.T, what string, f func()) {
 	f()
 }
 
-func TestMarkdownDeterministic(t *testing.T) {
-	build := func(reverse bool) (*Registry, *env) {
-		e := newEnv("A", "false", "B", "1h")
-		r := newRegistry(e.lookup)
-		regs := []func(){
-			func() { register(r, "A", true, "First flag.") },
-			func() { register(r, "B", 30*time.Second, "Second\nflag | with a pipe, <tags> & `<code>`.") },
-			func() { register(r, "C", "", "Third flag.") },
-		}
-		if reverse {
-			for i := len(regs) - 1; i >= 0; i-- {
-				regs[i]()
-			}
-		} else {
-			for _, f := range regs {
-				f()
-			}
-		}
-		return r, e
-	}
-	r1, e1 := build(false)
-	r2, _ := build(true)
-	md := r1.Markdown()
-	if md != r2.Markdown() || md != r1.Markdown() {
-		t.Fatal("Markdown depends on registration order or call")
-	}
-	if e1.calls.Load() != 0 {
-		t.Fatal("Markdown read the environment")
-	}
-	want := "| `A` | bool | `true` | First flag. |\n" +
-		"| `B` | duration | `30s` | Second flag \\| with a pipe, &lt;tags&gt; &amp; `<code>`. |\n" +
-		"| `C` | string | `\"\"` | Third flag. |\n"
-	if !strings.HasPrefix(md, "# Environment variables\n") || !strings.HasSuffix(md, want) {
-		t.Fatalf("Markdown() =\n%s", md)
-	}
-}
-
-// TestDefaultRegistry checks the project's flags and keeps the golden copy of
-// their documentation in step (go test -run TestDefaultRegistry -update).
+// TestDefaultRegistry checks the project's flags. meshd's TestEnvDocIsCurrent
+// keeps their documentation, docs/env.md, in step.
 func TestDefaultRegistry(t *testing.T) {
 	checks := []struct {
 		name, typ, def string
@@ -438,21 +396,6 @@ func TestDefaultRegistry(t *testing.T) {
 	}
 	if got := len(Default().sorted()); got != len(checks) {
 		t.Errorf("default registry has %d flags, the test knows %d", got, len(checks))
-	}
-
-	golden := filepath.Join("testdata", "env.md")
-	md := Default().Markdown()
-	if *update {
-		if err := os.WriteFile(golden, []byte(md), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(golden)
-	if err != nil {
-		t.Fatalf("%v (run go test -run TestDefaultRegistry -update)", err)
-	}
-	if md != string(want) {
-		t.Errorf("Markdown() differs from %s; run go test ./pkg/features -run TestDefaultRegistry -update\n%s", golden, md)
 	}
 }
 
