@@ -10,8 +10,8 @@ import (
 // checkable is what a HealthzAdaptor checks: a *LeaderElection, or a
 // stand-in in this package's tests.
 type checkable interface {
-	// ID names the election in the health check's answer.
-	ID() string
+	// electionID names the election in the health check's answer.
+	electionID() string
 	// Check returns an error while this process leads but has not renewed
 	// its lock for longer than the lease plus tolerance.
 	Check(tolerance time.Duration) error
@@ -56,7 +56,7 @@ func (h *HealthzAdaptor) Check(_ *http.Request) error {
 	var errs []error
 	for _, e := range h.elections {
 		if err := e.Check(h.tolerance); err != nil {
-			errs = append(errs, fmt.Errorf("election %s: %w", e.ID(), err))
+			errs = append(errs, fmt.Errorf("election %s: %w", e.electionID(), err))
 		}
 	}
 	return errors.Join(errs...)

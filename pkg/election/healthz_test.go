@@ -19,7 +19,7 @@ type stuck struct {
 	got time.Duration // the tolerance it was asked with
 }
 
-func (s *stuck) ID() string { return s.id }
+func (s *stuck) electionID() string { return s.id }
 func (s *stuck) Check(tolerance time.Duration) error {
 	s.got = tolerance
 	return s.err
