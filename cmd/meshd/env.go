@@ -57,7 +57,7 @@ not depend on the environment.`,
 			}
 			lines := make([]string, len(problems))
 			for i, p := range problems {
-				lines[i] = "  - " + featureProblem(p).Error()
+				lines[i] = "  - " + p.Error()
 			}
 			return fmt.Errorf("%d invalid environment settings (meshd run refuses to start with them):\n%s",
 				len(problems), strings.Join(lines, "\n"))
@@ -109,11 +109,40 @@ func quoteEmpty(s string) string {
 	return s
 }
 
-// envMarkdown is docs/env.md: the registry's reference, saying what the
-// daemon does with an invalid value (the library's default is to warn and
-// go on).
+// envMarkdown is docs/env.md: a title, what meshd does with an invalid
+// value (a program embedding the library gets the default and a warning),
+// and a table of the registered flags' names, types, defaults and
+// descriptions, sorted by name. It shows nothing of the environment.
 func envMarkdown() string {
-	return strings.Replace(features.Default().Markdown(), "an invalid value also takes the default and is reported as a warning.",
-		"an invalid value makes `meshd run` refuse to start and `meshd env` exit 1, naming it "+
-			"(a program embedding the library gets the default and a warning instead).", 1)
+	features.Default().SetLogger(zap.NewNop()) // the values read are not shown
+	defer features.Default().SetLogger(nil)
+	return flagsMarkdown(features.Default().All())
+}
+
+// flagsMarkdown renders the reference of flags in the order given.
+func flagsMarkdown(flags []features.FlagInfo) string {
+	var b strings.Builder
+	b.WriteString("# Environment variables\n\n")
+	b.WriteString("Each variable is read once, when first used. A variable that is unset or empty takes its default; ")
+	b.WriteString("an invalid value makes `meshd run` refuse to start and `meshd env` exit 1, naming it ")
+	b.WriteString("(a program embedding the library gets the default and a warning instead).\n\n")
+	b.WriteString("| Name | Type | Default | Description |\n")
+	b.WriteString("|------|------|---------|-------------|\n")
+	for _, f := range flags {
+		fmt.Fprintf(&b, "| `%s` | %s | `%s` | %s |\n", f.Name, f.Type, quoteEmpty(f.Default), markdownCell(f.Description))
+	}
+	return b.String()
+}
+
+// markdownCell keeps a description on one table row: whitespace collapses to
+// single spaces, pipes are escaped, and outside `code spans` the characters
+// <, > and & are escaped so that text like <namespace> is not taken for HTML.
+func markdownCell(s string) string {
+	html := strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;")
+	s = strings.Join(strings.Fields(s), " ")
+	parts := strings.Split(s, "`")
+	for i := 0; i < len(parts); i += 2 { // even parts are outside code spans
+		parts[i] = html.Replace(parts[i])
+	}
+	return strings.ReplaceAll(strings.Join(parts, "`"), "|", `\|`)
 }

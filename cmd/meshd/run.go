@@ -117,11 +117,11 @@ func (o *runOptions) register(fs *pflag.FlagSet, env *envBindings) {
 	env.boolVar(fs, &o.externalCP, "external-control-plane", "EXTERNAL_ISTIOD", false,
 		"with --multicluster, join a remote cluster's election only when its mesh namespace lists this cluster in "+multicluster.ControlPlaneClustersAnnotation)
 	fs.StringVar(&o.monitoringAddress, "monitoring-address", monitoring.DefaultAddress, "address of the health, readiness, metrics and debug endpoints")
-	fs.DurationVar(&o.ttl, "ttl", 0, "lease duration of every election; renew deadline ttl/2, retry period ttl/4 (default $"+
-		features.LeaderElectionTTL.Name()+", else "+features.LeaderElectionTTL.Default().String()+")")
-	env.stringVarP(fs, &o.electionMode, "election-mode", "", features.LeaderElectionMode.Name(), features.LeaderElectionMode.Default(),
+	fs.DurationVar(&o.ttl, "ttl", 0, "lease duration of every election; renew deadline ttl/2, retry period ttl/4 (default $LEADER_ELECTION_TTL, else "+
+		election.DefaultTTL.String()+")")
+	env.stringVarP(fs, &o.electionMode, "election-mode", "", "LEADER_ELECTION_MODE", string(election.Racing),
 		"how meshd's Lease elections agree on a leader: racing, coordinated or oldest-emulation-version (istiod's ConfigMap elections always race)")
-	env.boolVar(fs, &o.sessions, "sessions", features.LeaderElectionSessions.Name(), features.LeaderElectionSessions.Default(),
+	env.boolVar(fs, &o.sessions, "sessions", "LEADER_ELECTION_SESSIONS", false,
 		"renew meshd's own racing Lease elections through one heartbeat Lease per process; every candidate must be a meshd with sessions")
 	env.stringVarP(fs, &o.podUID, "pod-uid", "", "POD_UID", "", "UID of this instance's Pod; owner of its LeaseCandidates in coordinated mode, so that they go with the Pod")
 	fs.StringVar(&o.controllers, "controllers", kindList(daemon.AllKinds()), "comma-separated controllers to run")

@@ -132,19 +132,9 @@ func (o *runOptions) check(envErr error) ([]daemon.Kind, error) {
 		c.addf("--monitoring-address %q: want host:port or :port", o.monitoringAddress)
 	}
 	for _, p := range featureProblems() {
-		c.add(featureProblem(p))
+		c.add(p)
 	}
 	return kinds, c.err()
-}
-
-// featureProblem words a problem of the features registry as meshd
-// reports settings: "meshd run" refuses the value, so no default "is used".
-func featureProblem(p error) error {
-	var ve *features.ValueError
-	if errors.As(p, &ve) {
-		return fmt.Errorf("$%s=%q: not a valid %s: %w", ve.Name, ve.Value, ve.Type, ve.Err)
-	}
-	return p
 }
 
 // featureProblems returns one error per invalid environment variable of the

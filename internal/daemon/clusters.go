@@ -407,7 +407,7 @@ func (s *clusterSet) healthy(tolerance time.Duration) []error {
 	var errs []error
 	for _, r := range s.list() {
 		if err := r.election.Check(tolerance); err != nil {
-			errs = append(errs, fmt.Errorf("cluster %s: election %s: %w", r.cluster.ID, r.election.ID(), err))
+			errs = append(errs, fmt.Errorf("cluster %s: election %s: %w", r.cluster.ID, r.election.Status().ID, err))
 		}
 	}
 	return errs

@@ -406,7 +406,7 @@ func (d *Daemon) Healthy() error {
 	var errs []error
 	for _, le := range d.elections {
 		if err := le.Check(d.cfg.HealthTolerance); err != nil {
-			errs = append(errs, fmt.Errorf("election %s: %w", le.ID(), err))
+			errs = append(errs, fmt.Errorf("election %s: %w", le.Status().ID, err))
 		}
 	}
 	if d.clusters != nil {

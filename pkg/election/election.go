@@ -335,8 +335,8 @@ func (l *LeaderElection) IsLeader() bool {
 	return l.elector.IsLeader()
 }
 
-// ID is the election ID.
-func (l *LeaderElection) ID() string { return l.spec.ElectionID }
+// electionID is the election ID, as in Status().ID.
+func (l *LeaderElection) electionID() string { return l.spec.ElectionID }
 
 // Identity is this instance's holder identity.
 func (l *LeaderElection) Identity() string { return l.spec.Identity }

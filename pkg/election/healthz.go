@@ -7,10 +7,11 @@ import (
 	"time"
 )
 
-// Checkable is what a HealthzAdaptor checks; *LeaderElection is one.
-type Checkable interface {
-	// ID names the election in the health check's answer.
-	ID() string
+// checkable is what a HealthzAdaptor checks: a *LeaderElection, or a
+// stand-in in this package's tests.
+type checkable interface {
+	// electionID names the election in the health check's answer.
+	electionID() string
 	// Check returns an error while this process leads but has not renewed
 	// its lock for longer than the lease plus tolerance.
 	Check(tolerance time.Duration) error
@@ -28,20 +29,25 @@ type Checkable interface {
 // the elections it was built with and is safe for concurrent use.
 type HealthzAdaptor struct {
 	tolerance time.Duration
-	elections []Checkable // fixed when built
+	elections []checkable // fixed when built
 }
 
 // NewHealthzAdaptor returns a check of elections with the given tolerance
 // beyond each lease (client-go suggests a few seconds; meshd uses half the
 // lease). A negative tolerance is taken as 0; nil entries are ignored.
-func NewHealthzAdaptor(tolerance time.Duration, elections ...Checkable) *HealthzAdaptor {
-	h := &HealthzAdaptor{tolerance: max(tolerance, 0)}
+func NewHealthzAdaptor(tolerance time.Duration, elections ...*LeaderElection) *HealthzAdaptor {
+	checks := make([]checkable, 0, len(elections))
 	for _, e := range elections {
 		if e != nil {
-			h.elections = append(h.elections, e)
+			checks = append(checks, e)
 		}
 	}
-	return h
+	return newHealthzAdaptor(tolerance, checks...)
+}
+
+// newHealthzAdaptor is NewHealthzAdaptor over any checkable.
+func newHealthzAdaptor(tolerance time.Duration, elections ...checkable) *HealthzAdaptor {
+	return &HealthzAdaptor{tolerance: max(tolerance, 0), elections: elections}
 }
 
 // Check returns nil while every election is healthy, else an error naming
@@ -50,7 +56,7 @@ func (h *HealthzAdaptor) Check(_ *http.Request) error {
 	var errs []error
 	for _, e := range h.elections {
 		if err := e.Check(h.tolerance); err != nil {
-			errs = append(errs, fmt.Errorf("election %s: %w", e.ID(), err))
+			errs = append(errs, fmt.Errorf("election %s: %w", e.electionID(), err))
 		}
 	}
 	return errors.Join(errs...)

@@ -12,14 +12,14 @@ import (
 	"github.com/meshd-io/meshd/internal/testing/kubetest"
 )
 
-// stuck is a Checkable whose answer the test sets.
+// stuck is a checkable whose answer the test sets.
 type stuck struct {
 	id  string
 	err error
 	got time.Duration // the tolerance it was asked with
 }
 
-func (s *stuck) ID() string { return s.id }
+func (s *stuck) electionID() string { return s.id }
 func (s *stuck) Check(tolerance time.Duration) error {
 	s.got = tolerance
 	return s.err
@@ -31,7 +31,7 @@ func TestHealthzAdaptor(t *testing.T) {
 		t.Fatal(err)
 	}
 	bad := &stuck{id: "meshd-status-leader"}
-	h := NewHealthzAdaptor(5*time.Second, le, nil, bad)
+	h := newHealthzAdaptor(5*time.Second, append(NewHealthzAdaptor(0, le, nil).elections, bad)...)
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 	get := func() (int, string) {

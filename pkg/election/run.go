@@ -33,16 +33,15 @@ type RunFunc func(ctx context.Context) error
 // ErrStarted is returned by a second call of RunContext (or Group.Run).
 var ErrStarted = errors.New("election: Run called more than once")
 
-// PanicError is the error recorded for a run function that panicked.
-type PanicError struct {
-	// Value is what the function panicked with.
-	Value any
-	// Stack is the goroutine's stack where it panicked.
-	Stack []byte
+// panicError is the error recorded for a run function that panicked.
+type panicError struct {
+	// value is what the function panicked with.
+	value any
+	// stack is the goroutine's stack where it panicked.
+	stack []byte
 }
 
-// Error says that the run function panicked and with what value.
-func (e *PanicError) Error() string { return fmt.Sprintf("run function panicked: %v", e.Value) }
+func (e *panicError) Error() string { return fmt.Sprintf("run function panicked: %v", e.value) }
 
 // Add registers work that runs while this instance leads. It must be called
 // before Run; a later call is logged and ignored. It returns l for chaining.
@@ -311,11 +310,11 @@ func (l *LeaderElection) runWork(ctx context.Context, fns []RunFunc) error {
 	return first
 }
 
-// call runs f, turning a panic into a *PanicError.
+// call runs f, turning a panic into a *panicError.
 func call(ctx context.Context, f RunFunc) (err error) {
 	defer func() {
 		if v := recover(); v != nil {
-			err = &PanicError{Value: v, Stack: debug.Stack()}
+			err = &panicError{value: v, stack: debug.Stack()}
 		}
 	}()
 	return f(ctx)
@@ -324,7 +323,7 @@ func call(ctx context.Context, f RunFunc) (err error) {
 // lateError handles an error returned after the term (or its work) had
 // already been ended: a panic is still recorded, a cancellation is expected.
 func (l *LeaderElection) lateError(err error) {
-	var p *PanicError
+	var p *panicError
 	switch {
 	case errors.As(err, &p):
 		l.recordFailure(err)
@@ -342,9 +341,9 @@ func (l *LeaderElection) recordFailure(err error) {
 	l.failures++
 	l.mu.Unlock()
 	fields := []zap.Field{zap.Error(err)}
-	var p *PanicError
+	var p *panicError
 	if errors.As(err, &p) {
-		fields = append(fields, zap.ByteString("stack", p.Stack))
+		fields = append(fields, zap.ByteString("stack", p.stack))
 	}
 	l.log.Error("run function failed; ending the term", fields...)
 	if l.metrics != nil {

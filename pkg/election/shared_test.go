@@ -151,7 +151,7 @@ func runAll(t *testing.T, standalone []*LeaderElection, groups []*Group, during 
 	t.Cleanup(func() {
 		if t.Failed() {
 			for _, le := range all {
-				t.Logf("%s: %+v", le.ID(), le.Status())
+				t.Logf("%s: %+v", le.electionID(), le.Status())
 			}
 			for i, g := range groups {
 				t.Logf("group %d synced %v, running %+v", i, g.Synced(), g.shared.running())

@@ -32,6 +32,6 @@ func ElectionOptions() []election.Option {
 		election.WithStopTimeout(LeaderElectionStopTimeout.Get()),
 		election.WithReleaseOnCancel(leaderElectionReleaseOnCancel.Get()),
 		election.WithWatch(leaderElectionWatch.Get()),
-		election.WithHandover(leaderElectionHandover.Get(), LeaderElectionHandoverGrace.Get()),
+		election.WithHandover(leaderElectionHandover.Get(), leaderElectionHandoverGrace.Get()),
 	}, podOptions()...)...)}
 }

@@ -9,7 +9,7 @@ import (
 
 // TestHostileValuesFallBackToDefaults sets every kind of flag to values an
 // operator (or a templating mistake) could put into a pod spec. Each one
-// is rejected with a ValueError naming the variable, the value and the
+// is rejected with a valueError naming the variable, the value and the
 // default, which is used instead; none panics and none is half-applied. An
 // empty value means unset.
 func TestHostileValuesFallBackToDefaults(t *testing.T) {
@@ -51,9 +51,9 @@ func TestHostileValuesFallBackToDefaults(t *testing.T) {
 			if got := get(); got != def {
 				t.Errorf("%s X=%.20q: value %q, want the default %q", typ, raw, got, def)
 			}
-			var ve *ValueError
+			var ve *valueError
 			if err := r.Validate(); !errors.As(err, &ve) || ve.Name != "X" || ve.Value != raw || ve.Default != def {
-				t.Errorf("%s X=%.20q: Validate = %v, want a ValueError naming X, the value and the default", typ, raw, err)
+				t.Errorf("%s X=%.20q: Validate = %v, want a valueError naming X, the value and the default", typ, raw, err)
 			}
 		}
 	}

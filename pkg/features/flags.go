@@ -88,24 +88,28 @@ var (
 	leaderElectionHandover = register(defaultRegistry, "LEADER_ELECTION_HANDOVER", true,
 		"Cooperative preemption: a higher-priority candidate asks a meshd holder to stop and hand the lock over, instead of taking it while the holder still runs its work.")
 
-	// LeaderElectionMode is how the candidates of meshd's own Lease
+	// leaderElectionMode is how the candidates of meshd's own Lease
 	// elections agree on a leader (see election.Mode); the daemon applies
 	// it, falling back to racing when the API server has no LeaseCandidates.
-	LeaderElectionMode = register(defaultRegistry, "LEADER_ELECTION_MODE", string(election.Racing),
+	// The daemon reads the variable as the default of its --election-mode
+	// flag; it is registered here to be listed, documented and validated.
+	leaderElectionMode = register(defaultRegistry, "LEADER_ELECTION_MODE", string(election.Racing),
 		"How the candidates of meshd's own Lease elections agree on a leader: `racing` (each writes the lock; istiod's way), `coordinated` (LeaseCandidates and a meshd coordinator that applies the mesh's priority rule; needs coordination.k8s.io/v1beta1, else meshd races) or `oldest-emulation-version` (Kubernetes' own coordinator). istiod's ConfigMap elections always race.",
 		oneOf(string(election.Racing), string(election.Coordinated), string(election.OldestEmulationVersion)))
 
-	// LeaderElectionSessions makes meshd's own racing Lease elections
+	// leaderElectionSessions makes meshd's own racing Lease elections
 	// renew through one session Lease per process (election.WithSessions).
-	LeaderElectionSessions = register(defaultRegistry, "LEADER_ELECTION_SESSIONS", false,
+	// The daemon reads the variable as the default of its --sessions flag;
+	// it is registered here to be listed, documented and validated.
+	leaderElectionSessions = register(defaultRegistry, "LEADER_ELECTION_SESSIONS", false,
 		"Renew meshd's own racing Lease elections (status, revision) through one heartbeat Lease per process instead of one write per election per retry period. Every candidate of those elections must be a meshd with sessions; istiod's elections never use them.")
 
-	// LeaderElectionHandoverGrace is how long a candidate waits for a meshd
+	// leaderElectionHandoverGrace is how long a candidate waits for a meshd
 	// holder to answer a handover request before it takes the lock by force
 	// (with a fenced start). An accepted request is then waited for until the
 	// stop the holder promised. At least two retry periods are used, since a
 	// polling holder answers at its next renew.
-	LeaderElectionHandoverGrace = register(defaultRegistry, "LEADER_ELECTION_HANDOVER_GRACE", election.DefaultHandoverGrace,
+	leaderElectionHandoverGrace = register(defaultRegistry, "LEADER_ELECTION_HANDOVER_GRACE", election.DefaultHandoverGrace,
 		"How long a candidate waits for a meshd holder to answer a handover request before taking the lock by force; at least two retry periods (TTL/2).")
 )
 

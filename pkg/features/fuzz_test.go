@@ -36,7 +36,7 @@ func FuzzParse(f *testing.F) {
 		reported := map[string]bool{}
 		if err := r.Validate(); err != nil {
 			for _, e := range err.(*multierror.Error).Errors {
-				reported[e.(*ValueError).Name] = true
+				reported[e.(*valueError).Name] = true
 			}
 		}
 		// What each flag should hold: the parsed value when it parses and

@@ -8,7 +8,7 @@ import (
 )
 
 // The parsers return short reasons of their own rather than strconv's errors,
-// which repeat the value; ValueError already names the variable and value.
+// which repeat the value; valueError already names the variable and value.
 
 func parseBool(s string) (bool, error) {
 	v, err := strconv.ParseBool(strings.TrimSpace(s))

@@ -13,7 +13,7 @@ import (
 	"go.uber.org/zap"
 )
 
-// Type names reported in FlagInfo.Type and in the Markdown table.
+// Type names reported in FlagInfo.Type.
 const (
 	typeBool     = "bool"
 	typeString   = "string"
@@ -74,7 +74,8 @@ func (r *Registry) currentLogger() *zap.Logger {
 	return zap.L()
 }
 
-// FlagInfo describes a flag and its current value, for `meshd env` and docs.
+// FlagInfo describes a flag and its current value, for `meshd env` and its
+// reference, docs/env.md.
 type FlagInfo struct {
 	// Name is the environment variable.
 	Name string
@@ -93,9 +94,9 @@ type FlagInfo struct {
 	Description string
 }
 
-// ValueError describes a variable whose value was rejected. It is what
+// valueError describes a variable whose value was rejected. It is what
 // Validate collects and what the warning log describes.
-type ValueError struct {
+type valueError struct {
 	// Name is the environment variable.
 	Name string
 	// Type is the flag type, e.g. "duration".
@@ -108,13 +109,14 @@ type ValueError struct {
 	Err error
 }
 
-// Error describes the flag, the value and why it was refused.
-func (e *ValueError) Error() string {
-	return fmt.Sprintf("%s=%q is not a valid %s: %v; using the default %q", e.Name, e.Value, e.Type, e.Err, e.Default)
+// Error names the variable, the value, the type and why the value was
+// refused, then the default.
+func (e *valueError) Error() string {
+	return fmt.Sprintf("$%s=%q: not a valid %s: %v (default %q)", e.Name, e.Value, e.Type, e.Err, e.Default)
 }
 
 // Unwrap returns the reason the value was rejected.
-func (e *ValueError) Unwrap() error { return e.Err }
+func (e *valueError) Unwrap() error { return e.Err }
 
 // flagOption customises a flag at registration.
 type flagOption[T any] struct {
@@ -168,12 +170,6 @@ func (f Flag[T]) Get() T {
 	f.s.resolve()
 	return f.s.value
 }
-
-// Name returns the environment variable of the flag.
-func (f Flag[T]) Name() string { return f.s.name }
-
-// Default returns the default value of the flag.
-func (f Flag[T]) Default() T { return f.s.def }
 
 // register registers the flag name on r, with its default, a description
 // for `meshd env` and docs/env.md, and validators. Values are read by type:
@@ -294,7 +290,7 @@ type flagState[T flagValue] struct {
 	once  sync.Once
 	value T
 	isSet bool
-	err   *ValueError
+	err   *valueError
 }
 
 func (s *flagState[T]) validate(v T) error {
@@ -320,7 +316,7 @@ func (s *flagState[T]) resolve() {
 			err = s.validate(v)
 		}
 		if err != nil {
-			s.err = &ValueError{Name: s.name, Type: s.typ, Value: raw, Default: s.format(s.def), Err: err}
+			s.err = &valueError{Name: s.name, Type: s.typ, Value: raw, Default: s.format(s.def), Err: err}
 			s.logger().Warn("invalid environment variable; using its default",
 				zap.String("name", s.name),
 				zap.String("value", raw),
@@ -370,8 +366,10 @@ func (r *Registry) sorted() []entry {
 }
 
 // Validate reads every registered flag (once, like Get) and returns all
-// rejected values at once as a *multierror.Error whose Errors are *ValueError,
-// ordered by variable name; nil when every value is valid. Flags keep working
+// rejected values at once as a *multierror.Error with one error per
+// variable, ordered by variable name, each naming the variable, the value,
+// its type, why it was rejected and the default; nil when every value is
+// valid. Flags keep working
 // with their defaults either way: refusing to start is the caller's choice.
 func (r *Registry) Validate() error {
 	var result *multierror.Error
@@ -393,39 +391,3 @@ func (r *Registry) All() []FlagInfo {
 	}
 	return out
 }
-
-// Markdown renders the reference documentation of the registered flags
-// (docs/env.md): a title, a sentence and a table of name, type, default and
-// description, sorted by name. The output depends only on the registrations,
-// never on the environment, and does not read any flag.
-func (r *Registry) Markdown() string {
-	var b strings.Builder
-	b.WriteString("# Environment variables\n\n")
-	b.WriteString("Each variable is read once, when first used. A variable that is unset or empty takes its default; ")
-	b.WriteString("an invalid value also takes the default and is reported as a warning.\n\n")
-	b.WriteString("| Name | Type | Default | Description |\n")
-	b.WriteString("|------|------|---------|-------------|\n")
-	for _, e := range r.sorted() {
-		fi := e.static()
-		def := fi.Default
-		if def == "" {
-			def = `""`
-		}
-		fmt.Fprintf(&b, "| `%s` | %s | `%s` | %s |\n", fi.Name, fi.Type, def, markdownCell(fi.Description))
-	}
-	return b.String()
-}
-
-// markdownCell keeps a description on one table row: whitespace collapses to
-// single spaces, pipes are escaped, and outside `code spans` the characters
-// <, > and & are escaped so that text like <namespace> is not taken for HTML.
-func markdownCell(s string) string {
-	s = strings.Join(strings.Fields(s), " ")
-	parts := strings.Split(s, "`")
-	for i := 0; i < len(parts); i += 2 { // even parts are outside code spans
-		parts[i] = htmlEscaper.Replace(parts[i])
-	}
-	return strings.ReplaceAll(strings.Join(parts, "`"), "|", `\|`)
-}
-
-var htmlEscaper = strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;")

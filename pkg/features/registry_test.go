@@ -2,10 +2,7 @@ package features
 
 import (
 	"errors"
-	"flag"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -17,8 +14,6 @@ import (
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
 )
-
-var update = flag.Bool("update", false, "rewrite golden files")
 
 // env is a lookup function over a fixed map that counts its calls.
 type env struct {
@@ -85,12 +80,12 @@ func runParseCases(t *testing.T, cases []parseCase, add func(r *Registry) (get f
 			if err == nil {
 				t.Fatalf("Validate() = nil, want a problem")
 			}
-			var ve *ValueError
+			var ve *valueError
 			if !errors.As(err, &ve) {
-				t.Fatalf("Validate() = %T %v, want a *ValueError inside", err, err)
+				t.Fatalf("Validate() = %T %v, want a *valueError inside", err, err)
 			}
 			if ve.Name != "X" || ve.Value != tc.raw || ve.Default != infos[0].Default {
-				t.Errorf("ValueError = %+v", ve)
+				t.Errorf("valueError = %+v", ve)
 			}
 			msg := ve.Error()
 			for _, part := range []string{"X", fmt.Sprintf("%q", tc.raw), fmt.Sprintf("default %q", infos[0].Default)} {
@@ -257,9 +252,9 @@ func TestValidateCollectsAll(t *testing.T) {
 	}
 	var names []string
 	for _, e := range me.Errors {
-		var ve *ValueError
+		var ve *valueError
 		if !errors.As(e, &ve) {
-			t.Fatalf("%T %v is not a *ValueError", e, e)
+			t.Fatalf("%T %v is not a *valueError", e, e)
 		}
 		names = append(names, ve.Name)
 	}
@@ -369,45 +364,8 @@ func mustPanic(t *testing.T, what string, f func()) {
 	f()
 }
 
-func TestMarkdownDeterministic(t *testing.T) {
-	build := func(reverse bool) (*Registry, *env) {
-		e := newEnv("A", "false", "B", "1h")
-		r := newRegistry(e.lookup)
-		regs := []func(){
-			func() { register(r, "A", true, "First flag.") },
-			func() { register(r, "B", 30*time.Second, "Second\nflag | with a pipe, <tags> & `<code>`.") },
-			func() { register(r, "C", "", "Third flag.") },
-		}
-		if reverse {
-			for i := len(regs) - 1; i >= 0; i-- {
-				regs[i]()
-			}
-		} else {
-			for _, f := range regs {
-				f()
-			}
-		}
-		return r, e
-	}
-	r1, e1 := build(false)
-	r2, _ := build(true)
-	md := r1.Markdown()
-	if md != r2.Markdown() || md != r1.Markdown() {
-		t.Fatal("Markdown depends on registration order or call")
-	}
-	if e1.calls.Load() != 0 {
-		t.Fatal("Markdown read the environment")
-	}
-	want := "| `A` | bool | `true` | First flag. |\n" +
-		"| `B` | duration | `30s` | Second flag \\| with a pipe, &lt;tags&gt; &amp; `<code>`. |\n" +
-		"| `C` | string | `\"\"` | Third flag. |\n"
-	if !strings.HasPrefix(md, "# Environment variables\n") || !strings.HasSuffix(md, want) {
-		t.Fatalf("Markdown() =\n%s", md)
-	}
-}
-
-// TestDefaultRegistry checks the project's flags and keeps the golden copy of
-// their documentation in step (go test -run TestDefaultRegistry -update).
+// TestDefaultRegistry checks the project's flags. meshd's TestEnvDocIsCurrent
+// keeps their documentation, docs/env.md, in step.
 func TestDefaultRegistry(t *testing.T) {
 	checks := []struct {
 		name, typ, def string
@@ -423,9 +381,9 @@ func TestDefaultRegistry(t *testing.T) {
 		{"LEADER_ELECTION_RELEASE_ON_CANCEL", "bool", "true", staticInfo(leaderElectionReleaseOnCancel.s)},
 		{"LEADER_ELECTION_WATCH", "bool", "true", staticInfo(leaderElectionWatch.s)},
 		{"LEADER_ELECTION_HANDOVER", "bool", "true", staticInfo(leaderElectionHandover.s)},
-		{"LEADER_ELECTION_HANDOVER_GRACE", "duration", "10s", staticInfo(LeaderElectionHandoverGrace.s)},
-		{"LEADER_ELECTION_MODE", "string", "racing", staticInfo(LeaderElectionMode.s)},
-		{"LEADER_ELECTION_SESSIONS", "bool", "false", staticInfo(LeaderElectionSessions.s)},
+		{"LEADER_ELECTION_HANDOVER_GRACE", "duration", "10s", staticInfo(leaderElectionHandoverGrace.s)},
+		{"LEADER_ELECTION_MODE", "string", "racing", staticInfo(leaderElectionMode.s)},
+		{"LEADER_ELECTION_SESSIONS", "bool", "false", staticInfo(leaderElectionSessions.s)},
 		{"POD_NAME", "string", "", staticInfo(podName.s)},
 		{"POD_NAMESPACE", "string", "", staticInfo(podNamespace.s)},
 		{"POD_UID", "string", "", staticInfo(podUID.s)},
@@ -438,21 +396,6 @@ func TestDefaultRegistry(t *testing.T) {
 	}
 	if got := len(Default().sorted()); got != len(checks) {
 		t.Errorf("default registry has %d flags, the test knows %d", got, len(checks))
-	}
-
-	golden := filepath.Join("testdata", "env.md")
-	md := Default().Markdown()
-	if *update {
-		if err := os.WriteFile(golden, []byte(md), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(golden)
-	if err != nil {
-		t.Fatalf("%v (run go test -run TestDefaultRegistry -update)", err)
-	}
-	if md != string(want) {
-		t.Errorf("Markdown() differs from %s; run go test ./pkg/features -run TestDefaultRegistry -update\n%s", golden, md)
 	}
 }
 

@@ -18,12 +18,9 @@
 package revisions
 
 import (
-	"fmt"
-	"strings"
-
-	"github.com/hashicorp/go-multierror"
 	"go.uber.org/zap"
-	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/meshd-io/meshd/internal/election/revisionopts"
 )
 
 const (
@@ -35,10 +32,6 @@ const (
 	// defaultWebhookBase is the webhook name used in istio-system.
 	defaultWebhookBase = "istio-revision-tag-default"
 )
-
-// DefaultHandlerFunc is called with the new default revision ("" when no
-// default is known any more).
-type DefaultHandlerFunc func(revision string)
 
 // DefaultWatcher reports the default revision of the mesh.
 type DefaultWatcher interface {
@@ -53,15 +46,15 @@ type DefaultWatcher interface {
 	// GetDefault returns the default revision, "" when none is known
 	// (including before HasSynced).
 	GetDefault() string
-	// AddHandler registers h to be called on every change of the default
-	// revision, including a change to "". Updates of the object that leave
-	// the value unchanged do not call handlers. Handlers are called one at a
-	// time, in registration order, without any lock of the watcher held, so
-	// they may call GetDefault and AddHandler. They should return quickly:
-	// later changes wait for them. A handler added after a change does not
-	// see it retroactively: read GetDefault after AddHandler for the current
-	// value.
-	AddHandler(h DefaultHandlerFunc)
+	// AddHandler registers h to be called with the new default revision on
+	// every change of it, including a change to "" (no default known).
+	// Updates of the object that leave the value unchanged do not call
+	// handlers. Handlers are called one at a time, in registration order,
+	// without any lock of the watcher held, so they may call GetDefault and
+	// AddHandler. They should return quickly: later changes wait for them. A
+	// handler added after a change does not see it retroactively: read
+	// GetDefault after AddHandler for the current value.
+	AddHandler(h func(revision string))
 }
 
 // DefaultWebhookName returns the name istiod gives the webhook marking the
@@ -108,20 +101,7 @@ func (o Options) withDefaults() Options {
 	return o
 }
 
-// Validate reports every invalid field of o, its empty fields taken as
-// their defaults, as NewDefaultWatcher would.
-func (o Options) Validate() error { return o.withDefaults().validate() }
-
 // validate reports every invalid field of defaulted options.
 func (o Options) validate() error {
-	var errs *multierror.Error
-	check := func(field, value string, problems []string) {
-		if len(problems) > 0 {
-			errs = multierror.Append(errs, fmt.Errorf("invalid Options.%s %q: %s", field, value, strings.Join(problems, "; ")))
-		}
-	}
-	check("MeshNamespace", o.MeshNamespace, validation.IsDNS1123Label(o.MeshNamespace))
-	check("WebhookName", o.WebhookName, validation.IsDNS1123Subdomain(o.WebhookName))
-	check("RevisionLabel", o.RevisionLabel, validation.IsQualifiedName(o.RevisionLabel))
-	return errs.ErrorOrNil()
+	return revisionopts.Validate(o.MeshNamespace, o.WebhookName, o.RevisionLabel)
 }

@@ -94,7 +94,7 @@ type informerWatcher struct {
 	mu       sync.Mutex
 	started  bool
 	current  string
-	handlers []DefaultHandlerFunc
+	handlers []func(revision string)
 }
 
 func (w *informerWatcher) Run(stop <-chan struct{}) {
@@ -124,7 +124,7 @@ func (w *informerWatcher) GetDefault() string {
 	return w.current
 }
 
-func (w *informerWatcher) AddHandler(h DefaultHandlerFunc) {
+func (w *informerWatcher) AddHandler(h func(revision string)) {
 	if h == nil {
 		return
 	}

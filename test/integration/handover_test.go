@@ -25,7 +25,7 @@ func ledgered(t *testing.T, l *ledger.Ledger, name string, le *election.LeaderEl
 	if err != nil {
 		t.Fatal(err)
 	}
-	work := l.Wrap(le.ID(), name, func(ctx context.Context) { <-ctx.Done() })
+	work := l.Wrap(le.Status().ID, name, func(ctx context.Context) { <-ctx.Done() })
 	le.Add(func(ctx context.Context) error { work(ctx); return nil })
 	return newInstance(t, name, le, nil)
 }

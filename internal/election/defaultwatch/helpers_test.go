@@ -26,7 +26,7 @@ type recorder struct {
 	calls []string
 }
 
-func (r *recorder) handler(prefix string) revisions.DefaultHandlerFunc {
+func (r *recorder) handler(prefix string) func(revision string) {
 	return func(rev string) {
 		r.mu.Lock()
 		defer r.mu.Unlock()

@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/meshd-io/meshd/internal/election/revisionopts"
 	"github.com/meshd-io/meshd/internal/refcount"
 	"github.com/meshd-io/meshd/pkg/revisions"
 )
@@ -57,10 +58,10 @@ func (s *SharedWatchers) Watcher(client kubernetes.Interface, opts revisions.Opt
 	if client == nil {
 		return nil, errors.New("revisions: nil Kubernetes client")
 	}
-	if err := opts.Validate(); err != nil {
+	opts = withDefaults(opts)
+	if err := revisionopts.Validate(opts.MeshNamespace, opts.WebhookName, opts.RevisionLabel); err != nil {
 		return nil, fmt.Errorf("revisions: %w", err)
 	}
-	opts = withDefaults(opts)
 	if !reflect.TypeOf(client).Comparable() {
 		return revisions.NewDefaultWatcher(client, opts)
 	}
@@ -196,7 +197,7 @@ type sharedWatcher struct {
 	mu       sync.Mutex
 	started  bool
 	entry    *sharedEntry // set while Run runs
-	handlers []revisions.DefaultHandlerFunc
+	handlers []func(revision string)
 }
 
 // Starter is implemented by a revisions.DefaultWatcher that can follow the default
@@ -280,7 +281,7 @@ func (w *sharedWatcher) GetDefault() string {
 }
 
 // AddHandler implements revisions.DefaultWatcher.
-func (w *sharedWatcher) AddHandler(h revisions.DefaultHandlerFunc) {
+func (w *sharedWatcher) AddHandler(h func(revision string)) {
 	if h == nil {
 		return
 	}
@@ -289,7 +290,7 @@ func (w *sharedWatcher) AddHandler(h revisions.DefaultHandlerFunc) {
 	w.handlers = append(w.handlers, h)
 }
 
-func (w *sharedWatcher) handlerList() []revisions.DefaultHandlerFunc {
+func (w *sharedWatcher) handlerList() []func(revision string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return slices.Clone(w.handlers)

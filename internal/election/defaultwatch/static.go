@@ -18,7 +18,7 @@ type Static struct {
 
 	mu       sync.Mutex
 	current  string
-	handlers []revisions.DefaultHandlerFunc
+	handlers []func(revision string)
 }
 
 var _ revisions.DefaultWatcher = (*Static)(nil)
@@ -45,7 +45,7 @@ func (s *Static) GetDefault() string {
 
 // AddHandler registers h, called by SetDefault on every change; see
 // revisions.DefaultWatcher.AddHandler. It is not called for the initial value.
-func (s *Static) AddHandler(h revisions.DefaultHandlerFunc) {
+func (s *Static) AddHandler(h func(revision string)) {
 	if h == nil {
 		return
 	}

@@ -6,7 +6,7 @@ import (
 	"math/rand/v2"
 	"time"
 
-	"github.com/meshd-io/meshd/pkg/features"
+	"github.com/meshd-io/meshd/pkg/election"
 )
 
 // Config is what every latency and request scenario shares.
@@ -48,12 +48,12 @@ func (c Config) settleTimeout() time.Duration { return 3*c.TTL + 10*time.Second 
 // takeoverTimeout bounds every wait for a new leader: a lease must expire,
 // or a handover request be answered or time out.
 func (c Config) takeoverTimeout() time.Duration {
-	return 3*c.TTL + features.LeaderElectionHandoverGrace.Default() + 10*time.Second
+	return 3*c.TTL + election.DefaultHandoverGrace + 10*time.Second
 }
 
 // stopTimeout bounds how long a candidate may take to return once cancelled.
 func (c Config) stopTimeout() time.Duration {
-	return 2*c.TTL + features.LeaderElectionStopTimeout.Default() + 5*time.Second
+	return 2*c.TTL + election.DefaultStopTimeout + 5*time.Second
 }
 
 // Validate rejects settings that would make no sense.

@@ -16,7 +16,6 @@ import (
 	"github.com/meshd-io/meshd/internal/election/coordinated"
 	"github.com/meshd-io/meshd/internal/ledger"
 	"github.com/meshd-io/meshd/pkg/election"
-	"github.com/meshd-io/meshd/pkg/features"
 	"github.com/meshd-io/meshd/pkg/revisions"
 )
 
@@ -202,7 +201,7 @@ func (s *coordSet) start(id, rev string, remote bool) (*coordInstance, error) {
 	// The candidate and the coordinator are one process: they share one
 	// roster of candidates and one watch of the default revision.
 	opts := []election.Option{election.WithTTL(s.cfg.TTL),
-		election.WithStopTimeout(features.LeaderElectionStopTimeout.Default()),
+		election.WithStopTimeout(election.DefaultStopTimeout),
 		election.WithShared(election.NewShared())}
 	le, err := election.New(client, election.Spec{Namespace: s.ns, ElectionID: coordLock, Identity: id,
 		Revision: rev, Remote: remote, Lock: election.LeaseLock, Mode: election.Coordinated}, opts...)

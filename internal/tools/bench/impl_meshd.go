@@ -5,7 +5,6 @@ import (
 
 	"github.com/meshd-io/meshd/internal/election/testknobs"
 	"github.com/meshd-io/meshd/pkg/election"
-	"github.com/meshd-io/meshd/pkg/features"
 )
 
 type meshdCandidate struct {
@@ -23,7 +22,7 @@ func newMeshd(s Spec) (*meshdCandidate, error) {
 		election.WithEnabled(true),
 		election.WithTTL(s.TTL),
 		election.WithReleaseOnCancel(s.ReleaseOnCancel),
-		election.WithStopTimeout(features.LeaderElectionStopTimeout.Default()),
+		election.WithStopTimeout(election.DefaultStopTimeout),
 		election.WithWatch(s.Impl != MeshdPolling),
 		election.WithPrioritized(prioritized),
 	}
@@ -31,7 +30,7 @@ func newMeshd(s Spec) (*meshdCandidate, error) {
 	case prioritized && s.Impl == MeshdPolling:
 		opts = append(opts, election.WithHandover(false, 0), testknobs.StartAtOnceAfterSteal(true))
 	case prioritized:
-		opts = append(opts, election.WithHandover(true, features.LeaderElectionHandoverGrace.Default()))
+		opts = append(opts, election.WithHandover(true, election.DefaultHandoverGrace))
 	}
 	if s.Impl == MeshdSession {
 		o, err := sessionOption()

@@ -7,7 +7,7 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/meshd-io/meshd/pkg/features"
+	"github.com/meshd-io/meshd/pkg/election"
 )
 
 // DefaultScaleCells and DefaultScaleSkip are the scale matrix of "make
@@ -252,7 +252,7 @@ func (r *Results) writeScaleSetup(w io.Writer, cols []Impl) {
 	fmt.Fprintf(w, "Replicas are separate processes (the benchmark re-executes itself with -replica), each a candidate\n")
 	fmt.Fprintf(w, "in every election of the cell through one shared, counted clientset, as one control-plane process\n")
 	what := ""
-	if r.ScaleTTL == features.LeaderElectionTTL.Default() {
+	if r.ScaleTTL == election.DefaultTTL {
 		what = ", the default of meshd and istiod"
 	}
 	fmt.Fprintf(w, "would be. This section uses ttl %v (retry period %v)%s: at the %v of the latency\n", r.ScaleTTL, r.ScaleTTL/4, what, r.Config.TTL)

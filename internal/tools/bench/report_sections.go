@@ -6,7 +6,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/meshd-io/meshd/pkg/features"
+	"github.com/meshd-io/meshd/pkg/election"
 )
 
 func (r *Results) writeHandover(w io.Writer) {
@@ -168,7 +168,7 @@ func (r *Results) writeRerun(w io.Writer) {
 	}
 	fmt.Fprintf(w, "## Handover and steal at ttl %v\n\n", d.Config.TTL)
 	what := ""
-	if d.Config.TTL == features.LeaderElectionTTL.Default() {
+	if d.Config.TTL == election.DefaultTTL {
 		what = ", the default of meshd and istiod,"
 	}
 	fmt.Fprintf(w, "The same two scenarios at ttl %v (retry period %v)%s with %d trials per implementation.\n", d.Config.TTL, d.Config.retry(), what, d.Config.Trials)

@@ -28,9 +28,9 @@ type Object interface {
 // of ctx, whether or not it exists yet. A missing object is built from a
 // copy of template, changed with mutate, stamped with the term and created;
 // an existing one, or one that someone else creates meanwhile, is written
-// as Update writes it: refused with a *StaleTermError if a later term wrote
-// it, else changed with mutate and stamped. It reports whether it created
-// the object. template itself is never changed.
+// as Update writes it: refused with an error wrapping ErrStaleTerm if a
+// later term wrote it, else changed with mutate and stamped. It reports
+// whether it created the object. template itself is never changed.
 //
 // A stale leader can still create an object its successor has not written
 // yet (the package's first limit); it cannot replace one that exists.

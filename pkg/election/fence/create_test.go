@@ -44,7 +44,7 @@ func TestCreateOrUpdate(t *testing.T) {
 	}
 	_, _, err = CreateOrUpdate(election.WithTerm(ctx, term(4, "a")), cms, tmpl, setOwner("a"))
 	if !errors.Is(err, ErrStaleTerm) {
-		t.Fatalf("an older term: %v, want a StaleTermError", err)
+		t.Fatalf("an older term: %v, want ErrStaleTerm", err)
 	}
 	if cm, _ := cms.Get(ctx, "work", metav1.GetOptions{}); cm.Data["owner"] != "b" {
 		t.Errorf("the older term overwrote the object: %+v", cm.Data)
@@ -97,7 +97,7 @@ func TestCreateOrUpdateLosesTheRaceToASuccessor(t *testing.T) {
 	_, _, err := CreateOrUpdate(election.WithTerm(ctx, term(7, "a")), &racingCreate{ConfigMapInterface: cms, successor: successor},
 		workTemplate(), setOwner("a"))
 	if !errors.Is(err, ErrStaleTerm) {
-		t.Fatalf("the stale leader: %v, want a StaleTermError", err)
+		t.Fatalf("the stale leader: %v, want ErrStaleTerm", err)
 	}
 	if cm, _ := cms.Get(ctx, "work", metav1.GetOptions{}); cm.Data["owner"] != "b" {
 		t.Errorf("the successor's object was overwritten: %+v", cm.Data)

@@ -3,8 +3,8 @@
 // work of its successor.
 //
 // A fenced write stamps the object with the term that wrote it, in the
-// annotation Annotation, and is refused with a *StaleTermError when the
-// object carries a later term of the same lock. Update reads, checks,
+// annotation Annotation, and is refused with an error wrapping ErrStaleTerm
+// when the object carries a later term of the same lock. Update reads, checks,
 // changes and writes with optimistic concurrency (resourceVersion): if a
 // successor writes in between, the write conflicts and the check runs again
 // on the successor's version, so the old term loses.
@@ -46,28 +46,10 @@ const maxConflicts = 5
 // it does not come from an election's run function.
 var ErrNoTerm = errors.New("fence: the context carries no election term")
 
-// ErrStaleTerm is wrapped by every StaleTermError.
+// ErrStaleTerm is wrapped by the error of every write a term may not make.
+// The error's message names the object, the term the write carried, why it
+// was refused and the object's stamp.
 var ErrStaleTerm = errors.New("stale election term")
-
-// StaleTermError says why a term may not write an object.
-type StaleTermError struct {
-	// Object is the object refused, as namespace/name.
-	Object string
-	// Term is the term that tried to write.
-	Term election.Term
-	// Stamp is the object's annotation value.
-	Stamp string
-	// Reason is what is wrong with the pair.
-	Reason string
-}
-
-// Error names the object, the term the write carried and why it was refused.
-func (e *StaleTermError) Error() string {
-	return fmt.Sprintf("fence: %s refused to %s: %s (%s=%s)", e.Object, e.Term, e.Reason, Annotation, e.Stamp)
-}
-
-// Unwrap makes errors.Is(err, ErrStaleTerm) true.
-func (e *StaleTermError) Unwrap() error { return ErrStaleTerm }
 
 // stamp is the annotation's content.
 type stamp struct {
@@ -77,15 +59,15 @@ type stamp struct {
 }
 
 // Check returns nil when term may write obj: obj carries no stamp, or a stamp
-// of the same lock from term or an earlier one. Otherwise it returns a
-// *StaleTermError.
+// of the same lock from term or an earlier one. Otherwise it returns an
+// error wrapping ErrStaleTerm that says why.
 func Check(obj metav1.Object, term election.Term) error {
 	raw, ok := obj.GetAnnotations()[Annotation]
 	if !ok || !term.Elected {
 		return nil
 	}
 	refuse := func(reason string) error {
-		return &StaleTermError{Object: obj.GetNamespace() + "/" + obj.GetName(), Term: term, Stamp: raw, Reason: reason}
+		return fmt.Errorf("fence: %s/%s refused to %s: %s (%s=%s): %w", obj.GetNamespace(), obj.GetName(), term, reason, Annotation, raw, ErrStaleTerm)
 	}
 	var s stamp
 	if err := json.Unmarshal([]byte(raw), &s); err != nil {
@@ -126,10 +108,10 @@ type Client[T metav1.Object] interface {
 
 // Update changes the object name with mutate and writes it, fenced by the
 // term of ctx (see election.TermFrom): it reads the latest version, refuses
-// with a *StaleTermError if a later term wrote it, applies mutate, stamps the
-// term and updates with the version read. On a conflict it starts again, up
-// to a few times. An error from mutate is returned as is, and nothing is
-// written.
+// with an error wrapping ErrStaleTerm if a later term wrote it, applies
+// mutate, stamps the term and updates with the version read. On a conflict
+// it starts again, up to a few times. An error from mutate is returned as
+// is, and nothing is written.
 func Update[T metav1.Object](ctx context.Context, c Client[T], name string, mutate func(T) error) (T, error) {
 	var zero T
 	term, ok := election.TermFrom(ctx)

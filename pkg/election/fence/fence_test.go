@@ -47,9 +47,8 @@ func TestCheck(t *testing.T) {
 				}
 				return
 			}
-			var stale *StaleTermError
-			if !errors.As(err, &stale) || !errors.Is(err, ErrStaleTerm) || !strings.Contains(err.Error(), tc.reason) {
-				t.Fatalf("Check = %v, want a StaleTermError saying %q", err, tc.reason)
+			if !errors.Is(err, ErrStaleTerm) || !strings.Contains(err.Error(), tc.reason) || !strings.Contains(err.Error(), tc.obj.Name) {
+				t.Fatalf("Check = %v, want ErrStaleTerm naming the object and saying %q", err, tc.reason)
 			}
 		})
 	}
