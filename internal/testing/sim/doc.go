@@ -158,9 +158,10 @@
 //   - priority (in every schedule of TestSimulation unless
 //     -sim.priority=false, and in the scenarios that ask for it): once
 //     every fault has ended, while every live meshd candidate sees the
-//     same default revision, the holder the record names is not outranked
-//     by a live candidate (by the steal rule and that default) for longer
-//     than the leaderless bound. It applies where the steal rule decides:
+//     same default revision (and, in a coordinated election, so does the
+//     coordinator, which picks the holder by the default it reads), the
+//     holder the record names is not outranked by a live candidate (by the
+//     steal rule and that default) for longer than the leaderless bound. It applies where the steal rule decides:
 //     not to an election of the oldest-emulation-version strategy
 //     (Kubernetes' rule decides) nor to a per-revision one (nobody
 //     outranks anybody); those are the only exceptions. It is on by

@@ -291,7 +291,10 @@ func (w *World) check() {
 // holderOutranked reports whether the holder the record names now is
 // outranked, by the default revision every live meshd candidate sees, by
 // one of them; false while they disagree, or while no record names a
-// holder.
+// holder. In a coordinated election the coordinator, which picks the
+// holder by the default it reads, is one more party that must agree:
+// while it sees another default than the candidates, it hands the lock to
+// the best candidate by its own view, which is no lesser holder.
 func (w *World) holderOutranked() bool {
 	w.mu.Lock()
 	var holderKey string
@@ -315,6 +318,9 @@ func (w *World) holderOutranked() bool {
 		}
 		view, first = v, false
 		live = append(live, c)
+	}
+	if w.sched.coordinated() && view != w.truth {
+		return false
 	}
 	for _, c := range live {
 		if c.id != holder && outranks(c.spec.Revision, c.spec.Remote, holderKey, view) {
