@@ -15,6 +15,7 @@ package pacing
 
 import (
 	"context"
+	"hash/fnv"
 	"time"
 
 	"golang.org/x/time/rate"
@@ -51,14 +52,15 @@ func NewPacer() *Pacer {
 func (p *Pacer) Built() bool { return p != nil && p.tokens != nil && p.slots != nil }
 
 // Turn waits for an elector's turn to make its first attempt: a token of
-// the bucket, then a slot of the queue, where it is served by prio (lowest
-// first, then in arrival order). It gives up, handing the token or its
+// the bucket, then a slot of the queue, where it is served in the order of
+// a hash of name (the elector's identity and lock), so that the order
+// differs from one process and identity to the next, then in arrival order. It gives up, handing the token or its
 // place back, when ctx ends or giveUp says the attempt is no longer needed
 // (the elector's watch shows a holder it may not take the lock from);
 // giveUp is asked at the start and at every wake-up. release gives the
 // slot back after the attempt; it is a no-op when Turn gave up, and must be
 // called exactly once either way.
-func (p *Pacer) Turn(ctx context.Context, prio uint64, wakeups <-chan struct{}, giveUp func() bool) (release func()) {
+func (p *Pacer) Turn(ctx context.Context, name string, wakeups <-chan struct{}, giveUp func() bool) (release func()) {
 	nothing := func() {}
 	r := p.tokens.Reserve()
 	wait := time.NewTimer(r.Delay())
@@ -67,7 +69,7 @@ func (p *Pacer) Turn(ctx context.Context, prio uint64, wakeups <-chan struct{}, 
 		r.Cancel()
 		return nothing
 	}
-	w := p.slots.wait(prio)
+	w := p.slots.wait(slotOrder(name))
 	leave := func() { p.slots.leave(w) }
 	if !await(ctx, nil, w.granted, wakeups, giveUp) {
 		leave()
@@ -93,4 +95,11 @@ func await(ctx context.Context, ready <-chan time.Time, granted <-chan struct{},
 		case <-wakeups:
 		}
 	}
+}
+
+// slotOrder is where an elector named name queues for a slot.
+func slotOrder(name string) uint64 {
+	h := fnv.New64a()
+	_, _ = h.Write([]byte(name))
+	return h.Sum64()
 }

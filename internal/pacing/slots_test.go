@@ -67,3 +67,15 @@ func TestSlotQueueBoundsHoldersAndSurvivesLeaving(t *testing.T) {
 		})
 	}
 }
+
+// Electors queue for a slot in an order that depends on their names (the
+// identity and the lock): different names differ, the same name is stable.
+func TestSlotOrderDiffersByName(t *testing.T) {
+	a, b := slotOrder("a\x00ConfigMap istio-system/istio-leader"), slotOrder("b\x00ConfigMap istio-system/istio-leader")
+	if a == b {
+		t.Fatal("two identities share a slot order for the same lock")
+	}
+	if a != slotOrder("a\x00ConfigMap istio-system/istio-leader") {
+		t.Fatal("the slot order of one name is not stable")
+	}
+}

@@ -154,9 +154,10 @@ type Pacer interface {
 	// Built reports whether the pacer was built by its constructor
 	// (pacing.NewPacer); a zero value is refused by validation.
 	Built() bool
-	// Turn waits for this elector's turn, served by prio (lowest first),
-	// and gives up when ctx ends or giveUp, asked at the start and at each
-	// of wakeups, reports true. release gives the turn back after the
-	// attempt; it is called exactly once.
-	Turn(ctx context.Context, prio uint64, wakeups <-chan struct{}, giveUp func() bool) (release func())
+	// Turn waits for the turn of the elector called name (its identity and
+	// lock), in an order the pacer derives from name, and gives up when
+	// ctx ends or giveUp, asked at the start and at each of wakeups,
+	// reports true. release gives the turn back after the attempt; it is
+	// called exactly once.
+	Turn(ctx context.Context, name string, wakeups <-chan struct{}, giveUp func() bool) (release func())
 }

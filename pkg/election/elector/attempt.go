@@ -79,7 +79,13 @@ func (le *LeaderElector) renewFast(ctx context.Context) (outcome, error) {
 }
 
 // answerRequest lets a leader answer a handover request addressed to it:
-// handOff when it accepted one, readNeeded when there was nothing to act on.
+// handOff when it accepted one, readNeeded when there was nothing to act on
+// or when its answer conflicted. A conflict means the object it answered
+// on is stale (another candidate asked since, and the watch has not
+// delivered it, or is broken): the caller then reads the lock and renews,
+// and the next renew answers the request the object carries now. Before,
+// the error ended the attempt, and every later renew answered on the same
+// stale object until the renew deadline passed.
 // A leader whose callback is stopping answers nothing.
 func (le *LeaderElector) answerRequest(ctx context.Context) (outcome, error) {
 	if le.loop.stopping {
@@ -95,6 +101,9 @@ func (le *LeaderElector) answerRequest(ctx context.Context) (outcome, error) {
 	now := le.clock.Now()
 	h, err := le.handover.Answer(ctx, now, le.stopWithin(now))
 	switch {
+	case apierrors.IsConflict(err) && ctx.Err() == nil:
+		le.log.Debug("answering a handover request conflicted; reading the lock", zap.Error(err))
+		return readNeeded, nil
 	case err != nil:
 		return failed, err
 	case h != nil:

@@ -2,7 +2,6 @@ package elector
 
 import (
 	"context"
-	"hash/fnv"
 	"time"
 )
 
@@ -45,22 +44,13 @@ func (le *LeaderElector) paceFirstAttempt(ctx context.Context) (release func()) 
 	if le.cfg.Pacer == nil {
 		return func() {} // a pacer of its own would never make it wait
 	}
-	return le.cfg.Pacer.Turn(ctx, le.slotPriority(), le.watchEvents(), func() bool {
+	return le.cfg.Pacer.Turn(ctx, le.cfg.Lock.Identity()+"\x00"+le.cfg.Lock.Describe(), le.watchEvents(), func() bool {
 		if le.watch == nil {
 			return false
 		}
 		le.watch.ingest()
 		return le.watch.Healthy() && !le.worthTrying()
 	})
-}
-
-// slotPriority orders le's first attempt among those of its process: a hash
-// of its identity and lock, so the order differs from one process (and
-// identity) to the next.
-func (le *LeaderElector) slotPriority() uint64 {
-	h := fnv.New64a()
-	_, _ = h.Write([]byte(le.cfg.Lock.Identity() + "\x00" + le.cfg.Lock.Describe()))
-	return h.Sum64()
 }
 
 // awaitHealthy waits until the watch is healthy, ctx ends or firstSyncWait
