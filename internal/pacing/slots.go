@@ -8,8 +8,8 @@ import (
 // slotQueue is a counting semaphore whose waiters are served lowest
 // priority value first, not in the order they came. The first attempts of a
 // process wait in one, each with a priority derived from its candidate and
-// lock (see the elector's slotPriority), so that processes starting the same elections
-// at the same time work through a backlog in different orders: each then
+// lock (see slotOrder), so that processes starting the same elections at
+// the same time work through a backlog in different orders: each then
 // mostly creates lock objects that the others have not created yet, and
 // learns of the rest from its watch, instead of all of them racing to
 // create the same object, which all but one lose.
