@@ -58,7 +58,7 @@ func TestFailingRunFunctionEndsTheTerm(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			client := kubetest.NewClientset()
-			metrics := &runFailures{Metrics: nopMetrics{}}
+			metrics := &runFailures{Metrics: metrics.Nop{}}
 			le := mustElection(t)(NewLeaderElection(testNS, "a", IngressController, "stable", client, WithTTL(2*time.Second),
 				WithDefaultWatcher(defaultwatch.NewStatic("")), withRunBackoff(time.Hour, time.Hour), withMetrics(metrics)))
 			trigger, otherStopped := make(chan struct{}), make(chan struct{})
@@ -228,19 +228,3 @@ func TestRunTwiceAndAddAfterRun(t *testing.T) {
 	}
 	le.Add(func(context.Context) error { t.Error("a function added after Run ran"); return nil })
 }
-
-type nopMetrics struct{}
-
-func (nopMetrics) SetLeading(string, bool)  {}
-func (nopMetrics) Acquired(string)          {}
-func (nopMetrics) Stole(string)             {}
-func (nopMetrics) RenewFailed(string)       {}
-func (nopMetrics) Lost(string)              {}
-func (nopMetrics) HandoverRequested(string) {}
-func (nopMetrics) HandedOver(string)        {}
-func (nopMetrics) Request(string, string)   {}
-func (nopMetrics) StealCycle(string)        {}
-func (nopMetrics) RunFailed(string)         {}
-func (nopMetrics) SlowPath(string)          {}
-
-func (nopMetrics) SetPreemptionSuspended(string, bool) {}
