@@ -67,13 +67,14 @@ type Watchable interface {
 // The ConfigMap and Lease locks implement it.
 type SessionLock interface {
 	// SetSession turns session marks on: from now on every write of a
-	// record naming this lock's identity carries a mark naming ref (which
-	// may be empty: the holder renews its record itself), a record naming
-	// another holder carries a mark without a session, and a release
-	// removes the mark. mixed is written into the mark (see
-	// lockmeta.SessionMark.Mixed). A lock whose SetSession was never
-	// called leaves the annotation as it finds it.
-	SetSession(ref string, mixed bool)
+	// record naming this lock's identity carries mark's Session (which
+	// may be empty: the holder renews its record itself) and Process, a
+	// record naming another holder carries a mark with neither, and a
+	// release removes the mark. mark.Mixed goes into every mark (see
+	// lockmeta.SessionMark); mark.Holder is ignored, the record decides
+	// it. A lock whose SetSession was never called leaves the annotation
+	// as it finds it.
+	SetSession(mark lockmeta.SessionMark)
 	// SessionMark returns the mark of the object version last seen; false
 	// when there is none or it cannot be decoded.
 	SessionMark() (lockmeta.SessionMark, bool)

@@ -115,6 +115,13 @@ type SessionMark struct {
 	// "<lease name>/<token>"; empty when the holder renews its record
 	// itself, although it understands sessions.
 	Session string `json:"session,omitempty"`
+	// Process names the session of the process that wrote the record, set
+	// only when that process is the holder, whether or not the session
+	// keeps the holder alive (Session may be empty). Every start of a
+	// process has a new session, so a process that finds a record naming
+	// its own identity with another Process knows an earlier process of
+	// that identity wrote it, one that may still work.
+	Process string `json:"process,omitempty"`
 	// Mixed is set by a holder that has seen a holder without sessions in
 	// this election (istiod, client-go, older meshd): such a candidate may
 	// still be waiting, so every session-aware candidate that reads the

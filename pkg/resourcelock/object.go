@@ -75,11 +75,10 @@ type objectLock[T kubeObject, L runtime.Object] struct {
 	partial  bool // obj was built from metadata only: writes read it first
 	replaced bool // obj has another uid than the version it replaced; see Replaced
 
-	// session is the session a record of this holder names, once
+	// session is the mark a record of this holder carries, once
 	// SetSession turned marks on (sessionOn); see session.go.
-	session      string
-	sessionMixed bool
-	sessionOn    bool
+	session   lockmeta.SessionMark
+	sessionOn bool
 }
 
 // set remembers obj as the version last seen; forget drops it.

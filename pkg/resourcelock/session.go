@@ -9,8 +9,8 @@ import (
 )
 
 // SetSession implements lockcap.SessionLock.
-func (l *objectLock[T, L]) SetSession(ref string, mixed bool) {
-	l.session, l.sessionMixed, l.sessionOn = ref, mixed, true
+func (l *objectLock[T, L]) SetSession(mark lockmeta.SessionMark) {
+	l.session, l.sessionOn = mark, true
 }
 
 // SessionMark implements lockcap.SessionLock.
@@ -30,9 +30,9 @@ func (l *objectLock[T, L]) markSession(meta *metav1.ObjectMeta, r Record) {
 		delete(meta.Annotations, lockmeta.SessionAnnotationKey)
 		return
 	}
-	m := lockmeta.SessionMark{Holder: r.HolderIdentity, Mixed: l.sessionMixed}
+	m := lockmeta.SessionMark{Holder: r.HolderIdentity, Mixed: l.session.Mixed}
 	if r.HolderIdentity == l.cfg.Identity {
-		m.Session = l.session
+		m.Session, m.Process = l.session.Session, l.session.Process
 	}
 	raw, _ := json.Marshal(m) // two strings: cannot fail
 	if meta.Annotations == nil {

@@ -18,12 +18,12 @@ func TestSessionMarkFollowsTheRecord(t *testing.T) {
 	if _, ok := meta.Annotations[lockmeta.SessionAnnotationKey]; ok {
 		t.Fatal("a lock whose SetSession was never called wrote a mark")
 	}
-	l.SetSession("s/1", false)
+	l.SetSession(lockmeta.SessionMark{Holder: "ignored", Session: "s/1", Process: "s/1"})
 	for _, c := range []struct {
 		holder string
 		want   *lockmeta.SessionMark
 	}{
-		{"a", &lockmeta.SessionMark{Holder: "a", Session: "s/1"}},
+		{"a", &lockmeta.SessionMark{Holder: "a", Session: "s/1", Process: "s/1"}},
 		{"b", &lockmeta.SessionMark{Holder: "b"}},
 		{"", nil},
 	} {
@@ -36,9 +36,9 @@ func TestSessionMarkFollowsTheRecord(t *testing.T) {
 			t.Errorf("holder %q: mark %+v (present %v), want %+v", c.holder, got, ok, c.want)
 		}
 	}
-	l.SetSession("", true)
+	l.SetSession(lockmeta.SessionMark{Mixed: true, Process: "s/1"})
 	l.markSession(meta, Record{HolderIdentity: "a"})
-	if got, _ := lockmeta.ReadSessionMark(meta.Annotations); got != (lockmeta.SessionMark{Holder: "a", Mixed: true}) {
+	if got, _ := lockmeta.ReadSessionMark(meta.Annotations); got != (lockmeta.SessionMark{Holder: "a", Mixed: true, Process: "s/1"}) {
 		t.Errorf("a holder that fell back wrote %+v", got)
 	}
 }
@@ -46,7 +46,7 @@ func TestSessionMarkFollowsTheRecord(t *testing.T) {
 // Any annotation value decodes to a mark or to none, never a panic, and a
 // mark decoded survives encoding again.
 func FuzzReadSessionMark(f *testing.F) {
-	for _, s := range []string{`{"holder":"a","session":"s/1"}`, `{"holder":"a","mixed":true}`, `{}`, `{"holder":""}`, `null`, `[`, ``} {
+	for _, s := range []string{`{"holder":"a","session":"s/1"}`, `{"holder":"a","mixed":true}`, `{"holder":"a","process":"s/2"}`, `{}`, `{"holder":""}`, `null`, `[`, ``} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, raw string) {

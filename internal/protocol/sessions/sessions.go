@@ -30,6 +30,7 @@ import (
 
 	"github.com/meshd-io/meshd/internal/electionlog"
 	"github.com/meshd-io/meshd/internal/lockcap"
+	"github.com/meshd-io/meshd/internal/lockmeta"
 	"github.com/meshd-io/meshd/pkg/resourcelock"
 )
 
@@ -111,19 +112,24 @@ func (m *Member) Mixed() bool { return m.mixed.Load() }
 // Mark sets the session mark that goes with a write of a record: this
 // candidate's current session when the record names it (mine) and the
 // session works, otherwise a mark without a session.
+// Every record this candidate writes naming itself names its session as
+// the writing process's, so that a restart knows the record for an
+// earlier process's (EarlierProcess).
 func (m *Member) Mark(mine bool) {
-	ref, mixed := "", m.mixed.Load()
-	if !mixed && mine {
+	mark := lockmeta.SessionMark{Mixed: m.mixed.Load(), Process: m.cfg.Heartbeat.Ref()}
+	if !mark.Mixed && mine {
 		if _, current := m.cfg.Heartbeat.Renewed(); current {
-			ref = m.cfg.Heartbeat.Ref()
+			mark.Session = mark.Process
 		}
 	}
-	m.cfg.Lock.SetSession(ref, mixed)
+	m.cfg.Lock.SetSession(mark)
 }
 
 // Detach marks the next write as naming no session (the holder leaves its
 // lock to expire by its own lease).
-func (m *Member) Detach() { m.cfg.Lock.SetSession("", m.mixed.Load()) }
+func (m *Member) Detach() {
+	m.cfg.Lock.SetSession(lockmeta.SessionMark{Mixed: m.mixed.Load(), Process: m.cfg.Heartbeat.Ref()})
+}
 
 // HolderRef is the session the lock object last seen names for holder; ""
 // when its mark names none or belongs to another holder.
@@ -136,11 +142,17 @@ func (m *Member) HolderRef(holder string) string {
 }
 
 // EarlierProcess reports whether the record naming this identity was
-// written by an earlier process of it: its mark names a session of this
-// identity other than this process's (the token changes with every start).
+// written by an earlier process of it: its mark names, as the session that
+// keeps the holder alive or as the writing process's, a session other than
+// this process's (the token changes with every start). A record another
+// holder wrote naming this identity (a handover) names neither.
 func (m *Member) EarlierProcess() bool {
 	mark, ok := m.cfg.Lock.SessionMark()
-	return ok && mark.Holder == m.me && mark.Session != "" && mark.Session != m.cfg.Heartbeat.Ref()
+	if !ok || mark.Holder != m.me {
+		return false
+	}
+	mine := m.cfg.Heartbeat.Ref()
+	return (mark.Session != "" && mark.Session != mine) || (mark.Process != "" && mark.Process != mine)
 }
 
 // NoteHolder marks the election mixed when holder, another candidate that

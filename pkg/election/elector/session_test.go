@@ -143,7 +143,7 @@ func TestHolderLeavesRenewalsToACurrentSession(t *testing.T) {
 	le.watch.MarkHealthy(false)
 	mustAttempt(t, le, false, acquired)
 	le.watch.MarkHealthy(true)
-	if m, ok := h.mark(); !ok || m != (lockmeta.SessionMark{Holder: "a", Session: "s/1"}) {
+	if m, ok := h.mark(); !ok || m != (lockmeta.SessionMark{Holder: "a", Session: "s/1", Process: "s/1"}) {
 		t.Fatalf("mark after acquiring: %+v (present %v)", m, ok)
 	}
 	le.loop.lastRenew = t0
@@ -169,7 +169,7 @@ func TestHolderLeavesRenewalsToACurrentSession(t *testing.T) {
 		t.Fatalf("renew ended the term: %+v", end)
 	}
 	assertVerbs(t, h.verbs(), "update leases")
-	if m, ok := h.mark(); !ok || m != (lockmeta.SessionMark{Holder: "a"}) {
+	if m, ok := h.mark(); !ok || m != (lockmeta.SessionMark{Holder: "a", Process: "s/1"}) {
 		t.Errorf("mark after a renew without a current session: %+v (present %v)", m, ok)
 	}
 	// Neither renewed for the renew deadline: the term ends.
@@ -251,4 +251,58 @@ func TestFollowerConfirmsASessionIsOverWithItsOwnEcho(t *testing.T) {
 	}
 	s.unechoed = false
 	mustAttempt(t, le, false, acquired)
+}
+
+// A process that finds a record naming its own identity treats it as an
+// earlier process's, whose work may still run, when the mark names another
+// session of this identity, as the one keeping it alive or as the writer's
+// (a forced steal while the session was not current names no session to
+// keep it alive, only the writer's). It then leaves the record alone until
+// the record's lease has passed from its first sight. A record that
+// another holder wrote naming it (a handover) is its own at once.
+func TestRestartRecognisesAnEarlierProcessRecord(t *testing.T) {
+	cases := []struct {
+		name    string
+		mark    lockmeta.SessionMark
+		earlier bool
+	}{
+		{"kept alive by the earlier session", lockmeta.SessionMark{Holder: "a", Session: "s/1", Process: "s/1"}, true},
+		{"written by the earlier process, session not current", lockmeta.SessionMark{Holder: "a", Process: "s/1"}, true},
+		{"written by an older meshd naming a session", lockmeta.SessionMark{Holder: "a", Session: "s/1"}, true},
+		{"written by this process", lockmeta.SessionMark{Holder: "a", Process: "s/2"}, false},
+		{"handed over by another holder", lockmeta.SessionMark{Holder: "a"}, false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			h := newLeaseHarness(t)
+			h.writeRecord(held("a", "", 4))
+			h.writeMark(c.mark)
+			s := &fakeSession{ref: "s/2", sent: t0, current: true, known: true, alive: map[string]time.Time{}}
+			le := h.sessionElector("a", s)
+			le.watch.MarkHealthy(false)
+			if !c.earlier {
+				mustAttempt(t, le, false, acquired)
+				return
+			}
+			mustAttempt(t, le, false, heldByOther)
+			h.clock.SetTime(t0.Add(3 * time.Second))
+			mustAttempt(t, le, false, heldByOther)
+			h.clock.SetTime(t0.Add(4 * time.Second))
+			mustAttempt(t, le, false, acquired)
+		})
+	}
+}
+
+// Every record a candidate in session mode writes naming itself names its
+// process's session, also when the session is not current and the record
+// names no session to keep it alive.
+func TestOwnWritesNameTheWritingProcess(t *testing.T) {
+	h := newLeaseHarness(t)
+	s := &fakeSession{ref: "s/2", known: true, alive: map[string]time.Time{}}
+	le := h.sessionElector("a", s)
+	le.watch.MarkHealthy(false)
+	mustAttempt(t, le, false, acquired)
+	if m, _ := h.mark(); m != (lockmeta.SessionMark{Holder: "a", Process: "s/2"}) {
+		t.Errorf("mark %+v, want the writer's session and none keeping the holder alive", m)
+	}
 }
