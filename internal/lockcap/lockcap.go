@@ -99,3 +99,11 @@ type CoordinatedLock interface {
 	// empty when there is none.
 	PreferredHolder() (identity, key string)
 }
+
+// PodMarkPending reports whether lock's holder Pod mark (resourcelock
+// Config.HolderPod) is not yet, or no longer, what the lock object shows:
+// a holder's renew cannot then be left to a session.
+func PodMarkPending(lock resourcelock.Interface) bool {
+	p, ok := lock.(interface{ HolderPodPending() bool })
+	return ok && p.HolderPodPending()
+}

@@ -36,6 +36,8 @@ type Follower struct {
 	// ok is true from the first successful list or event until the watch
 	// reports an error, and again from the next event.
 	ok atomic.Bool
+	// epoch counts the periods in which ok was true (under mu).
+	epoch uint64
 	// joining is set while the hub subscribes this follower: what it
 	// delivers meanwhile is its cache replayed, which it hands over even
 	// while the shared watch is broken, so it says nothing of its health.
@@ -63,6 +65,28 @@ func (f *Follower) Events() <-chan struct{} { return f.events }
 // Healthy reports whether the watch can be trusted to report every change.
 func (f *Follower) Healthy() bool { return f.ok.Load() }
 
+// Epoch numbers the current period of health: it changes each time the
+// watch becomes healthy again, and is 0 while it is not healthy. A loop
+// that saw the same non-zero Epoch at two moments knows the watch did not
+// break in between, so it has been handed every change up to the latest
+// delivery; a watch healthy again after a break may still be catching up
+// with what changed while it was broken.
+func (f *Follower) Epoch() uint64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !f.ok.Load() {
+		return 0
+	}
+	return f.epoch
+}
+
+// UnbrokenSince reports whether the watch is healthy and has not broken
+// since Epoch returned epoch.
+func (f *Follower) UnbrokenSince(epoch uint64) bool {
+	e := f.Epoch()
+	return e != 0 && e == epoch
+}
+
 // HealthyNow is closed once the watch is healthy after the last Start.
 func (f *Follower) HealthyNow() <-chan struct{} {
 	f.mu.Lock()
@@ -85,7 +109,7 @@ func (f *Follower) Start(hub *WatchHub, lock Source) (stop func()) {
 	f.joining.Store(false)
 	return func() {
 		unsubscribe()
-		f.ok.Store(false)
+		f.MarkHealthy(false)
 	}
 }
 
@@ -93,8 +117,8 @@ func (f *Follower) Start(hub *WatchHub, lock Source) (stop func()) {
 // broke (false).
 func (f *Follower) SetHealth(ok bool) {
 	if ok {
-		f.ok.Store(true)
 		f.mu.Lock()
+		f.markHealthy()
 		if !f.upClosed {
 			close(f.up)
 			f.upClosed = true
@@ -102,7 +126,10 @@ func (f *Follower) SetHealth(ok bool) {
 		f.mu.Unlock()
 		return
 	}
-	if f.ok.Swap(false) {
+	f.mu.Lock()
+	was := f.ok.Swap(false)
+	f.mu.Unlock()
+	if was {
 		if f.onBreak != nil {
 			f.onBreak()
 		}
@@ -114,7 +141,23 @@ func (f *Follower) SetHealth(ok bool) {
 
 // MarkHealthy sets the health as the hub would report it, without waking
 // the loop or closing HealthyNow: for tests that drive a loop step by step.
-func (f *Follower) MarkHealthy(ok bool) { f.ok.Store(ok) }
+func (f *Follower) MarkHealthy(ok bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if ok {
+		f.markHealthy()
+		return
+	}
+	f.ok.Store(false)
+}
+
+// markHealthy sets ok, opening a new epoch if it was not set; f.mu is held.
+func (f *Follower) markHealthy() {
+	if !f.ok.Load() {
+		f.epoch++
+	}
+	f.ok.Store(true)
+}
 
 func (f *Follower) wake() {
 	select {

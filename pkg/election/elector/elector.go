@@ -95,6 +95,7 @@ type loopState struct {
 	namedFrom      time.Time          // set by an attempt that leads on a record naming this candidate without a write
 	reportedLeader string             // the holder last reported to OnNewLeader
 	warnedLease    string             // holder and lease of the last over-long lease reported
+	watchEpoch     uint64             // the watch's Epoch when this candidate last wrote its record
 }
 
 // fenceState is the fence as a value: when the run callback of the coming

@@ -100,6 +100,25 @@ func TestFencedStartChecksTheLockIsStillHeld(t *testing.T) {
 	}
 }
 
+// A watching holder whose watch broke and came back while it waited out
+// its fence cannot tell whether the watch has caught up: the list after a
+// break may show the lock older than the writes the watch missed, and
+// those come after it. At the fence it renews first and starts its work
+// only once that renew succeeded. Before, it trusted the watch as soon as
+// it was healthy again and started beside a holder that had taken the
+// lock object re-created during the gap (simulation seed 628705758).
+func TestFencedStartRenewsFirstAfterAWatchGap(t *testing.T) {
+	h := newHarness(t)
+	var started atomic.Bool
+	c := h.fencedSteal(false, &started)
+	c.le.watch.SetHealth(false)
+	c.le.watch.SetHealth(true)
+	h.client.ClearActions()
+	h.parkedSteps(3, 100*time.Millisecond, 2) // t0+4.05s: the fence passed
+	waitFor(t, "the work to start", started.Load)
+	assertVerbs(t, h.verbs(), "update configmaps")
+}
+
 // A polling holder whose renew at the fence fails does not know whether it
 // still holds the lock: its work starts only after the next renew
 // succeeded.

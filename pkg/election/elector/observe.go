@@ -39,12 +39,17 @@ func (le *LeaderElector) observe(rec *resourcelock.Record, raw []byte, now time.
 	le.obs.corrupt = false
 	le.obs.session = le.holderSessionRef(rec.HolderIdentity)
 	le.mu.Unlock()
-	if first && le.writtenByEarlierProcess(rec) {
+	if first && rec.HolderIdentity == le.cfg.Lock.Identity() && le.sessionMode() && le.cfg.Session.EarlierProcess() {
 		// An earlier process of this identity (a restart) wrote the record,
 		// and may still work, or have taken the lock by force with its work
 		// fenced, a fence that died with it. This process takes the record
 		// as its own only once that record's lease from now has passed (see
-		// decideAndWrite); until then anyone who sees it expire may take it.
+		// decideNamed); until then anyone who sees it expire may take it.
+		// Only session mode tells: the mark names the session of the
+		// process that wrote the record, new with every start, and a record
+		// another holder wrote naming this identity (a handover) names
+		// none. Without sessions identities are unique per process by
+		// default.
 		le.fence.inherited = now.Add(honouredLease(*rec))
 	}
 	if rec.HolderIdentity != "" {
@@ -55,17 +60,6 @@ func (le *LeaderElector) observe(rec *resourcelock.Record, raw []byte, now time.
 	}
 	le.reportLeader(rec.HolderIdentity)
 	le.warnLongLease(rec)
-}
-
-// writtenByEarlierProcess reports whether rec, naming this identity, was
-// written by an earlier process of the same identity: in session mode its
-// mark names a session of this identity other than this process's (the
-// token changes with every start). A record naming this identity that
-// another holder wrote (a handover, a coordinator's assignment) carries
-// no such mark. Without sessions a restart under the same identity cannot
-// be told apart; identities are unique per process by default.
-func (le *LeaderElector) writtenByEarlierProcess(rec *resourcelock.Record) bool {
-	return rec.HolderIdentity == le.cfg.Lock.Identity() && le.sessionMode() && le.cfg.Session.EarlierProcess()
 }
 
 // noteTerm notes when this candidate saw the term of rec's holder begin;
@@ -118,6 +112,9 @@ func (le *LeaderElector) refreshObservedLease(now time.Time) {
 // observeOwnWrite remembers a record this candidate just wrote.
 func (le *LeaderElector) observeOwnWrite(rec resourcelock.Record, now time.Time) {
 	le.loop.emptySince = time.Time{}
+	if le.watch != nil {
+		le.loop.watchEpoch = le.watch.Epoch()
+	}
 	le.mu.Lock()
 	le.noteTerm(&rec, now)
 	le.obs.record = rec

@@ -6,6 +6,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/meshd-io/meshd/internal/lockcap"
 	"github.com/meshd-io/meshd/pkg/resourcelock"
 )
 
@@ -60,7 +61,8 @@ func (le *LeaderElector) holderNamesSession() bool {
 // lock names the session, and reports whether the renew due now can be
 // left to it. It cannot when the session is not current, when a request
 // waits for an answer (or a refusal would now be an acceptance), when the
-// watch is broken, or when the lock's Pod mark is pending: the holder then
+// watch has broken since the holder last wrote its record (it may still be
+// catching up), or when the lock's Pod mark is pending: the holder then
 // writes its record, which also shows it whether someone took the lock
 // meanwhile.
 func (le *LeaderElector) renewedBySession() bool {
@@ -78,8 +80,8 @@ func (le *LeaderElector) renewedBySession() bool {
 		le.state.sessionRenew = sent
 		le.mu.Unlock()
 	}
-	return current && le.watch != nil && le.watch.Healthy() && !le.requestToAnswer() && le.preferredSuccessor() == nil &&
-		!podMarkPending(le.cfg.Lock)
+	return current && le.watch != nil && le.watch.UnbrokenSince(le.loop.watchEpoch) && !le.requestToAnswer() && le.preferredSuccessor() == nil &&
+		!lockcap.PodMarkPending(le.cfg.Lock)
 }
 
 // SessionFallback reports whether this candidate, in session mode, renews

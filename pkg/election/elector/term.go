@@ -96,15 +96,17 @@ func (le *LeaderElector) fenceTimer(t *term) clockTimer {
 	return le.clock.NewTimer(wait)
 }
 
-// fencePassed is called when the fence has passed. With a healthy watch the
-// elector has seen every write since it took the lock (a pending event is
-// taken in now): it ends the term if another holder wrote, or starts the
-// callback. Without one (polling, or the watch is broken) a holder that
-// took the lock meanwhile may be unseen, so the callback must not start
-// before a renew has shown the lock still held: renewFirst asks the caller
-// to renew now and to start the callback only once a renew succeeded.
+// fencePassed is called when the fence has passed. With a watch that has
+// been healthy since this holder last wrote its record, the elector has
+// been handed every write since (a pending event is taken in now): it ends
+// the term if another holder wrote, or starts the callback. Without one
+// (polling, a broken watch, or one that broke since and may still be
+// catching up) a holder that took the lock meanwhile may be unseen, so the
+// callback must not start before a renew has shown the lock still held:
+// renewFirst asks the caller to renew now and to start the callback only
+// once a renew succeeded.
 func (le *LeaderElector) fencePassed(t *term) (end *termEnd, renewFirst bool) {
-	if le.watch == nil || !le.watch.Healthy() {
+	if le.watch == nil || !le.watch.UnbrokenSince(le.loop.watchEpoch) {
 		le.log.Info("the previous holder's lease has run out; renewing before the run callback starts, as no watch shows whether the lock is still held")
 		return nil, true
 	}

@@ -155,6 +155,14 @@ func TestWatchingFollowerMakesNoRequestsWhileHolderRenews(t *testing.T) {
 	for i := 0; i < 5; i++ {
 		h.clock.Step(time.Second)
 		h.renewAs(holder)
+		// The next step of the fake clock waits for the follower to take
+		// the renewal in, as a real one would long before the next renew:
+		// a loaded machine must not make it judge by the one before.
+		renewed := h.clock.Now().Truncate(time.Second)
+		waitFor(t, "the follower to see the renewal", func() bool {
+			rec, _ := f.le.Observed()
+			return rec.RenewTime.Time.Equal(renewed)
+		})
 	}
 	time.Sleep(50 * time.Millisecond) // let the follower react if it were going to
 	// Only the holder's own get+update per renewal: the follower sent nothing.
