@@ -1,10 +1,11 @@
 package election
 
 import (
-	"errors"
 	"fmt"
 	"net/http"
 	"time"
+
+	"github.com/meshd-io/meshd/internal/errlist"
 )
 
 // checkable is what a HealthzAdaptor checks: a *LeaderElection, or a
@@ -59,7 +60,7 @@ func (h *HealthzAdaptor) Check(_ *http.Request) error {
 			errs = append(errs, fmt.Errorf("election %s: %w", e.electionID(), err))
 		}
 	}
-	return errors.Join(errs...)
+	return errlist.Join(errs...)
 }
 
 // ServeHTTP answers 200 "ok" while healthy, else 503 with the reasons.

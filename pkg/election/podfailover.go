@@ -8,6 +8,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/meshd-io/meshd/internal/election/podexit"
+	"github.com/meshd-io/meshd/internal/errlist"
 	"github.com/meshd-io/meshd/internal/lockcap"
 	"github.com/meshd-io/meshd/internal/lockmeta"
 	"github.com/meshd-io/meshd/internal/protocol"
@@ -67,7 +68,7 @@ func (o *options) validatePod() error {
 	if o.podFailover && !o.watch {
 		errs = append(errs, errors.New("WithPodFailover needs the watch: a follower learns of the holder's exit only through watches"))
 	}
-	return errors.Join(errs...)
+	return errlist.Join(errs...)
 }
 
 // podAware is an election's part in Pod-aware failover: the publisher of

@@ -36,6 +36,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
+	"github.com/meshd-io/meshd/internal/errlist"
 	"github.com/meshd-io/meshd/internal/testing/meshdproc"
 	"github.com/meshd-io/meshd/internal/testing/testcluster"
 	"github.com/meshd-io/meshd/tools/helm/render"
@@ -320,7 +321,7 @@ func runTwoRevisions(t *testing.T, c *testcluster.Cluster, mode string) {
 		if cm.Data["root-cert.pem"] != root {
 			return errors.New("istio-ca-root-cert is not the cacerts root")
 		}
-		return errors.Join(exists(ns, "meshd-status"), exists(ns, "meshd-revision-stable"), exists(ns, "meshd-revision-canary"))
+		return errlist.Join(exists(ns, "meshd-status"), exists(ns, "meshd-revision-stable"), exists(ns, "meshd-revision-canary"))
 	})
 	// One leader per election, of the right revision: the default (stable)
 	// for the prioritized ones, each revision for its own.

@@ -2,7 +2,6 @@ package helm
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"path/filepath"
 	"sort"
@@ -13,6 +12,7 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/meshd-io/meshd/internal/errlist"
 	"github.com/meshd-io/meshd/internal/ledger"
 	"github.com/meshd-io/meshd/internal/testing/meshdproc"
 	"github.com/meshd-io/meshd/internal/testing/testcluster"
@@ -221,7 +221,7 @@ func uninstall(t *testing.T, c *testcluster.Cluster, ns string, r release) {
 			errs = append(errs, c.Client.CoreV1().Pods(ns).Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: new(int64)}))
 		}
 	}
-	if err := errors.Join(errs...); err != nil {
+	if err := errlist.Join(errs...); err != nil {
 		t.Fatalf("uninstall %s: %v", name, err)
 	}
 }

@@ -2,7 +2,6 @@ package rootcert
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -92,7 +91,7 @@ func TestPublishesClusterTrustBundle(t *testing.T) {
 	}
 	testutil.Consistently(t, time.Second, func() error {
 		if err := checkBundle(ctx, target.Client, cert); err != nil {
-			return errors.Join(errors.New("the bundle was written after the term ended"), err)
+			return fmt.Errorf("the bundle was written after the term ended: %w", err)
 		}
 		return nil
 	})

@@ -1,7 +1,6 @@
 package rootcert
 
 import (
-	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -12,6 +11,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/record"
 
+	"github.com/meshd-io/meshd/internal/errlist"
 	ct "github.com/meshd-io/meshd/internal/testing/controllertest"
 	"github.com/meshd-io/meshd/internal/testing/testcluster"
 	"github.com/meshd-io/meshd/internal/testing/testutil"
@@ -36,7 +36,7 @@ func TestPublishesSourceRootIntoRemoteCluster(t *testing.T) {
 	ctrl := newController(t, remote, Options{MeshNamespace: mesh, SourceClient: c.Client, Recorder: events})
 	stop := ct.Run(t, ctrl)
 	testutil.Eventually(t, wait, func() error {
-		return errors.Join(checkTarget(ctx, remote, "app", cert), checkTarget(ctx, remote, mesh, cert))
+		return errlist.Join(checkTarget(ctx, remote, "app", cert), checkTarget(ctx, remote, mesh, cert))
 	})
 	// Nothing is written into the source cluster's other namespaces.
 	if _, err := c.Client.CoreV1().ConfigMaps(mesh).Get(ctx, TargetConfigMap, metav1.GetOptions{}); err == nil {

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+
+	"github.com/meshd-io/meshd/internal/errlist"
 )
 
 // StartSeveral starts n independent clusters, each with its own etcd and
@@ -30,7 +32,7 @@ func StartSeveral(n int, opts Options) ([]*Cluster, error) {
 		})
 	}
 	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
+	if err := errlist.Join(errs...); err != nil {
 		StopAll(clusters)
 		return nil, err
 	}
@@ -48,5 +50,5 @@ func StopAll(clusters []*Cluster) error {
 		}
 	}
 	wg.Wait()
-	return errors.Join(errs...)
+	return errlist.Join(errs...)
 }
