@@ -326,7 +326,10 @@ func (m *Member) Renewed() (sent time.Time, current bool) {
 // writes, but a list (after a broken watch) delivers in the order of the
 // names, so the holder's Lease may follow this session's in it: the echo
 // then proves nothing about the holder. Only a heartbeat sent after the
-// judgement is certain to come back after that list.
+// judgement is certain to come back after that list; and when the watch
+// broke unnoticed after the judgement, only one sent after the list that
+// followed the break too, which the view ensures: it counts no heartbeat
+// sent before its watch last came back as an echo.
 func (m *Member) EchoedSince(t time.Time, notify func()) bool {
 	l := m.current()
 	if l == nil {

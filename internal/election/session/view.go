@@ -35,7 +35,12 @@ type view struct {
 	everHealthy bool
 	leases      map[string]*seenLease // by Lease name
 	echo        time.Time
-	swept       time.Time // when forget last pruned
+	// relisted is when the watch last became healthy again after a break:
+	// a heartbeat sent before it may come back in the list that followed,
+	// which is in the order of names, not of writes, so it counts as no
+	// echo (see note).
+	relisted time.Time
+	swept    time.Time // when forget last pruned
 	// waiters are called once when the echo next advances.
 	waiters []func()
 	// onEnd, if set, is called (without v.mu) when a session ends
@@ -135,12 +140,15 @@ func (v *view) aliveUntil(ref string) (until time.Time, known bool) {
 // every session not ended counts as seen renewed now: the watch reports
 // itself healthy at its first event after the break, before its new list
 // has delivered every session Lease, and a session renewed meanwhile must
-// not look over in between.
+// not look over in between. A session this view has never seen may still
+// be on its way in that list, after this process's own Lease: from then
+// on only heartbeats sent after now count as echoes.
 func (v *view) setHealth(ok bool) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	if ok && !v.healthy && v.everHealthy {
 		now := v.clock.Now()
+		v.relisted = now
 		for _, l := range v.leases {
 			for i := range l.tokens {
 				if !l.tokens[i].ended {
@@ -212,7 +220,12 @@ func (v *view) note(name, token string, renew time.Time, holding bool, seconds i
 	// An echo counts by the local send time of the heartbeat it carries
 	// (monotonic): a renew time this process did not send recently, or one
 	// whose send is not newer than the echo already seen, changes nothing.
-	if sent, ok := v.sentAt(renew); ok && sent.After(v.echo) {
+	// Nor does one sent before the watch last came back from a break: the
+	// list it came in may deliver the Leases named after this session's
+	// later, a holder's session among them, so it proves nothing about
+	// them. A heartbeat sent after the list was answered comes after all
+	// of it.
+	if sent, ok := v.sentAt(renew); ok && sent.After(v.echo) && sent.After(v.relisted) {
 		v.echo = sent
 		for _, w := range v.waiters {
 			w() // must not block (the elector's Trigger)

@@ -209,3 +209,49 @@ func FuzzParseRef(f *testing.F) {
 		}
 	})
 }
+
+// A follower takes a lock whose holder's session it judged over only once
+// a heartbeat of its own, sent after the judgement, came back. After a
+// broken watch the list that follows delivers Leases in the order of
+// their names: this session's Lease, carrying a heartbeat sent after the
+// judgement but before the list, may come before the holder's Lease,
+// which this view has never seen. That heartbeat is no echo; one sent
+// after the watch came back is.
+func TestHeartbeatSentBeforeARelistIsNoEcho(t *testing.T) {
+	own, holder := LeaseName("a", 4*time.Second), LeaseName("b", 4*time.Second)
+	holderRef := Ref(holder, "theirs")
+	clk := clocktesting.NewFakeClock(t0)
+	v := newView(clk, own, "mine")
+	v.sentAt = func(renew time.Time) (time.Time, bool) { return renew, true } // wall and local agree
+	four := ptr.To(int32(4))
+
+	v.setHealth(true)
+	v.observe(sessionLease(own, "mine", "a", t0, four), false)
+	// The watch ends unnoticed; the holder's session starts unseen.
+	clk.Step(2 * time.Second)
+	judged := clk.Now()
+	if until, known := v.aliveUntil(holderRef); !known || !until.IsZero() {
+		t.Fatalf("a session never seen: until %v known %v; want not alive", until, known)
+	}
+	clk.Step(time.Second)
+	sentBeforeList := clk.Now() // after the judgement, before the list
+
+	// The relist: this session's Lease comes first, by its name.
+	clk.Step(time.Second)
+	v.setHealth(false)
+	v.setHealth(true)
+	v.observe(sessionLease(own, "mine", "a", sentBeforeList, four), false)
+	if v.echoedAfter(judged, nil) {
+		t.Fatal("a heartbeat sent before the list counts as an echo, before the holder's Lease came in that list")
+	}
+	v.observe(sessionLease(holder, "theirs", "b", clk.Now(), four), false)
+	if until, _ := v.aliveUntil(holderRef); !until.After(clk.Now()) {
+		t.Fatalf("the holder's session, delivered by the list, is not alive: until %v", until)
+	}
+
+	clk.Step(time.Second)
+	v.observe(sessionLease(own, "mine", "a", clk.Now(), four), false)
+	if !v.echoedAfter(judged, nil) {
+		t.Error("a heartbeat sent after the list does not count as an echo")
+	}
+}
