@@ -43,3 +43,18 @@ func ParseRef(ref string) (leaseName, token string, ok bool) {
 func leaseSeconds(d time.Duration) int {
 	return int((d + time.Second - 1) / time.Second)
 }
+
+// nameLease is the lease duration a session Lease's name states (see
+// LeaseName); false when name is not one.
+func nameLease(name string) (time.Duration, bool) {
+	rest, ok := strings.CutPrefix(name, LeasePrefix)
+	if !ok {
+		return 0, false
+	}
+	label, _, ok := strings.Cut(rest, "-")
+	if !ok {
+		return 0, false
+	}
+	d, err := time.ParseDuration(label)
+	return d, err == nil && d > 0
+}

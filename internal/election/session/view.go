@@ -33,6 +33,7 @@ type view struct {
 	mu          sync.Mutex
 	healthy     bool
 	everHealthy bool
+	healed      time.Time             // when the watch last became healthy (see aliveUntil)
 	leases      map[string]*seenLease // by Lease name
 	echo        time.Time
 	// relisted is when the watch last became healthy again after a break:
@@ -108,9 +109,18 @@ func (v *view) echoedFrom(t time.Time, strict bool, notify func()) bool {
 }
 
 // aliveUntil is until when the session ref is alive by this process's
-// observation: a lease after it was last seen renewed; zero when it is
-// unknown here, ended, or not a session reference. known is false while the
-// watch cannot tell (not listed yet, or broken).
+// observation: a lease after it was last seen renewed; zero when it ended
+// or is not a session reference. known is false while the watch cannot
+// tell (not listed yet, or broken).
+//
+// A session never seen here (or no longer remembered) counts as renewed
+// when the watch last became healthy, for the lease its name states: the watch may have missed its
+// creation and renewals (it was broken, or had not listed yet), and a list
+// cannot deliver a Lease deleted meanwhile, whose holder creates it again
+// only at its next heartbeat. Without this, a follower whose watch was
+// broken while a holder restarted with a new token would judge that
+// holder's session over as soon as its watch works again, and take the
+// lock by the record's own lease, which a session holder does not renew.
 func (v *view) aliveUntil(ref string) (until time.Time, known bool) {
 	name, token, ok := ParseRef(ref)
 	if !ok {
@@ -121,17 +131,18 @@ func (v *view) aliveUntil(ref string) (until time.Time, known bool) {
 	if !v.healthy {
 		return time.Time{}, false
 	}
-	l := v.leases[name]
-	if l == nil {
-		return time.Time{}, true
-	}
-	for _, t := range l.tokens {
-		if t.token == token {
-			if t.ended {
-				return time.Time{}, true
+	if l := v.leases[name]; l != nil {
+		for _, t := range l.tokens {
+			if t.token == token {
+				if t.ended {
+					return time.Time{}, true
+				}
+				return t.at.Add(t.lease), true
 			}
-			return t.at.Add(t.lease), true
 		}
+	}
+	if lease, ok := nameLease(name); ok && v.healed.Add(lease).After(v.clock.Now()) {
+		return v.healed.Add(lease), true
 	}
 	return time.Time{}, true
 }
@@ -142,7 +153,8 @@ func (v *view) aliveUntil(ref string) (until time.Time, known bool) {
 // has delivered every session Lease, and a session renewed meanwhile must
 // not look over in between. A session this view has never seen may still
 // be on its way in that list, after this process's own Lease: from then
-// on only heartbeats sent after now count as echoes.
+// on only heartbeats sent after now count as echoes, and such a session
+// counts as renewed now (healed; see aliveUntil).
 func (v *view) setHealth(ok bool) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
@@ -156,6 +168,9 @@ func (v *view) setHealth(ok bool) {
 				}
 			}
 		}
+	}
+	if ok && !v.healthy {
+		v.healed = v.clock.Now()
 	}
 	v.healthy = ok
 	v.everHealthy = v.everHealthy || ok

@@ -36,8 +36,8 @@ func TestViewJudgesEachTokenByItsOwnRenewals(t *testing.T) {
 		t.Fatal("a view whose watch has not listed claims to know")
 	}
 	v.setHealth(true)
-	if until, known := v.aliveUntil(ref1); !known || !until.IsZero() {
-		t.Fatalf("a session never seen: until %v known %v; want not alive", until, known)
+	if until, known := v.aliveUntil(ref1); !known || !until.Equal(t0.Add(10*time.Second)) {
+		t.Fatalf("a session never seen: until %v known %v; want a lease from the list, which may have missed it", until, known)
 	}
 	v.observe(sessionLease(name, "t1", "a", t0, ten), false)
 	want := t0.Add(10 * time.Second)
@@ -87,6 +87,7 @@ func TestViewRemembersABoundedNumberOfTokens(t *testing.T) {
 	if n := len(v.leases[name].tokens); n != maxTokens {
 		t.Fatalf("%d tokens remembered, want %d", n, maxTokens)
 	}
+	v.clock.(*clocktesting.FakeClock).Step(11 * time.Second) // past a lease from the list
 	if until, _ := v.aliveUntil(Ref(name, "a")); !until.IsZero() {
 		t.Error("the oldest token is still remembered")
 	}
@@ -227,8 +228,10 @@ func TestHeartbeatSentBeforeARelistIsNoEcho(t *testing.T) {
 
 	v.setHealth(true)
 	v.observe(sessionLease(own, "mine", "a", t0, four), false)
-	// The watch ends unnoticed; the holder's session starts unseen.
-	clk.Step(2 * time.Second)
+	// The watch ends unnoticed; the holder's session starts unseen. A
+	// session never seen counts as over once a lease has passed since the
+	// watch began to work.
+	clk.Step(5 * time.Second)
 	judged := clk.Now()
 	if until, known := v.aliveUntil(holderRef); !known || !until.IsZero() {
 		t.Fatalf("a session never seen: until %v known %v; want not alive", until, known)
@@ -253,5 +256,33 @@ func TestHeartbeatSentBeforeARelistIsNoEcho(t *testing.T) {
 	v.observe(sessionLease(own, "mine", "a", clk.Now(), four), false)
 	if !v.echoedAfter(judged, nil) {
 		t.Error("a heartbeat sent after the list does not count as an echo")
+	}
+}
+
+// A restarted holder's token that began while the watch was broken, its
+// Lease deleted before the watch listed again, is never delivered: it
+// counts as renewed when the watch worked again, for the lease its name
+// states, as the tokens seen before the break do.
+func TestViewCountsATokenMissedDuringABreakFromTheHeal(t *testing.T) {
+	name := LeaseName("a", 10*time.Second)
+	clk := clocktesting.NewFakeClock(t0)
+	v := newView(clk, "", "")
+	v.setHealth(true)
+	v.observe(sessionLease(name, "old", "a", t0, ptr.To(int32(10))), false)
+	clk.Step(time.Second)
+	v.setHealth(false)
+	clk.Step(20 * time.Second) // the holder restarts as "new"; its Lease is deleted
+	v.setHealth(true)
+	v.observe(sessionLease(name, "old", "a", t0, ptr.To(int32(10))), true)
+	healed := clk.Now()
+	clk.Step(9 * time.Second)
+	for _, tok := range []string{"old", "new"} {
+		if until, known := v.aliveUntil(Ref(name, tok)); !known || !until.Equal(healed.Add(10*time.Second)) {
+			t.Errorf("token %s: until %v (known %v), want %v", tok, until, known, healed.Add(10*time.Second))
+		}
+	}
+	clk.Step(2 * time.Second)
+	if until, _ := v.aliveUntil(Ref(name, "new")); !until.IsZero() {
+		t.Errorf("a token never seen is alive until %v, more than a lease after the heal", until)
 	}
 }
