@@ -296,9 +296,12 @@ func (le *LeaderElector) steal(ctx context.Context, rec *resourcelock.Record, de
 	fence := le.leaseEnd()
 	if le.holderNamesSession() {
 		// Whatever this candidate saw of the holder's session, the holder
-		// credits only renewals sent before this write (see Session): it
-		// stops within its renew deadline of now unless it sees the steal.
-		if end := now.Add(le.cfg.RenewDeadline); end.After(fence) {
+		// credits only renewals sent before this write (see Session): its
+		// term ends within its renew deadline of now unless it sees the
+		// steal, and its work then has until a lease from now to stop, as
+		// the work of a holder that renews its record has until its lease
+		// ends.
+		if end := now.Add(le.cfg.LeaseDuration); end.After(fence) {
 			fence = end
 		}
 	}
