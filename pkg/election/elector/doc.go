@@ -110,13 +110,11 @@
 // asked for the lock before its fence gives it up only at the fence, by a
 // release rather than a handover, since the candidate that asked may have
 // crashed meanwhile (a shutdown before the fence leaves the lock to expire
-// rather than release it). At the fence, a holder renews first and starts
-// only once a renew succeeded, so that it never starts beside a holder that
-// took the lock while it waited, unless its watch has been healthy without
-// a break since its last write: such a watch has handed it any such write
-// as an event, which ended its term. A watch healthy again after a break
-// does not count: the list that follows a break may be older than the
-// writes the watch missed, which come after it.
+// rather than release it). At the fence, a holder renews first, with a
+// write, and starts only once a renew succeeded, so that it never starts
+// beside a holder that took the lock while it waited. A watch that shows no
+// such write proves nothing: it may hand it over late (it lags), or after
+// a list older than it (it broke and came back).
 //
 // # Sessions
 //

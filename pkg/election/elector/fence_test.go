@@ -100,23 +100,32 @@ func TestFencedStartChecksTheLockIsStillHeld(t *testing.T) {
 	}
 }
 
-// A watching holder whose watch broke and came back while it waited out
-// its fence cannot tell whether the watch has caught up: the list after a
-// break may show the lock older than the writes the watch missed, and
-// those come after it. At the fence it renews first and starts its work
-// only once that renew succeeded. Before, it trusted the watch as soon as
-// it was healthy again and started beside a holder that had taken the
-// lock object re-created during the gap (simulation seed 628705758).
-func TestFencedStartRenewsFirstAfterAWatchGap(t *testing.T) {
-	h := newHarness(t)
-	var started atomic.Bool
-	c := h.fencedSteal(false, &started)
-	c.le.watch.SetHealth(false)
-	c.le.watch.SetHealth(true)
-	h.client.ClearActions()
-	h.parkedSteps(3, 100*time.Millisecond, 2) // t0+4.05s: the fence passed
-	waitFor(t, "the work to start", started.Load)
-	assertVerbs(t, h.verbs(), "update configmaps")
+// A watching holder renews at its fence before its work starts, also when
+// its watch has shown no other holder: a watch may hand such a write over
+// late (it lags) or after a list older than it (it broke and came back),
+// so silence proves nothing. It starts only once that renew succeeded.
+// Before, it trusted a healthy watch and started beside a holder that had
+// taken the lock object re-created while it waited (simulation seeds
+// 628705758, after a break, and 900173134, behind a lagging watch).
+func TestFencedStartRenewsFirstWithAWatch(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		breaks bool
+	}{{"watch worked throughout", false}, {"watch broke and came back", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t)
+			var started atomic.Bool
+			c := h.fencedSteal(false, &started)
+			if tc.breaks {
+				c.le.watch.SetHealth(false)
+				c.le.watch.SetHealth(true)
+			}
+			h.client.ClearActions()
+			h.parkedSteps(3, 100*time.Millisecond, 2) // t0+4.05s: the fence passed
+			waitFor(t, "the work to start", started.Load)
+			assertVerbs(t, h.verbs(), "update configmaps")
+		})
+	}
 }
 
 // A polling holder whose renew at the fence fails does not know whether it

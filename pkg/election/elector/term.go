@@ -96,25 +96,24 @@ func (le *LeaderElector) fenceTimer(t *term) clockTimer {
 	return le.clock.NewTimer(wait)
 }
 
-// fencePassed is called when the fence has passed. With a watch that has
-// been healthy since this holder last wrote its record, the elector has
-// been handed every write since (a pending event is taken in now): it ends
-// the term if another holder wrote, or starts the callback. Without one
-// (polling, a broken watch, or one that broke since and may still be
-// catching up) a holder that took the lock meanwhile may be unseen, so the
-// callback must not start before a renew has shown the lock still held:
-// renewFirst asks the caller to renew now and to start the callback only
-// once a renew succeeded.
-func (le *LeaderElector) fencePassed(t *term) (end *termEnd, renewFirst bool) {
-	if le.watch == nil || !le.watch.UnbrokenSince(le.loop.watchEpoch) {
-		le.log.Info("the previous holder's lease has run out; renewing before the run callback starts, as no watch shows whether the lock is still held")
-		return nil, true
+// fencePassed is called when the fence has passed. The holder may not
+// have seen another holder take the lock while it waited: a polling holder
+// learns of writes only when it renews, and a watch may hand such a write
+// over late (a lagging watch) or after a list older than it (after a
+// break). So the callback starts only once a renew written now has shown
+// the lock still held: fencePassed takes in what the watch delivered and
+// ends the term if that shows another holder; otherwise the caller renews
+// at once, with a write (never one left to the session), and starts the
+// callback once a renew succeeded.
+func (le *LeaderElector) fencePassed() *termEnd {
+	if le.watch != nil {
+		if end := le.leaderSawEvent(); end != nil {
+			return end
+		}
 	}
-	if end := le.leaderSawEvent(); end != nil {
-		return end, false
-	}
-	le.startCallback(t)
-	return nil, false
+	le.loop.watchEpoch = 0 // renewedBySession is false until this holder writes
+	le.log.Info("the previous holder's lease has run out; renewing before the run callback starts")
+	return nil
 }
 
 // renew keeps the lock until ctx is cancelled, the term is lost (another
@@ -177,8 +176,7 @@ func (le *LeaderElector) renewWait(ctx context.Context, t *term, r *renewal) (en
 		if r.fence = le.fenceLeft(); r.fence != nil {
 			return nil, false // the fence moved (see recordDestroyed)
 		}
-		end, renewFirst := le.fencePassed(t)
-		if end != nil || !renewFirst {
+		if end := le.fencePassed(); end != nil {
 			return end, false
 		}
 		r.startOnRenew = true
