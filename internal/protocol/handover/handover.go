@@ -170,9 +170,16 @@ func (p *Protocol) promiseBroken(h lockmeta.Handover) time.Time {
 // deferToOther reports whether another candidate's live request should run
 // its course first: one this candidate does not outrank, or one the holder
 // accepted. A request left unanswered for longer than the grace period is
-// not deferred to.
+// not deferred to, nor is an unanswered one that is stale by this
+// candidate's clock (the holder clears it). An accepted one is deferred to
+// whatever this candidate's clock says of its time: the holder judged it
+// fresh by its own clock, and a candidate that replaced it would make the
+// holder, its work stopped, release the lock instead of naming anyone.
 func (p *Protocol) deferToOther(h lockmeta.Handover, now time.Time) bool {
-	if !h.Requested(h.Holder) || h.Candidate == p.me || h.Answer == lockmeta.AnswerRefused || p.stale(h, now) {
+	if !h.Requested(h.Holder) || h.Candidate == p.me || h.Answer == lockmeta.AnswerRefused {
+		return false
+	}
+	if h.Answer != lockmeta.AnswerAccepted && p.stale(h, now) {
 		return false
 	}
 	if h.Answer == "" && p.cfg.Outranks != nil && p.cfg.Outranks(h.CandidateKey) {
