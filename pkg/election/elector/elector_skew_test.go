@@ -293,10 +293,20 @@ func TestClockSkewWithinToleranceNeverOverlaps(t *testing.T) {
 // bound, and that the ledger sees the overlap: a follower whose clock runs 3x
 // fast waits only 1.33s of real time, while the leader keeps leading for its
 // 2s renew deadline.
+//
+// The overlap is what the skew allows, not what it forces: a follower on a
+// loaded machine that sees the leader's last renewal half a second late
+// takes over that much later, after the leader has stopped. So the test
+// runs the partition up to three times and asks for one overlap.
 func TestClockSkewBeyondToleranceCanOverlap(t *testing.T) {
 	t.Parallel()
-	res := partitionOnce(t, 3, 0, 4*time.Second, 2*time.Second, time.Second)
-	if res.overlap < 200*time.Millisecond {
-		t.Fatalf("overlap = %v, want about 670ms with a follower clock 3x fast", res.overlap)
+	var overlaps []time.Duration
+	for i := 0; i < 3; i++ {
+		res := partitionOnce(t, 3, 0, 4*time.Second, 2*time.Second, time.Second)
+		if res.overlap >= 200*time.Millisecond {
+			return
+		}
+		overlaps = append(overlaps, res.overlap)
 	}
+	t.Fatalf("overlaps %v in three runs, want about 670ms in one at least, with a follower clock 3x fast", overlaps)
 }
