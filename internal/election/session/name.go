@@ -45,7 +45,9 @@ func leaseSeconds(d time.Duration) int {
 }
 
 // nameLease is the lease duration a session Lease's name states (see
-// LeaseName); false when name is not one.
+// LeaseName), rounded up to whole seconds as the Lease itself keeps it; a
+// label in milliseconds was cut down to them, so the lease may be up to a
+// millisecond longer. False when name is not one.
 func nameLease(name string) (time.Duration, bool) {
 	rest, ok := strings.CutPrefix(name, LeasePrefix)
 	if !ok {
@@ -56,5 +58,8 @@ func nameLease(name string) (time.Duration, bool) {
 		return 0, false
 	}
 	d, err := time.ParseDuration(label)
-	return d, err == nil && d > 0
+	if strings.HasSuffix(label, "ms") {
+		d += time.Millisecond
+	}
+	return time.Duration(leaseSeconds(d)) * time.Second, err == nil && d > 0
 }

@@ -300,8 +300,8 @@ func (le *LeaderElector) steal(ctx context.Context, rec *resourcelock.Record, de
 		// term ends within its renew deadline of now unless it sees the
 		// steal, and its work then has until a lease from now to stop, as
 		// the work of a holder that renews its record has until its lease
-		// ends.
-		if end := now.Add(le.cfg.LeaseDuration); end.After(fence) {
+		// ends, and StopTimeout at least.
+		if end := now.Add(max(le.cfg.LeaseDuration, le.cfg.RenewDeadline+le.cfg.StopTimeout)); end.After(fence) {
 			fence = end
 		}
 	}

@@ -95,7 +95,8 @@ type loopState struct {
 	namedFrom      time.Time          // set by an attempt that leads on a record naming this candidate without a write
 	reportedLeader string             // the holder last reported to OnNewLeader
 	warnedLease    string             // holder and lease of the last over-long lease reported
-	watchEpoch     uint64             // the watch's Epoch when this candidate last wrote its record
+	watchEpoch     uint64             // the watch's Epoch before this candidate's last successful write of its record (session mode)
+	writeEpoch     uint64             // the watch's Epoch before the write under way (session mode)
 }
 
 // fenceState is the fence as a value: when the run callback of the coming

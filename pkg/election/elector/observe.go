@@ -112,9 +112,7 @@ func (le *LeaderElector) refreshObservedLease(now time.Time) {
 // observeOwnWrite remembers a record this candidate just wrote.
 func (le *LeaderElector) observeOwnWrite(rec resourcelock.Record, now time.Time) {
 	le.loop.emptySince = time.Time{}
-	if le.watch != nil {
-		le.loop.watchEpoch = le.watch.Epoch()
-	}
+	le.loop.watchEpoch = le.loop.writeEpoch // noted before the write: a break during it counts
 	le.mu.Lock()
 	le.noteTerm(&rec, now)
 	le.obs.record = rec

@@ -13,10 +13,12 @@ import (
 // sessionMode reports whether this elector may renew through a session.
 func (le *LeaderElector) sessionMode() bool { return le.cfg.Session != nil }
 
-// markSession sets the session mark that goes with a write of r.
+// markSession sets the session mark that goes with a write of r, and notes
+// the watch's Epoch before the write (session mode needs a watch).
 func (le *LeaderElector) markSession(r resourcelock.Record) {
 	if le.sessionMode() {
 		le.cfg.Session.Mark(r.HolderIdentity == le.cfg.Lock.Identity())
+		le.loop.writeEpoch = le.watch.Epoch()
 	}
 }
 
