@@ -128,10 +128,10 @@
 // as a renew of the term once the lock's watch has delivered it back, so a
 // holder credits no heartbeat sent after a write that took its lock
 // without having seen that write. A candidate that takes such a lock by
-// force therefore starts its work no earlier than LeaseDuration after its
-// write (and the holder's observed lease): the holder's term ends within
-// RenewDeadline of that write, and its work has the rest of the lease to
-// stop, as after any lost term. Otherwise it writes its record as usual, with a
+// force therefore starts its work no earlier than LeaseDuration, and
+// RenewDeadline + StopTimeout, after its write (and the holder's observed
+// lease): the holder's term ends within RenewDeadline of that write, and
+// its work has the rest of the lease, and StopTimeout at least, to stop. Otherwise it writes its record as usual, with a
 // mark that names no session. A follower counts a lock as held while its
 // record's lease or the holder's session is alive, each by its own
 // observation; while it cannot tell whether the session lives (its watch
