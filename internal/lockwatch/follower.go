@@ -140,7 +140,8 @@ func (f *Follower) SetHealth(ok bool) {
 }
 
 // MarkHealthy sets the health as the hub would report it, without waking
-// the loop or closing HealthyNow: for tests that drive a loop step by step.
+// the loop or closing HealthyNow: for the end of a Start, and for tests
+// that drive a loop step by step.
 func (f *Follower) MarkHealthy(ok bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()

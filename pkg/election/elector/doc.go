@@ -123,8 +123,9 @@
 // plugged in through package internal/protocol/sessions)
 // instead of one write per RetryPeriod. The holder names its session in a
 // mark next to the record (lockmeta.SessionMark) and, while the
-// session is current, its watch healthy and no request waits for an
-// answer, makes no request at its renewals; each session heartbeat counts
+// session is current, its watch has not broken since before its last
+// write of its record and no request waits for an answer, makes no
+// request at its renewals; each session heartbeat counts
 // as a renew of the term once the lock's watch has delivered it back, so a
 // holder credits no heartbeat sent after a write that took its lock
 // without having seen that write. A candidate that takes such a lock by

@@ -82,7 +82,7 @@ func (le *LeaderElector) renewedBySession() bool {
 		le.state.sessionRenew = sent
 		le.mu.Unlock()
 	}
-	return current && le.watch != nil && le.watch.UnbrokenSince(le.loop.watchEpoch) && !le.requestToAnswer() && le.preferredSuccessor() == nil &&
+	return current && le.watch.UnbrokenSince(le.loop.watchEpoch) && !le.requestToAnswer() && le.preferredSuccessor() == nil &&
 		!lockcap.PodMarkPending(le.cfg.Lock)
 }
 
