@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/meshd-io/meshd/internal/refcount"
@@ -184,6 +185,11 @@ type hubEntry struct {
 	mu     sync.Mutex
 	byName map[string][]*hubSub
 	ok     bool
+	// ended is set when the reflector gave its watch up (see
+	// followWatches), until it lists again or opens the next one: no watch
+	// is open meanwhile, whatever the informer still hands on from the one
+	// that ended.
+	ended bool
 	// synced is set once the first list has been delivered; events before
 	// it do not make the watch healthy.
 	synced bool
@@ -214,6 +220,9 @@ func startHubEntry(sw SharedWatch) *hubEntry {
 			}
 			return obj, err
 		}
+	}
+	if l, ok := lw.(*ListWatch); ok && l.WatchFuncWithContext != nil {
+		l.WatchFuncWithContext = e.followWatches(l.WatchFuncWithContext)
 	}
 	e.informer = cache.NewSharedIndexInformer(lw, sw.Example, 0, cache.Indexers{})
 	_ = e.informer.SetTransform(trimForCache)
@@ -338,13 +347,27 @@ func (e *hubEntry) deliver(obj any, deleted bool) {
 	name := ObjectName(obj)
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	e.markHealthy()
+	if !e.ended {
+		e.markHealthy()
+	}
 	for _, sub := range e.byName[name] {
 		sub.object(obj, deleted)
 	}
 	if name != "" {
 		for _, sub := range e.byName[""] {
 			sub.object(obj, deleted)
+		}
+	}
+	if e.ended {
+		// Handed on from a watch that has ended since: no proof that a
+		// watch works, whatever the subscriber made of the delivery.
+		for _, sub := range e.byName[name] {
+			sub.health(false)
+		}
+		if name != "" {
+			for _, sub := range e.byName[""] {
+				sub.health(false)
+			}
 		}
 	}
 }
@@ -354,7 +377,9 @@ func (e *hubEntry) setHealth(ok bool) {
 	defer e.mu.Unlock()
 	if ok {
 		e.synced = true
-		e.markHealthy()
+		if !e.ended {
+			e.markHealthy()
+		}
 		return
 	}
 	if !e.ok {
@@ -366,8 +391,8 @@ func (e *hubEntry) setHealth(ok bool) {
 
 // relisting is called as the informer lists again after its first list:
 // its watch has ended, and client-go's reflector may have waited out a
-// back-off with no watch open (a watch that ends without an error is not
-// reported to the error handler). What the subscribers saw is stale, and
+// back-off with no watch open (counted as broken since it gave the watch
+// up: see followWatches). What the subscribers saw is stale, and
 // the list's objects will reach them in the order of their names, not of
 // their writes (a session's echo then proves nothing about the Leases
 // named after it); so the watch counts as broken until the list delivers
@@ -375,10 +400,118 @@ func (e *hubEntry) setHealth(ok bool) {
 func (e *hubEntry) relisting() {
 	e.mu.Lock()
 	synced := e.synced
+	e.ended = false // the list's deliveries make the watch healthy again
 	e.mu.Unlock()
 	if synced {
 		e.setHealth(false)
 	}
+}
+
+// veryShortWatch is how long a watch that delivered nothing must last for
+// client-go's reflector to open the next one at once: one that the server
+// closes sooner it gives up, as after an error event.
+const veryShortWatch = time.Second
+
+// followWatches wraps the informer's watch function so that the hub knows
+// when no watch is open. When a watch ends, client-go's reflector either
+// opens the next one at once from the last version it saw (the watch lasted
+// a second or delivered an event: the server's routine timeout), which
+// misses nothing, or gives it up (it delivered an error, such as an expired
+// version, or ended within a second without an event) and lists again only
+// after a back-off of up to half a minute, reporting nothing to the error
+// handler. In the second case no watch is open until that list, yet what
+// the watch delivered last made the hub healthy, and subscribers that trust
+// the watch would wait for changes nobody delivers: the hub counts such an
+// end as a break (see givenUp). A watch that streams the initial list
+// (SendInitialEvents) is a list, and counts as one (see relisting).
+func (e *hubEntry) followWatches(open cache.WatchFuncWithContext) cache.WatchFuncWithContext {
+	return func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+		if o.SendInitialEvents != nil && *o.SendInitialEvents {
+			e.relisting()
+		}
+		start := time.Now() // the reflector times the watch from before it asks, by the real clock
+		w, err := open(ctx, o)
+		if err != nil {
+			return nil, err
+		}
+		e.mu.Lock()
+		if e.ended {
+			// Opened again without a list (the reflector retries an
+			// internal error at once): from the last version seen, it
+			// delivers every change since, in a new period of health.
+			e.ended = false
+			e.markHealthy()
+		}
+		e.mu.Unlock()
+		return newJudgedWatch(w, start, e.givenUp), nil
+	}
+}
+
+// givenUp is called when the reflector is about to give its watch up: the
+// watch counts as broken until the informer lists again or opens the next
+// watch, whatever the informer still hands on from the one that ended.
+func (e *hubEntry) givenUp() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.ended, e.ok = true, false
+	// Every subscriber, even while the hub has not reported the first
+	// list yet: a follower counts a delivery as a working watch.
+	e.each(func(s *hubSub) { s.health(false) })
+}
+
+// judgedWatch hands a watch's events on to the reflector and judges, as
+// the reflector will, whether its end gives the watch up: after an error
+// event, or when it ends within veryShortWatch without an event. It tells
+// the hub before the reflector can act on it.
+type judgedWatch struct {
+	src  watch.Interface
+	out  chan watch.Event
+	stop chan struct{}
+	once sync.Once
+}
+
+func newJudgedWatch(src watch.Interface, start time.Time, givenUp func()) *judgedWatch {
+	w := &judgedWatch{src: src, out: make(chan watch.Event), stop: make(chan struct{})}
+	go w.forward(start, givenUp)
+	return w
+}
+
+func (w *judgedWatch) forward(start time.Time, givenUp func()) {
+	defer close(w.out)
+	events := 0
+	for {
+		select {
+		case <-w.stop:
+			return
+		case ev, ok := <-w.src.ResultChan():
+			if !ok {
+				if events == 0 && time.Since(start) < veryShortWatch {
+					givenUp()
+				}
+				return
+			}
+			if ev.Type == watch.Error {
+				givenUp()
+			}
+			events++
+			select {
+			case w.out <- ev:
+			case <-w.stop:
+				return
+			}
+		}
+	}
+}
+
+// ResultChan implements watch.Interface.
+func (w *judgedWatch) ResultChan() <-chan watch.Event { return w.out }
+
+// Stop implements watch.Interface.
+func (w *judgedWatch) Stop() {
+	w.once.Do(func() {
+		close(w.stop)
+		w.src.Stop()
+	})
 }
 
 // listedNothing is called when a list found no object: nothing will be

@@ -397,3 +397,111 @@ func TestHubCountsARelistAsABreakUntilItDelivers(t *testing.T) {
 	waitFor(t, "the relist to deliver", func() bool { _, ok := rec.snapshot(); return ok })
 	unsubscribe()
 }
+
+// watchedLeases is a fake clientset with one Lease whose watches the test
+// controls: each opened watch is sent on watches, and lists are counted.
+type watchedLeases struct {
+	client  *fake.Clientset
+	watches chan *watch.FakeWatcher
+	mu      sync.Mutex
+	lists   int
+}
+
+func newWatchedLeases() *watchedLeases {
+	wl := &watchedLeases{
+		client:  fake.NewClientset(&coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "lock-0", Namespace: "ns"}}),
+		watches: make(chan *watch.FakeWatcher, 8),
+	}
+	wl.client.PrependReactor("list", "leases", func(k8stesting.Action) (bool, runtime.Object, error) {
+		wl.mu.Lock()
+		wl.lists++
+		wl.mu.Unlock()
+		return false, nil, nil // the tracker answers
+	})
+	wl.client.PrependWatchReactor("leases", func(k8stesting.Action) (bool, watch.Interface, error) {
+		w := watch.NewFake()
+		wl.watches <- w
+		return true, w, nil
+	})
+	return wl
+}
+
+func (wl *watchedLeases) listed() int { wl.mu.Lock(); defer wl.mu.Unlock(); return wl.lists }
+
+// healthLog records what the hub reports of its watch's health.
+type healthLog struct {
+	mu  sync.Mutex
+	log []bool
+}
+
+func (h *healthLog) subscriber() lockwatch.Subscriber {
+	return lockwatch.Subscriber{
+		OnObject: func(any, bool) {},
+		OnHealth: func(ok bool) { h.mu.Lock(); h.log = append(h.log, ok); h.mu.Unlock() },
+	}
+}
+
+func (h *healthLog) reports() []bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]bool(nil), h.log...)
+}
+
+func (h *healthLog) healthy() bool {
+	r := h.reports()
+	return len(r) > 0 && r[len(r)-1]
+}
+
+// watchDeliveredAnEvent subscribes to a hub's watch of wl's Lease, waits
+// for the first list, and has the first watch deliver an event.
+func watchDeliveredAnEvent(t *testing.T) (*watchedLeases, *healthLog, *watch.FakeWatcher, func()) {
+	t.Helper()
+	wl := newWatchedLeases()
+	health := &healthLog{}
+	unsubscribe := lockwatch.NewWatchHub().Subscribe(newLeaseLocks(t, wl.client, "ns", 1)[0], health.subscriber())
+	waitFor(t, "the first list", health.healthy)
+	first := <-wl.watches
+	first.Modify(&coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "lock-0", Namespace: "ns", ResourceVersion: "5"}})
+	return wl, health, first, unsubscribe
+}
+
+// A watch the server ends after it delivered an event (its routine
+// timeout) is opened again at once by the reflector, from the last version
+// seen, without a list: it misses nothing, so the hub reports no break,
+// and the electors that trust it neither write nor poll.
+func TestHubReportsNoBreakWhenAWatchEndsAndIsOpenedAgain(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	wl, health, first, unsubscribe := watchDeliveredAnEvent(t)
+	defer unsubscribe()
+	first.Stop() // the server ends the watch
+	select {
+	case <-wl.watches:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the reflector did not open the next watch")
+	}
+	if n := wl.listed(); n != 1 {
+		t.Fatalf("the informer listed %d times, want 1: the watch should have been opened again from the last version", n)
+	}
+	for _, ok := range health.reports() {
+		if !ok {
+			t.Fatalf("the hub reported a break (%v) for a watch that was opened again from the last version seen", health.reports())
+		}
+	}
+}
+
+// A watch that delivers an error event (here: its version has expired) is
+// given up by the reflector, which lists again only after a back-off and
+// tells no error handler: the hub counts the watch broken from the error
+// until the list delivers, whatever it handed on before.
+func TestHubCountsAWatchEndedByAnErrorBrokenUntilTheNextList(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	wl, health, first, unsubscribe := watchDeliveredAnEvent(t)
+	defer unsubscribe()
+	gone := apierrors.NewResourceExpired("too old resource version")
+	first.Error(&gone.ErrStatus)
+	waitFor(t, "the error to count as a break", func() bool { return !health.healthy() })
+	if n := wl.listed(); n != 1 {
+		t.Fatalf("the break was reported only once the informer listed again (%d lists)", n)
+	}
+	waitFor(t, "the list after the back-off to make the watch healthy", func() bool { return wl.listed() >= 2 && health.healthy() })
+}

@@ -149,15 +149,27 @@ type candidate struct {
 	// workedFrom is when that term's work started.
 	failed     bool
 	workedFrom time.Time
-	hung       chan struct{} // closed by ReleaseHung
-	killed     chan struct{}
-	cancel     context.CancelFunc
-	done       chan struct{}
+	// backoffUntil is when the back-off after a failed term ends.
+	backoffUntil time.Time
+	hung         chan struct{} // closed by ReleaseHung
+	killed       chan struct{}
+	cancel       context.CancelFunc
+	done         chan struct{}
 }
 
 func (c *candidate) name() string { return c.id }
 
 func (c *candidate) key() string { return c.spec.Key() }
+
+// fitToLead reports whether the candidate could keep a term it won: its run
+// functions do not fail, and it is not backing off after a failed term. A
+// candidate unfit to lead outranks nobody for the priority invariant; the
+// bound counts from when it becomes fit.
+func (c *candidate) fitToLead(now time.Time) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.work.FailAfter == 0 && !now.Before(c.backoffUntil)
+}
 
 func (c *candidate) currentView() string { c.mu.Lock(); defer c.mu.Unlock(); return c.view }
 
@@ -357,8 +369,12 @@ func (c *candidate) loop(ctx context.Context, stopSession func()) {
 			for i := 1; i < inARow && wait < simMaxRunBackoff; i++ {
 				wait *= 2
 			}
+			wait = min(wait, simMaxRunBackoff)
+			c.mu.Lock()
+			c.backoffUntil = c.w.clock.Now().Add(wait)
+			c.mu.Unlock()
 			select {
-			case <-c.w.clock.After(min(wait, simMaxRunBackoff)):
+			case <-c.w.clock.After(wait):
 			case <-ctx.Done():
 			}
 			continue

@@ -160,8 +160,11 @@
 //     every fault has ended, while every live meshd candidate sees the
 //     same default revision (and, in a coordinated election, so does the
 //     coordinator, which picks the holder by the default it reads), the
-//     holder the record names is not outranked by a live candidate (by the
-//     steal rule and that default) for longer than the leaderless bound. It applies where the steal rule decides:
+//     holder the record names is not outranked by a live candidate fit to
+//     lead (by the steal rule and that default; one whose run functions
+//     fail, or that backs off after they did, is not, until it is again)
+//     for longer than the leaderless bound. It applies where the steal
+//     rule decides:
 //     not to an election of the oldest-emulation-version strategy
 //     (Kubernetes' rule decides) nor to a per-revision one (nobody
 //     outranks anybody); those are the only exceptions. It is on by

@@ -291,10 +291,13 @@ func (w *World) check() {
 // holderOutranked reports whether the holder the record names now is
 // outranked, by the default revision every live meshd candidate sees, by
 // one of them; false while they disagree, or while no record names a
-// holder. In a coordinated election the coordinator, which picks the
-// holder by the default it reads, is one more party that must agree:
-// while it sees another default than the candidates, it hands the lock to
-// the best candidate by its own view, which is no lesser holder.
+// holder. A candidate unfit to lead (its run functions fail, or it backs
+// off after they did) outranks nobody: it could not keep the election,
+// and the bound counts from when it becomes fit. In a coordinated
+// election the coordinator, which picks the holder by the default it
+// reads, is one more party that must agree: while it sees another default
+// than the candidates, it hands the lock to the best candidate by its own
+// view, which is no lesser holder.
 func (w *World) holderOutranked() bool {
 	w.mu.Lock()
 	var holderKey string
@@ -322,8 +325,9 @@ func (w *World) holderOutranked() bool {
 	if w.sched.coordinated() && view != w.truth {
 		return false
 	}
+	now := w.clock.Now()
 	for _, c := range live {
-		if c.id != holder && outranks(c.spec.Revision, c.spec.Remote, holderKey, view) {
+		if c.id != holder && c.fitToLead(now) && outranks(c.spec.Revision, c.spec.Remote, holderKey, view) {
 			return true
 		}
 	}
