@@ -148,9 +148,11 @@
 //     ends a term, so a holder that releases and takes the lock again
 //     changes it; a lock object re-created without a record (a fault) ends
 //     no term, so its holder writing its record again does not.
-//   - leaderless: once every fault has ended, while some actor runs, the
-//     election is never without a leader (an actor that leads or works) for
-//     longer than LeaseDuration + RetryPeriod; with candidates that poll
+//   - leaderless: once every fault has ended, while some actor runs that
+//     is fit to lead (a meshd candidate whose run functions fail, or that
+//     backs off after they did, is not), the election is never without a
+//     leader (an actor that leads or works) for longer than LeaseDuration +
+//     RetryPeriod; with candidates that poll
 //     (Watch off, a holder of client-go's shape, or a watch made to fail) a
 //     lease may be observed one jittered retry late and its expiry noticed
 //     one jittered retry late, so the bound is LeaseDuration + 2 × (1 +

@@ -251,13 +251,17 @@ func (w *World) stateOf(name string) *actorState {
 }
 
 // check tests the invariants that hold at every step (overlap is checked
-// by the ledger as work starts).
+// by the ledger as work starts). The leaderless bound counts only while a
+// live candidate is fit to lead (see fitToLead): one whose run functions
+// fail, or that backs off after they did, could not keep a term, so an
+// election whose only live candidates are such is not one the elector left
+// without a leader.
 func (w *World) check() {
 	now := w.clock.Now()
 	busy, _ := w.ledger.busy()
 	anyAlive, anyLeading := false, busy
 	for _, c := range w.cands {
-		anyAlive = anyAlive || c.alive()
+		anyAlive = anyAlive || (c.alive() && c.fitToLead(now))
 		anyLeading = anyLeading || c.leading()
 	}
 	for _, s := range w.istiods {
