@@ -91,15 +91,15 @@ func (le *LeaderElector) answerRequest(ctx context.Context) (outcome, error) {
 	if le.loop.stopping {
 		return readNeeded, nil
 	}
-	if h := le.preferredSuccessor(); h != nil {
+	if h := le.proto.coord.Preferred(); h != nil {
 		le.loop.handTo = h
 		return handOff, nil
 	}
-	if le.handover == nil {
+	if !le.proto.handover.On() {
 		return readNeeded, nil
 	}
 	now := le.clock.Now()
-	h, err := le.handover.Answer(ctx, now, le.stopWithin(now))
+	h, err := le.proto.handover.Answer(ctx, now, le.proto.handover.StopWithin(le.fence.startAt, now))
 	switch {
 	case apierrors.IsConflict(err) && ctx.Err() == nil:
 		le.log.Debug("answering a handover request conflicted; reading the lock", zap.Error(err))
@@ -145,7 +145,7 @@ func (le *LeaderElector) readAndDecide(ctx context.Context, renewing, fromCache 
 			// holder may still be working.
 			return heldByOther, nil
 		}
-		if !renewing && le.leaveVacant(now) {
+		if !renewing && le.proto.coord.LeaveVacant(now) {
 			return heldByOther, nil
 		}
 		if renewing {
@@ -195,13 +195,13 @@ func (le *LeaderElector) decideAndWrite(ctx context.Context, renewing bool, rec 
 	desired := le.desired(now)
 	desired.LeaderTransitions = rec.LeaderTransitions + 1
 	if rec.HolderIdentity == "" || !le.leaseValid(now) {
-		if le.leaveVacant(now) {
+		if le.proto.coord.LeaveVacant(now) {
 			return heldByOther, nil
 		}
 		return le.write(ctx, desired, now)
 	}
-	le.occupied()
-	if le.coordinated() {
+	le.proto.coord.Occupied()
+	if le.proto.coord.Coordinated() {
 		return heldByOther, nil // the coordinator moves a held lock, never a candidate
 	}
 	if out, err := le.mayPreempt(ctx, rec, now); out != acquired {
@@ -265,7 +265,7 @@ func (le *LeaderElector) decideNamed(rec *resourcelock.Record, now time.Time) (o
 		}
 		le.fence.inherited = time.Time{}
 	}
-	if h := le.promisedSuccessor(now); h != nil {
+	if h := le.proto.handover.Promised(now); h != nil {
 		// This holder accepted a request in its last term and its write
 		// naming the candidate failed: keep the promise instead of taking
 		// the lock back, but not before the fence of a lock it took by
@@ -277,10 +277,10 @@ func (le *LeaderElector) decideNamed(rec *resourcelock.Record, now time.Time) (o
 		}
 		return heldByOther, true
 	}
-	if le.handover == nil {
+	if !le.proto.handover.On() {
 		return 0, false
 	}
-	if since, ok := le.namedSince(le.handover.AskedAt(), rec, now); ok {
+	if since, ok := le.namedSince(le.proto.handover.AskedAt(), rec, now); ok {
 		// Handed the lock on request: the record is a valid term already,
 		// and the work starts on it alone.
 		le.loop.namedFrom = since
@@ -346,13 +346,13 @@ func (le *LeaderElector) mayPreempt(ctx context.Context, rec *resourcelock.Recor
 	if le.damper.Young(now, le.termSince()) {
 		return heldByOther, nil
 	}
-	if le.handover == nil {
+	if !le.proto.handover.On() {
 		if verdict == damping.Allowed {
 			return acquired, nil
 		}
 		return heldByOther, nil
 	}
-	force, err := le.handover.Ask(ctx, rec, now)
+	force, err := le.proto.handover.Ask(ctx, rec, now)
 	switch {
 	case err != nil:
 		return failed, err

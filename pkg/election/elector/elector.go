@@ -16,8 +16,11 @@ import (
 	"github.com/meshd-io/meshd/internal/lockmeta"
 	"github.com/meshd-io/meshd/internal/lockwatch"
 	"github.com/meshd-io/meshd/internal/metrics"
-	"github.com/meshd-io/meshd/internal/protocol"
+	"github.com/meshd-io/meshd/internal/protocol/coordination"
 	"github.com/meshd-io/meshd/internal/protocol/damping"
+	"github.com/meshd-io/meshd/internal/protocol/handover"
+	"github.com/meshd-io/meshd/internal/protocol/sessions"
+	"github.com/meshd-io/meshd/internal/protocol/yield"
 	"github.com/meshd-io/meshd/pkg/resourcelock"
 )
 
@@ -70,9 +73,9 @@ type LeaderElector struct {
 
 	// watch is set when Config.Watch is; see watch.go.
 	watch *lockWatch
-	// handover is Config.Handover: nil unless cooperative.
-	handover protocol.Handover
-	// damper limits steals; see damper.go.
+	// proto is the protocols plugged into the core.
+	proto plugins
+	// damper limits steals; see package internal/protocol/damping.
 	damper *damping.Damper
 
 	loop  loopState  // used only by the goroutine running Run
@@ -83,6 +86,16 @@ type LeaderElector struct {
 	state status      // guarded by mu
 }
 
+// plugins are the protocols plugged into the core (see package
+// internal/protocol), each a null object when Config does not turn it on,
+// so that the core calls them without asking which are on.
+type plugins struct {
+	handover handover.Role     // Config.Handover
+	coord    coordination.Role // Config.Coordination
+	session  sessions.Role     // Config.Session
+	yield    *yield.Release    // Config.YieldOnRelease
+}
+
 // loopState is what the election loop keeps between attempts and terms.
 type loopState struct {
 	lastRenew      time.Time          // when the last successful renew of this term was sent; the attempt that won it counts as one
@@ -91,7 +104,6 @@ type loopState struct {
 	stopping       bool               // the callback is stopping: renew, answer nothing
 	handTo         *lockmeta.Handover // the request accepted by the last renew
 	paced          bool               // the first attempt has been paced; see pace.go
-	yieldAt        time.Time          // the try after a release, when yielding to better candidates
 	namedFrom      time.Time          // set by an attempt that leads on a record naming this candidate without a write
 	reportedLeader string             // the holder last reported to OnNewLeader
 	warnedLease    string             // holder and lease of the last over-long lease reported
@@ -136,15 +148,21 @@ func New(cfg Config) (*LeaderElector, error) {
 		return nil, err
 	}
 	le := &LeaderElector{
-		cfg:      cfg,
-		log:      cfg.Logger,
-		clock:    cfg.Clock,
-		metrics:  cfg.Metrics,
-		trigger:  make(chan struct{}, 1),
-		damper:   damping.New(cfg.RetryPeriod, cfg.LeaseDuration),
-		handover: cfg.Handover,
+		cfg:     cfg,
+		log:     cfg.Logger,
+		clock:   cfg.Clock,
+		metrics: cfg.Metrics,
+		trigger: make(chan struct{}, 1),
+		damper:  damping.New(cfg.RetryPeriod, cfg.LeaseDuration),
 	}
 	le.log = electionlog.For(le.log, cfg.Name, cfg.Lock)
+	le.proto = plugins{
+		handover: handover.NewRole(cfg.Handover, cfg.Lock, handover.Timing{LeaseDuration: cfg.LeaseDuration,
+			RenewDeadline: cfg.RenewDeadline, RetryPeriod: cfg.RetryPeriod, StopTimeout: cfg.StopTimeout}),
+		coord:   coordination.NewRole(cfg.Coordination, cfg.Lock, le.log),
+		session: sessions.NewRole(cfg.Session, cfg.Lock.Identity()),
+		yield:   yield.New(cfg.YieldOnRelease),
+	}
 	if le.clock == nil {
 		le.clock = clock.RealClock{}
 	}
@@ -293,9 +311,7 @@ func (le *LeaderElector) acquire(ctx context.Context) bool {
 			tryNow = true
 		case <-le.trigger:
 			timer.Stop()
-			if le.handover != nil {
-				le.handover.Triggered()
-			}
+			le.proto.handover.Triggered()
 			tryNow = true
 		case <-le.watchEvents():
 			timer.Stop()
@@ -319,7 +335,7 @@ func (le *LeaderElector) tryAcquire(ctx context.Context) bool {
 		}
 		rec, _ := le.Observed() // the record of the term just won, naming this candidate
 		le.loop.ledTerm = termKey(&rec)
-		le.acquiredVacancy()
+		le.proto.coord.Acquired()
 		le.log.Info("acquired leadership")
 		return true
 	case failed:
@@ -356,7 +372,7 @@ func (le *LeaderElector) followerWait() time.Duration {
 		// record that may have an unknown holder is tried when it may not;
 		// a yielding or coordinated candidate tries when it may.
 		now := le.clock.Now()
-		for _, at := range []time.Time{le.emptyWake(now), le.yieldWake(now), le.vacancyWake()} {
+		for _, at := range []time.Time{le.emptyWake(now), le.proto.yield.WakeAt(now), le.proto.coord.WakeAt()} {
 			if !at.IsZero() {
 				poll = min(poll, max(at.Sub(now), 0)+expirySlack)
 			}
@@ -380,8 +396,8 @@ func (le *LeaderElector) heldWait(poll time.Duration, end time.Time) time.Durati
 	}
 	// An expired lock is a race like a released one: lesser candidates
 	// let better ones go first.
-	deadline := end.Add(le.yieldDelay())
-	for _, at := range []time.Time{le.damper.WakeAt(now), le.handoverWake(now)} {
+	deadline := end.Add(le.proto.yield.Delay())
+	for _, at := range []time.Time{le.damper.WakeAt(now), le.proto.handover.WakeAt(now)} {
 		if !at.IsZero() && at.Before(deadline) {
 			deadline = at
 		}
@@ -389,7 +405,7 @@ func (le *LeaderElector) heldWait(poll time.Duration, end time.Time) time.Durati
 	if left := deadline.Sub(now); left > 0 {
 		return left + expirySlack
 	}
-	if at := le.vacancyWake(); !at.IsZero() {
+	if at := le.proto.coord.WakeAt(); !at.IsZero() {
 		// Expired, left to the coordinator for a while.
 		return max(at.Sub(now), 0) + expirySlack
 	}
@@ -415,14 +431,6 @@ func (le *LeaderElector) emptyWake(now time.Time) time.Time {
 	return time.Time{}
 }
 
-// handoverWake is when the handover state may change by itself.
-func (le *LeaderElector) handoverWake(now time.Time) time.Time {
-	if le.handover == nil {
-		return time.Time{}
-	}
-	return le.handover.WakeAt(now)
-}
-
 // worthTrying reports whether the record last observed may let this
 // candidate acquire now: it is free, names this candidate, has expired, or is
 // held by a holder the key comparison lets it take from. A corrupt record is
@@ -437,8 +445,8 @@ func (le *LeaderElector) worthTrying() bool {
 	case rec.HolderIdentity == le.cfg.Lock.Identity():
 		return true
 	case rec.HolderIdentity == "" || !le.leaseValid(le.clock.Now()):
-		return !le.coordinated() || !le.leaveVacant(le.clock.Now())
-	case le.coordinated():
+		return !le.proto.coord.LeaveVacant(le.clock.Now())
+	case le.proto.coord.Coordinated():
 		return false
 	default:
 		return le.cfg.KeyComparison != nil && le.cfg.KeyComparison(rec.HolderKey)
@@ -451,7 +459,7 @@ func (le *LeaderElector) worthTrying() bool {
 // a lease that no one renews.
 func (le *LeaderElector) withdraw() {
 	me := le.cfg.Lock.Identity()
-	asked := le.handover != nil && !le.handover.AskedAt().IsZero()
+	asked := !le.proto.handover.AskedAt().IsZero()
 	if !asked && le.GetLeader() != me {
 		return // never asked, never named: nothing to undo
 	}

@@ -65,3 +65,12 @@ func (le *LeaderElector) awaitHealthy(ctx context.Context) {
 	}
 	le.watch.ingest()
 }
+
+// yieldOnRelease decides, for the record last observed, whether this
+// candidate tries at once (false) or lets better candidates go first
+// (true) because the record shows the lock released; see package
+// internal/protocol/yield.
+func (le *LeaderElector) yieldOnRelease(now time.Time) bool {
+	rec, _ := le.Observed()
+	return le.proto.yield.OnRelease(rec.HolderIdentity == "" && !noRecord(&rec), now)
+}
