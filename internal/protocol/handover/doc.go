@@ -27,7 +27,7 @@
 // which stands for a candidate without handover too (then nothing is
 // asked, pending, promised or waited for), and which takes the core's
 // decisions on the annotation and on the record that ends a term
-// (StopWithin, NamedSince, Stands, SuccessorRecord) from what the core
+// (Respond, StopWithin, NamedSince, Stands, SuccessorRecord) from what the core
 // passes in: its fence, the lease it honours, whether it is in session
 // mode; validation asks Problems. The protocol holds no reference to the
 // core: only the lock, its settings, a logger and a metrics sink.

@@ -1,9 +1,12 @@
 package handover
 
 import (
+	"context"
 	"fmt"
 	"time"
 
+	"go.uber.org/zap"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/meshd-io/meshd/internal/lockcap"
@@ -14,8 +17,12 @@ import (
 
 // Problems lists what handover needs of the elector's settings: a lock
 // that carries the annotation (lock is nil when unset), and a grace longer
-// than retryPeriod. p is the elector's Config.Handover, not nil.
+// than retryPeriod. p is the elector's Config.Handover (nil: no handover,
+// nothing to check).
 func Problems(p protocol.Handover, lock resourcelock.Interface, retryPeriod time.Duration) []string {
+	if p == nil {
+		return nil
+	}
 	var msgs []string
 	if _, ok := lock.(lockcap.HandoverLock); !ok && lock != nil {
 		msgs = append(msgs, fmt.Sprintf("Handover needs a lock that supports handover; %T does not", lock))
@@ -44,13 +51,14 @@ type Role struct {
 	lock resourcelock.Interface
 	hl   lockcap.HandoverLock // the lock's annotation; nil without handover
 	t    Timing
+	log  *zap.Logger
 }
 
 // NewRole returns the handover of the candidate whose lock is lock; p is
 // nil when it is not cooperative. Validation (Problems) has checked that
 // the lock of a cooperative one carries the annotation.
-func NewRole(p protocol.Handover, lock resourcelock.Interface, t Timing) Role {
-	r := Role{Handover: p, lock: lock, t: t}
+func NewRole(p protocol.Handover, lock resourcelock.Interface, t Timing, log *zap.Logger) Role {
+	r := Role{Handover: p, lock: lock, t: t, log: log}
 	if p != nil {
 		r.hl = lock.(lockcap.HandoverLock)
 	}
@@ -107,6 +115,27 @@ func (r Role) Pending() bool {
 // otherwise the refusal would stand for as long as the session lives.
 func (r Role) ToAnswer(now time.Time) bool {
 	return r.Pending() || (r.On() && r.Reconsiders(now))
+}
+
+// Respond lets a leader answer a handover request addressed to it, at now
+// with its fence as given: it returns the request when it accepted one;
+// nil when there was nothing to act on, when it is not cooperative, or when
+// its answer conflicted. A conflict means the object it answered on is
+// stale (another candidate asked since, and the watch has not delivered
+// it, or is broken): the caller then reads the lock and renews, and the
+// next renew answers the request the object carries now. Before, the error
+// ended the attempt, and every later renew answered on the same stale
+// object until the renew deadline passed.
+func (r Role) Respond(ctx context.Context, now, fence time.Time) (*lockmeta.Handover, error) {
+	if !r.On() {
+		return nil, nil
+	}
+	h, err := r.Answer(ctx, now, r.StopWithin(fence, now))
+	if apierrors.IsConflict(err) && ctx.Err() == nil {
+		r.log.Debug("answering a handover request conflicted; reading the lock", zap.Error(err))
+		return nil, nil
+	}
+	return h, err
 }
 
 // Promised returns the request this holder accepted and has not yet

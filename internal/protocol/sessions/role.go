@@ -9,9 +9,12 @@ import (
 )
 
 // Problems lists what session mode needs of the elector's settings: a
-// Lease lock (nil when unset), the watch, and no coordination. It is
-// called only when Config.Session is set.
-func Problems(lock resourcelock.Interface, watch, coordinated bool) []string {
+// Lease lock (nil when unset), the watch, and no coordination. s is the
+// elector's Config.Session (nil: not in session mode, nothing to check).
+func Problems(s protocol.Sessions, lock resourcelock.Interface, watch, coordinated bool) []string {
+	if s == nil {
+		return nil
+	}
 	var msgs []string
 	if _, ok := lock.(*resourcelock.LeaseLock); !ok && lock != nil {
 		// A holder credits a heartbeat only once its own watch of

@@ -14,6 +14,7 @@ import (
 	"github.com/meshd-io/meshd/internal/lockcap"
 	"github.com/meshd-io/meshd/internal/lockwatch"
 	"github.com/meshd-io/meshd/internal/metrics"
+	"github.com/meshd-io/meshd/internal/pacing"
 	"github.com/meshd-io/meshd/internal/protocol"
 	"github.com/meshd-io/meshd/internal/protocol/coordination"
 	"github.com/meshd-io/meshd/internal/protocol/handover"
@@ -239,9 +240,7 @@ func (c *Config) validateProtocols(add func(format string, args ...any)) {
 			add("%s", msg)
 		}
 	}
-	if c.Handover != nil {
-		each(handover.Problems(c.Handover, c.Lock, c.RetryPeriod))
-	}
+	each(handover.Problems(c.Handover, c.Lock, c.RetryPeriod))
 	if c.StopTimeout < 0 {
 		add("StopTimeout %v must not be negative", c.StopTimeout)
 	} else if c.StopTimeout >= c.LeaseDuration-c.RetryPeriod && c.LeaseDuration > 0 {
@@ -251,12 +250,8 @@ func (c *Config) validateProtocols(add func(format string, args ...any)) {
 	if c.Callbacks.OnStartedLeading == nil {
 		add("Callbacks.OnStartedLeading must be set")
 	}
-	if c.Pacer != nil && !c.Pacer.Built() {
-		add("Pacer was not built by NewPacer")
-	}
-	if c.Session != nil {
-		each(sessions.Problems(c.Lock, c.Watch, c.Coordination != nil))
-	}
+	each(pacing.Problems(c.Pacer))
+	each(sessions.Problems(c.Session, c.Lock, c.Watch, c.Coordination != nil))
 	each(coordination.Problems(c.Coordination, c.Lock, c.KeyComparison != nil || c.Handover != nil))
 }
 

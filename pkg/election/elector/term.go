@@ -229,14 +229,14 @@ func (le *LeaderElector) renewOnce(ctx context.Context) *termEnd {
 		return nil // the session's heartbeat renewed the term
 	}
 	sent := le.clock.Now()
-	before := le.storedRenewTime()
+	before := lockcap.StoredRenewTime(le.cfg.Lock, le.Observed)
 	attemptCtx, cancel := context.WithTimeout(ctx, remaining)
 	out, err := le.attempt(attemptCtx, true)
 	cancel()
 	le.setLastError(err)
 	switch out {
 	case acquired:
-		if after := le.storedRenewTime(); before.IsZero() || !after.Equal(before) || le.cfg.RenewDeadline < minSecondsDeadline {
+		if after := lockcap.StoredRenewTime(le.cfg.Lock, le.Observed); before.IsZero() || !after.Equal(before) || le.cfg.RenewDeadline < minSecondsDeadline {
 			le.loop.lastRenew = sent
 		} else {
 			// The lock stores times in whole seconds (a ConfigMap) and this
@@ -268,22 +268,6 @@ func (le *LeaderElector) renewOnce(ctx context.Context) *termEnd {
 // on a ConfigMap) the deadline counts from the latest renew, and followers
 // may time the lease from up to a second earlier (see the package doc).
 const minSecondsDeadline = 2 * time.Second
-
-// storedRenewTime is the renew time of the record as the lock stores it,
-// at the lock's precision (whole seconds in a ConfigMap, microseconds in a
-// Lease): what followers compare to notice a renewal. A lock that cannot
-// tell is taken to store whole seconds, which never counts an invisible
-// renew as seen.
-func (le *LeaderElector) storedRenewTime() time.Time {
-	if w, ok := le.cfg.Lock.(lockcap.Watchable); ok {
-		if rec, _, err := w.Peek(); err == nil {
-			return rec.RenewTime.Time
-		}
-		return time.Time{}
-	}
-	rec, _ := le.Observed()
-	return rec.RenewTime.Truncate(time.Second)
-}
 
 // lostTo notes that another holder took the lock. It counts as stolen, for
 // the steal damper, only while this holder's own lease was still valid: a
@@ -448,31 +432,20 @@ func (le *LeaderElector) finish(end termEnd) {
 		le.metrics.Lost(le.cfg.Name)
 	case end.expire:
 		le.leaveSession()
+	case end.handTo != nil && end.handTo.RequestTime == nil:
+		// A coordinator's preference, taken when the term began to end:
+		// the work has stopped since, and the preferred holder may have
+		// gone. Ask again who is live, so that the lock is not handed to
+		// a candidate that will not take it (a lease without a leader).
+		le.handOverOrRelease(le.proto.coord.Directed(), end.brief)
 	case end.handTo != nil:
-		h := *end.handTo
-		if h.RequestTime == nil {
-			// A coordinator's preference, taken when the term began to end:
-			// the work has stopped since, and the preferred holder may have
-			// gone. Ask again who is live, so that the lock is not handed to
-			// a candidate that will not take it (a lease without a leader).
-			d := le.proto.coord.Directed()
-			if d == nil {
-				le.release()
-				return
-			}
-			h = *d
-		}
-		le.handOver(h, end.brief)
+		le.handOver(*end.handTo, end.brief)
 	case end.byCallback || le.cfg.ReleaseOnCancel:
-		if h := le.proto.handover.Successor(le.clock.Now()); h != nil {
-			le.handOver(*h, false)
-			return
+		h := le.proto.handover.Successor(le.clock.Now())
+		if h == nil {
+			h = le.proto.coord.Directed()
 		}
-		if h := le.proto.coord.Directed(); h != nil {
-			le.handOver(*h, false)
-			return
-		}
-		le.release()
+		le.handOverOrRelease(h, false)
 	default:
 		le.leaveSession()
 	}
@@ -485,6 +458,16 @@ func (le *LeaderElector) release() {
 	if !le.writeSuccessor(lockmeta.Handover{}, false, "released the lock") {
 		le.leaveSession()
 	}
+}
+
+// handOverOrRelease hands the lock over to h's candidate, or releases it
+// when h is nil.
+func (le *LeaderElector) handOverOrRelease(h *lockmeta.Handover, brief bool) {
+	if h == nil {
+		le.release()
+		return
+	}
+	le.handOver(*h, brief)
 }
 
 // handOver writes the record naming the candidate that asked for the lock,
