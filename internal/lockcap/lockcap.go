@@ -9,6 +9,7 @@ package lockcap
 
 import (
 	"context"
+	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/cache"
@@ -106,4 +107,21 @@ type CoordinatedLock interface {
 func PodMarkPending(lock resourcelock.Interface) bool {
 	p, ok := lock.(interface{ HolderPodPending() bool })
 	return ok && p.HolderPodPending()
+}
+
+// StoredRenewTime is the renew time of lock's record as the lock stores
+// it, at the lock's precision (whole seconds in a ConfigMap, microseconds
+// in a Lease): what followers compare to notice a renewal. A Watchable lock
+// tells from the object version it last saw (zero when it holds none); a
+// lock that cannot tell is taken to store whole seconds, which never counts
+// an invisible renew as seen, and its record is the one observed returns.
+func StoredRenewTime(lock resourcelock.Interface, observed func() (resourcelock.Record, time.Time)) time.Time {
+	if w, ok := lock.(Watchable); ok {
+		if rec, _, err := w.Peek(); err == nil {
+			return rec.RenewTime.Time
+		}
+		return time.Time{}
+	}
+	rec, _ := observed()
+	return rec.RenewTime.Truncate(time.Second)
 }

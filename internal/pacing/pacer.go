@@ -10,7 +10,10 @@
 // rather than all racing for the same one.
 //
 // A Pacer holds no goroutine, needs no stopping and is safe for concurrent
-// use. It knows nothing of the elector: it hands out turns.
+// use. It knows nothing of the elector: it hands out turns. The elector
+// core calls it through First, which asks it for the elector's very first
+// attempt only and stands for an elector without a pacer too; validation
+// asks Problems.
 package pacing
 
 import (

@@ -3,10 +3,15 @@
 // handover, coordination, sessions, the proof that a holder's process
 // exited, and the pacing of first attempts. Each is implemented in a
 // package of its own (internal/protocol/handover, coordination, sessions;
-// internal/election/podexit; internal/pacing) that holds no reference to
-// the core: the core passes in what a decision needs (the record, the
-// clock reading) and acts on the answer itself. The core calls every
-// method from its election loop only, unless a method says otherwise.
+// internal/election/podexit; internal/pacing), as are the priority rule
+// with its steal damper and the release yield (internal/protocol/preemption,
+// damping, yield). The handover, coordination and sessions packages each
+// give the core a Role, and pacing a First: the interface below, possibly
+// nil, wrapped in a null object, so that the core calls it without asking
+// whether the protocol is on. None holds a reference to the core: the core
+// passes in what a decision needs (the record, the clock reading) and acts
+// on the answer itself. The core calls every method from its election loop
+// only, unless a method says otherwise.
 package protocol
 
 import (

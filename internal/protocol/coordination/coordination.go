@@ -11,11 +11,15 @@
 // holder that the program does not know as live is never handed the lock.
 //
 // What it assumes of the core: the core calls it from the election loop
-// only; it reports every observed record that names a holder (Occupied)
-// and every lock it took (Acquired); it reads the preferred holder from the
-// lock itself and asks Live about it; it never preempts a holder
-// (validation refuses a key comparison or handover beside coordination).
-// The protocol holds no reference to the core or the lock.
+// only, through Role, which stands for a racing election too (then every
+// answer is a racing candidate's); it reports every observed record that
+// names a holder (Occupied) and every lock it took (Acquired); it never
+// preempts a holder (validation, through Problems, refuses a key
+// comparison or handover beside coordination, and a lock without a
+// preferred holder). Role reads the preferred holder from the lock object
+// the core last read or was delivered, and asks Live about it; the core
+// writes every record. Candidate holds no reference to the core or the
+// lock; Role holds the lock and the core's logger, never the core.
 package coordination
 
 import "time"

@@ -14,10 +14,11 @@
 // LeaseDuration + RetryPeriod after every candidate agrees. While the
 // disagreement lasts, this candidate forces at most one steal per lease.
 //
-// What it assumes of the core: the core asks Check only when its key
-// comparison lets it take the lock from the holder, calls Agree when the
-// comparison does not, reports each steal it made (Stole) and each loss of
-// the lock while its lease was valid (Stolen), and wakes at WakeAt. It
+// What it assumes of the core: the core, through the priority rule of
+// package preemption, asks Check only when its key comparison lets it take
+// the lock from the holder, calls Agree when the comparison does not, and
+// reports each loss of the lock while its lease was valid (Stolen); the
+// core itself reports each steal it made (Stole) and wakes at WakeAt. It
 // holds no reference to the core or the lock.
 package damping
 

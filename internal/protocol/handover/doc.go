@@ -23,6 +23,12 @@
 // annotation (Lock.Handover) is the one of the object version the core last
 // read or was delivered; the core writes the record that ends a term (the
 // protocol only writes the annotation), keeps the fence, and tells the
-// protocol the stop a holder may promise. The protocol holds no reference
-// to the core: only the lock, its settings, a logger and a metrics sink.
+// protocol the stop a holder may promise. The core calls it through Role,
+// which stands for a candidate without handover too (then nothing is
+// asked, pending, promised or waited for), and which takes the core's
+// decisions on the annotation and on the record that ends a term
+// (Respond, StopWithin, NamedSince, Stands, SuccessorRecord) from what the core
+// passes in: its fence, the lease it honours, whether it is in session
+// mode; validation asks Problems. The protocol holds no reference to the
+// core: only the lock, its settings, a logger and a metrics sink.
 package handover

@@ -18,8 +18,13 @@
 // core last read or was delivered; the core reports every observed holder
 // (NoteHolder) and marks every write (Mark); the core owns the record, the
 // renew deadline and what a session's heartbeat is credited to. The lock
-// must be a Lease that rides the watch the heartbeat is echoed through.
-// The protocol holds no reference to the core.
+// must be a Lease that rides the watch the heartbeat is echoed through
+// (Problems states what validation requires). The core calls it through
+// Role, which stands for an election without sessions too (then nothing
+// names a session and nothing renews a holder but its own writes), and
+// passes in what it owns: the holder it observed and the session that
+// holder's record named, the lease end it computed, the leader it
+// observed. The protocol holds no reference to the core.
 package sessions
 
 import (

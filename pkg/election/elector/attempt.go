@@ -12,7 +12,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"github.com/meshd-io/meshd/internal/protocol/damping"
 	"github.com/meshd-io/meshd/pkg/resourcelock"
 )
 
@@ -78,39 +77,27 @@ func (le *LeaderElector) renewFast(ctx context.Context) (outcome, error) {
 	return readNeeded, nil
 }
 
-// answerRequest lets a leader answer a handover request addressed to it:
-// handOff when it accepted one, readNeeded when there was nothing to act on
-// or when its answer conflicted. A conflict means the object it answered
-// on is stale (another candidate asked since, and the watch has not
-// delivered it, or is broken): the caller then reads the lock and renews,
-// and the next renew answers the request the object carries now. Before,
-// the error ended the attempt, and every later renew answered on the same
-// stale object until the renew deadline passed.
-// A leader whose callback is stopping answers nothing.
+// answerRequest lets a leader hand the lock to the coordinator's preferred
+// holder, or answer a handover request addressed to it (see
+// handover.Role.Respond): handOff when it accepted one, readNeeded when
+// there was nothing to act on or when its answer conflicted. A leader
+// whose callback is stopping answers nothing.
 func (le *LeaderElector) answerRequest(ctx context.Context) (outcome, error) {
 	if le.loop.stopping {
 		return readNeeded, nil
 	}
-	if h := le.preferredSuccessor(); h != nil {
-		le.loop.handTo = h
-		return handOff, nil
+	h := le.proto.coord.Preferred()
+	if h == nil {
+		var err error
+		if h, err = le.proto.handover.Respond(ctx, le.clock.Now(), le.fence.startAt); err != nil {
+			return failed, err
+		}
 	}
-	if le.handover == nil {
+	if h == nil {
 		return readNeeded, nil
 	}
-	now := le.clock.Now()
-	h, err := le.handover.Answer(ctx, now, le.stopWithin(now))
-	switch {
-	case apierrors.IsConflict(err) && ctx.Err() == nil:
-		le.log.Debug("answering a handover request conflicted; reading the lock", zap.Error(err))
-		return readNeeded, nil
-	case err != nil:
-		return failed, err
-	case h != nil:
-		le.loop.handTo = h
-		return handOff, nil
-	}
-	return readNeeded, nil
+	le.loop.handTo = h
+	return handOff, nil
 }
 
 // readAndDecide reads the record (from the watch's cache or the API server)
@@ -145,7 +132,7 @@ func (le *LeaderElector) readAndDecide(ctx context.Context, renewing, fromCache 
 			// holder may still be working.
 			return heldByOther, nil
 		}
-		if !renewing && le.leaveVacant(now) {
+		if !renewing && le.proto.coord.LeaveVacant(now) {
 			return heldByOther, nil
 		}
 		if renewing {
@@ -195,13 +182,13 @@ func (le *LeaderElector) decideAndWrite(ctx context.Context, renewing bool, rec 
 	desired := le.desired(now)
 	desired.LeaderTransitions = rec.LeaderTransitions + 1
 	if rec.HolderIdentity == "" || !le.leaseValid(now) {
-		if le.leaveVacant(now) {
+		if le.proto.coord.LeaveVacant(now) {
 			return heldByOther, nil
 		}
 		return le.write(ctx, desired, now)
 	}
-	le.occupied()
-	if le.coordinated() {
+	le.proto.coord.Occupied()
+	if le.proto.coord.Coordinated() {
 		return heldByOther, nil // the coordinator moves a held lock, never a candidate
 	}
 	if out, err := le.mayPreempt(ctx, rec, now); out != acquired {
@@ -265,7 +252,7 @@ func (le *LeaderElector) decideNamed(rec *resourcelock.Record, now time.Time) (o
 		}
 		le.fence.inherited = time.Time{}
 	}
-	if h := le.promisedSuccessor(now); h != nil {
+	if h := le.proto.handover.Promised(now); h != nil {
 		// This holder accepted a request in its last term and its write
 		// naming the candidate failed: keep the promise instead of taking
 		// the lock back, but not before the fence of a lock it took by
@@ -277,10 +264,7 @@ func (le *LeaderElector) decideNamed(rec *resourcelock.Record, now time.Time) (o
 		}
 		return heldByOther, true
 	}
-	if le.handover == nil {
-		return 0, false
-	}
-	if since, ok := le.namedSince(le.handover.AskedAt(), rec, now); ok {
+	if since, ok := le.namedSince(le.proto.handover.AskedAt(), rec, now); ok {
 		// Handed the lock on request: the record is a valid term already,
 		// and the work starts on it alone.
 		le.loop.namedFrom = since
@@ -321,42 +305,15 @@ func (le *LeaderElector) steal(ctx context.Context, rec *resourcelock.Record, de
 
 // mayPreempt decides whether this candidate takes the unexpired lock rec
 // from its holder now (acquired); heldByOther when the comparison, the steal
-// damper or the handover protocol say no. While the damper suspends
-// preemption after a steal cycle, a cooperative candidate still asks the
-// holder: a holder hands over only when its own comparison agrees, and no
-// cycle follows a move both sides agree on; what the suspension stops is
-// taking the lock by force. So once every candidate sees the same default
-// the lock moves on request, without waiting out the hold-off.
+// damper or the handover protocol say no (see package
+// internal/protocol/preemption).
 func (le *LeaderElector) mayPreempt(ctx context.Context, rec *resourcelock.Record, now time.Time) (outcome, error) {
-	if le.cfg.KeyComparison == nil || !le.cfg.KeyComparison(rec.HolderKey) {
-		if le.damper.Agree() {
-			le.reportPreemption(false, "candidates agree again; preemption resumes")
-		}
-		return heldByOther, nil
-	}
-	verdict := le.damper.Check(now, rec.HolderKey)
-	switch verdict {
-	case damping.Cycle:
-		le.reportPreemption(true, fmt.Sprintf("steal cycle with holder %s (key %q): this candidate outranks it and it outranked this candidate; "+
-			"preemption suspended until %s", rec.HolderIdentity, rec.HolderKey, le.damper.State().RetryAt.UTC().Format(time.RFC3339)))
-		le.metrics.StealCycle(le.cfg.Name)
-	case damping.Later:
-		return heldByOther, nil
-	}
-	if le.damper.Young(now, le.termSince()) {
-		return heldByOther, nil
-	}
-	if le.handover == nil {
-		if verdict == damping.Allowed {
-			return acquired, nil
-		}
-		return heldByOther, nil
-	}
-	force, err := le.handover.Ask(ctx, rec, now)
+	outranks := le.cfg.KeyComparison != nil && le.cfg.KeyComparison(rec.HolderKey)
+	take, err := le.proto.priority.MayTake(ctx, rec, now, le.termSince(), outranks)
 	switch {
 	case err != nil:
 		return failed, err
-	case force && verdict == damping.Allowed:
+	case take:
 		return acquired, nil
 	}
 	return heldByOther, nil

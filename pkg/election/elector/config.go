@@ -14,7 +14,11 @@ import (
 	"github.com/meshd-io/meshd/internal/lockcap"
 	"github.com/meshd-io/meshd/internal/lockwatch"
 	"github.com/meshd-io/meshd/internal/metrics"
+	"github.com/meshd-io/meshd/internal/pacing"
 	"github.com/meshd-io/meshd/internal/protocol"
+	"github.com/meshd-io/meshd/internal/protocol/coordination"
+	"github.com/meshd-io/meshd/internal/protocol/handover"
+	"github.com/meshd-io/meshd/internal/protocol/sessions"
 	"github.com/meshd-io/meshd/pkg/resourcelock"
 )
 
@@ -231,14 +235,12 @@ func (c *Config) validateProtocols(add func(format string, args ...any)) {
 			add("Watch needs a lock that can be watched; %T cannot", c.Lock)
 		}
 	}
-	if c.Handover != nil {
-		if _, ok := c.Lock.(lockcap.HandoverLock); !ok && c.Lock != nil {
-			add("Handover needs a lock that supports handover; %T does not", c.Lock)
-		}
-		if g := c.Handover.Grace(); g <= c.RetryPeriod {
-			add("HandoverGrace %v must be greater than RetryPeriod %v (a polling holder answers at its next renew)", g, c.RetryPeriod)
+	each := func(msgs []string) {
+		for _, msg := range msgs {
+			add("%s", msg)
 		}
 	}
+	each(handover.Problems(c.Handover, c.Lock, c.RetryPeriod))
 	if c.StopTimeout < 0 {
 		add("StopTimeout %v must not be negative", c.StopTimeout)
 	} else if c.StopTimeout >= c.LeaseDuration-c.RetryPeriod && c.LeaseDuration > 0 {
@@ -248,27 +250,9 @@ func (c *Config) validateProtocols(add func(format string, args ...any)) {
 	if c.Callbacks.OnStartedLeading == nil {
 		add("Callbacks.OnStartedLeading must be set")
 	}
-	if c.Pacer != nil && !c.Pacer.Built() {
-		add("Pacer was not built by NewPacer")
-	}
-	if c.Session != nil {
-		if _, ok := c.Lock.(*resourcelock.LeaseLock); !ok && c.Lock != nil {
-			// A holder credits a heartbeat only once its own watch of
-			// Leases has delivered it back, which proves it has seen every
-			// earlier write to its lock only when the lock is a Lease on
-			// that same watch.
-			add("Session needs a Lease lock (the session's Leases and the lock must ride one watch); %T cannot", c.Lock)
-		}
-		if !c.Watch {
-			add("Session needs Watch: a holder learns through its watch that the lock was taken")
-		}
-		if c.Coordination != nil {
-			add("Session cannot be combined with Coordination")
-		}
-	}
-	for _, msg := range c.coordinationProblems() {
-		add("%s", msg)
-	}
+	each(pacing.Problems(c.Pacer))
+	each(sessions.Problems(c.Session, c.Lock, c.Watch, c.Coordination != nil))
+	each(coordination.Problems(c.Coordination, c.Lock, c.KeyComparison != nil || c.Handover != nil))
 }
 
 // ErrInvalidConfig is wrapped by every validation error.

@@ -7,17 +7,22 @@ import (
 	"time"
 
 	"go.uber.org/zap"
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/clock"
 
+	"github.com/meshd-io/meshd/internal/election/wake"
 	"github.com/meshd-io/meshd/internal/electionlog"
 	"github.com/meshd-io/meshd/internal/lockcap"
 	"github.com/meshd-io/meshd/internal/lockmeta"
 	"github.com/meshd-io/meshd/internal/lockwatch"
 	"github.com/meshd-io/meshd/internal/metrics"
-	"github.com/meshd-io/meshd/internal/protocol"
+	"github.com/meshd-io/meshd/internal/pacing"
+	"github.com/meshd-io/meshd/internal/protocol/coordination"
 	"github.com/meshd-io/meshd/internal/protocol/damping"
+	"github.com/meshd-io/meshd/internal/protocol/handover"
+	"github.com/meshd-io/meshd/internal/protocol/preemption"
+	"github.com/meshd-io/meshd/internal/protocol/sessions"
+	"github.com/meshd-io/meshd/internal/protocol/yield"
 	"github.com/meshd-io/meshd/pkg/resourcelock"
 )
 
@@ -35,7 +40,7 @@ const MaxLeaseDuration = time.Hour
 
 // expirySlack is added to a computed expiry so that the wake-up lands after
 // it, not on it.
-const expirySlack = time.Millisecond
+const expirySlack = wake.Slack
 
 // Event reasons the elector records on the lock object. ReasonCorruptRecord
 // is exported for programs that watch for it; the others are stated in
@@ -44,8 +49,7 @@ const (
 	reasonLeaderElection      = "LeaderElection"
 	ReasonCorruptRecord       = "CorruptLeaderRecord"
 	reasonLeaseTooLong        = "LeaseDurationTooLong"
-	reasonPreemptionSuspended = "PreemptionSuspended"
-	reasonPreemptionResumed   = "PreemptionResumed"
+	reasonPreemptionSuspended = preemption.ReasonSuspended
 	reasonRunStuck            = "RunFunctionStuck"
 )
 
@@ -70,9 +74,9 @@ type LeaderElector struct {
 
 	// watch is set when Config.Watch is; see watch.go.
 	watch *lockWatch
-	// handover is Config.Handover: nil unless cooperative.
-	handover protocol.Handover
-	// damper limits steals; see damper.go.
+	// proto is the protocols plugged into the core.
+	proto plugins
+	// damper limits steals; see package internal/protocol/damping.
 	damper *damping.Damper
 
 	loop  loopState  // used only by the goroutine running Run
@@ -83,6 +87,18 @@ type LeaderElector struct {
 	state status      // guarded by mu
 }
 
+// plugins are the protocols plugged into the core (see package
+// internal/protocol), each a null object when Config does not turn it on,
+// so that the core calls them without asking which are on.
+type plugins struct {
+	handover handover.Role     // Config.Handover
+	coord    coordination.Role // Config.Coordination
+	session  sessions.Role     // Config.Session
+	yield    *yield.Release    // Config.YieldOnRelease
+	priority *preemption.Rule  // Config.KeyComparison, with the damper
+	pacer    *pacing.First     // Config.Pacer
+}
+
 // loopState is what the election loop keeps between attempts and terms.
 type loopState struct {
 	lastRenew      time.Time          // when the last successful renew of this term was sent; the attempt that won it counts as one
@@ -90,8 +106,6 @@ type loopState struct {
 	emptySince     time.Time          // when the lock object was first seen missing or without a record
 	stopping       bool               // the callback is stopping: renew, answer nothing
 	handTo         *lockmeta.Handover // the request accepted by the last renew
-	paced          bool               // the first attempt has been paced; see pace.go
-	yieldAt        time.Time          // the try after a release, when yielding to better candidates
 	namedFrom      time.Time          // set by an attempt that leads on a record naming this candidate without a write
 	reportedLeader string             // the holder last reported to OnNewLeader
 	warnedLease    string             // holder and lease of the last over-long lease reported
@@ -122,7 +136,6 @@ type status struct {
 	leading      bool
 	stuck        bool
 	lastErr      error
-	preemption   Preemption
 	sessionRenew time.Time // when the session heartbeat last credited to this term was sent
 }
 
@@ -136,13 +149,12 @@ func New(cfg Config) (*LeaderElector, error) {
 		return nil, err
 	}
 	le := &LeaderElector{
-		cfg:      cfg,
-		log:      cfg.Logger,
-		clock:    cfg.Clock,
-		metrics:  cfg.Metrics,
-		trigger:  make(chan struct{}, 1),
-		damper:   damping.New(cfg.RetryPeriod, cfg.LeaseDuration),
-		handover: cfg.Handover,
+		cfg:     cfg,
+		log:     cfg.Logger,
+		clock:   cfg.Clock,
+		metrics: cfg.Metrics,
+		trigger: make(chan struct{}, 1),
+		damper:  damping.New(cfg.RetryPeriod, cfg.LeaseDuration),
 	}
 	le.log = electionlog.For(le.log, cfg.Name, cfg.Lock)
 	if le.clock == nil {
@@ -151,6 +163,16 @@ func New(cfg Config) (*LeaderElector, error) {
 	if le.metrics == nil {
 		le.metrics = metrics.Nop{}
 	}
+	le.proto = plugins{
+		handover: handover.NewRole(cfg.Handover, cfg.Lock, handover.Timing{LeaseDuration: cfg.LeaseDuration,
+			RenewDeadline: cfg.RenewDeadline, RetryPeriod: cfg.RetryPeriod, StopTimeout: cfg.StopTimeout}, le.log),
+		coord:   coordination.NewRole(cfg.Coordination, cfg.Lock, le.log),
+		session: sessions.NewRole(cfg.Session, cfg.Lock.Identity()),
+		yield:   yield.New(cfg.YieldOnRelease),
+		pacer:   pacing.NewFirst(cfg.Pacer),
+	}
+	le.proto.priority = preemption.New(preemption.Config{Name: cfg.Name, Lock: cfg.Lock,
+		Damper: le.damper, Handover: le.proto.handover, Metrics: le.metrics, Logger: le.log})
 	if cfg.Watch && le.cfg.Hub == nil {
 		le.cfg.Hub = lockwatch.NewWatchHub()
 	}
@@ -231,11 +253,7 @@ func (le *LeaderElector) LastError() error {
 
 // Preemption reports whether this candidate currently preempts holders it
 // outranks, or has suspended preemption after a steal cycle.
-func (le *LeaderElector) Preemption() Preemption {
-	le.mu.Lock()
-	defer le.mu.Unlock()
-	return le.state.preemption
-}
+func (le *LeaderElector) Preemption() Preemption { return le.proto.priority.State() }
 
 // Trigger makes a waiting candidate try to acquire at once instead of at its
 // next retry, for example because the key comparison may have changed; a
@@ -293,9 +311,7 @@ func (le *LeaderElector) acquire(ctx context.Context) bool {
 			tryNow = true
 		case <-le.trigger:
 			timer.Stop()
-			if le.handover != nil {
-				le.handover.Triggered()
-			}
+			le.proto.handover.Triggered()
 			tryNow = true
 		case <-le.watchEvents():
 			timer.Stop()
@@ -319,7 +335,7 @@ func (le *LeaderElector) tryAcquire(ctx context.Context) bool {
 		}
 		rec, _ := le.Observed() // the record of the term just won, naming this candidate
 		le.loop.ledTerm = termKey(&rec)
-		le.acquiredVacancy()
+		le.proto.coord.Acquired()
 		le.log.Info("acquired leadership")
 		return true
 	case failed:
@@ -341,7 +357,8 @@ func (le *LeaderElector) jitter(d time.Duration) time.Duration {
 // nothing happens meanwhile. Polling, it is the jittered retry period; with a
 // working watch, it is the time until the lease runs out by this
 // candidate's observation, or until the handover protocol or the steal
-// damper may let it act, whichever comes first.
+// damper may let it act, whichever comes first (see package
+// internal/election/wake).
 func (le *LeaderElector) followerWait() time.Duration {
 	poll := le.jitter(le.cfg.RetryPeriod)
 	if le.watch == nil || !le.watch.Healthy() {
@@ -356,12 +373,7 @@ func (le *LeaderElector) followerWait() time.Duration {
 		// record that may have an unknown holder is tried when it may not;
 		// a yielding or coordinated candidate tries when it may.
 		now := le.clock.Now()
-		for _, at := range []time.Time{le.emptyWake(now), le.yieldWake(now), le.vacancyWake()} {
-			if !at.IsZero() {
-				poll = min(poll, max(at.Sub(now), 0)+expirySlack)
-			}
-		}
-		return poll
+		return wake.Free(now, poll, le.emptyWake(now), le.proto.yield.WakeAt(now), le.proto.coord.WakeAt())
 	}
 	lease := le.cfg.LeaseDuration
 	if !corrupt {
@@ -378,32 +390,8 @@ func (le *LeaderElector) heldWait(poll time.Duration, end time.Time) time.Durati
 	if alive := le.sessionUntil(now, end); alive.After(end) {
 		end = alive // the holder's session keeps it alive longer
 	}
-	// An expired lock is a race like a released one: lesser candidates
-	// let better ones go first.
-	deadline := end.Add(le.yieldDelay())
-	for _, at := range []time.Time{le.damper.WakeAt(now), le.handoverWake(now)} {
-		if !at.IsZero() && at.Before(deadline) {
-			deadline = at
-		}
-	}
-	if left := deadline.Sub(now); left > 0 {
-		return left + expirySlack
-	}
-	if at := le.vacancyWake(); !at.IsZero() {
-		// Expired, left to the coordinator for a while.
-		return max(at.Sub(now), 0) + expirySlack
-	}
-	if at := le.emptyWake(now); !at.IsZero() {
-		// The holder's lease ran out, but the lock object was deleted or
-		// re-created without a record meanwhile: it counts as held for a
-		// lease from when this candidate saw it so, and may be taken then,
-		// not a whole poll later.
-		poll = min(poll, at.Sub(now)+expirySlack)
-	}
-	// The lock could already be taken, so the attempt that just ended failed
-	// (or lost a race): retry at the polling pace, not at once, which would
-	// hammer an API server that refuses the write.
-	return poll
+	return wake.Held{End: end, Yield: le.proto.yield.Delay(), Act: []time.Time{le.damper.WakeAt(now), le.proto.handover.WakeAt(now)},
+		Vacancy: le.proto.coord.WakeAt(), Empty: le.emptyWake(now)}.Wait(now, poll)
 }
 
 // emptyWake is when a lock object that is missing or has no record may be
@@ -413,14 +401,6 @@ func (le *LeaderElector) emptyWake(now time.Time) time.Time {
 		return at
 	}
 	return time.Time{}
-}
-
-// handoverWake is when the handover state may change by itself.
-func (le *LeaderElector) handoverWake(now time.Time) time.Time {
-	if le.handover == nil {
-		return time.Time{}
-	}
-	return le.handover.WakeAt(now)
 }
 
 // worthTrying reports whether the record last observed may let this
@@ -437,8 +417,8 @@ func (le *LeaderElector) worthTrying() bool {
 	case rec.HolderIdentity == le.cfg.Lock.Identity():
 		return true
 	case rec.HolderIdentity == "" || !le.leaseValid(le.clock.Now()):
-		return !le.coordinated() || !le.leaveVacant(le.clock.Now())
-	case le.coordinated():
+		return !le.proto.coord.LeaveVacant(le.clock.Now())
+	case le.proto.coord.Coordinated():
 		return false
 	default:
 		return le.cfg.KeyComparison != nil && le.cfg.KeyComparison(rec.HolderKey)
@@ -451,7 +431,7 @@ func (le *LeaderElector) worthTrying() bool {
 // a lease that no one renews.
 func (le *LeaderElector) withdraw() {
 	me := le.cfg.Lock.Identity()
-	asked := le.handover != nil && !le.handover.AskedAt().IsZero()
+	asked := !le.proto.handover.AskedAt().IsZero()
 	if !asked && le.GetLeader() != me {
 		return // never asked, never named: nothing to undo
 	}
@@ -464,22 +444,6 @@ func (le *LeaderElector) withdraw() {
 	if le.retract(ctx) {
 		le.release()
 	}
-}
-
-// reportPreemption records a change of this candidate's preemption state in
-// the log, an event, a metric and Preemption.
-func (le *LeaderElector) reportPreemption(suspended bool, msg string) {
-	le.mu.Lock()
-	le.state.preemption = le.damper.State()
-	le.mu.Unlock()
-	le.metrics.SetPreemptionSuspended(le.cfg.Name, suspended)
-	if suspended {
-		le.log.Warn(msg)
-		le.cfg.Lock.RecordEvent(corev1.EventTypeWarning, reasonPreemptionSuspended, msg)
-		return
-	}
-	le.log.Info(msg)
-	le.cfg.Lock.RecordEvent(corev1.EventTypeNormal, reasonPreemptionResumed, msg)
 }
 
 func (le *LeaderElector) setLastError(err error) {

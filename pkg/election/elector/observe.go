@@ -26,7 +26,7 @@ func (le *LeaderElector) observe(rec *resourcelock.Record, raw []byte, now time.
 			// as the handover): the session may keep the holder alive
 			// longer, never shorter. An edit of the mark alone never
 			// shortens the holder's lease.
-			le.obs.session = le.holderSessionRef(rec.HolderIdentity)
+			le.obs.session = le.proto.session.HolderRef(rec.HolderIdentity)
 		}
 		le.mu.Unlock()
 		return
@@ -37,9 +37,9 @@ func (le *LeaderElector) observe(rec *resourcelock.Record, raw []byte, now time.
 	le.obs.raw = raw
 	le.obs.time = now
 	le.obs.corrupt = false
-	le.obs.session = le.holderSessionRef(rec.HolderIdentity)
+	le.obs.session = le.proto.session.HolderRef(rec.HolderIdentity)
 	le.mu.Unlock()
-	if first && rec.HolderIdentity == le.cfg.Lock.Identity() && le.sessionMode() && le.cfg.Session.EarlierProcess() {
+	if first && rec.HolderIdentity == le.cfg.Lock.Identity() && le.proto.session.EarlierProcess() {
 		// An earlier process of this identity (a restart) wrote the record,
 		// and may still work, or have taken the lock by force with its work
 		// fenced, a fence that died with it. This process takes the record
@@ -53,11 +53,9 @@ func (le *LeaderElector) observe(rec *resourcelock.Record, raw []byte, now time.
 		le.fence.inherited = now.Add(honouredLease(*rec))
 	}
 	if rec.HolderIdentity != "" {
-		le.occupied() // a holder renewed or took it: no longer vacant
+		le.proto.coord.Occupied() // a holder renewed or took it: no longer vacant
 	}
-	if le.sessionMode() {
-		le.cfg.Session.NoteHolder(rec.HolderIdentity)
-	}
+	le.proto.session.NoteHolder(rec.HolderIdentity)
 	le.reportLeader(rec.HolderIdentity)
 	le.warnLongLease(rec)
 }
@@ -119,7 +117,7 @@ func (le *LeaderElector) observeOwnWrite(rec resourcelock.Record, now time.Time)
 	le.obs.raw = resourcelock.EncodeRecord(rec)
 	le.obs.time = now
 	le.obs.corrupt = false
-	le.obs.session = le.holderSessionRef(rec.HolderIdentity)
+	le.obs.session = le.proto.session.HolderRef(rec.HolderIdentity)
 	le.mu.Unlock()
 	le.reportLeader(rec.HolderIdentity)
 }

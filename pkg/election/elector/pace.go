@@ -32,19 +32,12 @@ func (le *LeaderElector) tryFirst(ctx context.Context) bool {
 	return le.tryAcquire(ctx)
 }
 
-// paceFirstAttempt runs once per elector, before its first attempt: it
-// waits for its turn, unless the watch shows the lock held by someone this
-// candidate may not take it from. The returned function gives the turn
-// back.
+// paceFirstAttempt runs before every first attempt of a Run; for the
+// elector's very first one (see pacing.First) it waits for its turn, unless
+// the watch shows the lock held by someone this candidate may not take it
+// from. The returned function gives the turn back.
 func (le *LeaderElector) paceFirstAttempt(ctx context.Context) (release func()) {
-	if le.loop.paced {
-		return func() {}
-	}
-	le.loop.paced = true
-	if le.cfg.Pacer == nil {
-		return func() {} // a pacer of its own would never make it wait
-	}
-	return le.cfg.Pacer.Turn(ctx, le.cfg.Lock.Identity()+"\x00"+le.cfg.Lock.Describe(), le.watchEvents(), func() bool {
+	return le.proto.pacer.Turn(ctx, le.cfg.Lock.Identity()+"\x00"+le.cfg.Lock.Describe(), le.watchEvents(), func() bool {
 		if le.watch == nil {
 			return false
 		}
@@ -64,4 +57,13 @@ func (le *LeaderElector) awaitHealthy(ctx context.Context) {
 	case <-le.watch.HealthyNow():
 	}
 	le.watch.ingest()
+}
+
+// yieldOnRelease decides, for the record last observed, whether this
+// candidate tries at once (false) or lets better candidates go first
+// (true) because the record shows the lock released; see package
+// internal/protocol/yield.
+func (le *LeaderElector) yieldOnRelease(now time.Time) bool {
+	rec, _ := le.Observed()
+	return le.proto.yield.OnRelease(rec.HolderIdentity == "" && !noRecord(&rec), now)
 }

@@ -10,26 +10,12 @@ import (
 	"github.com/meshd-io/meshd/pkg/resourcelock"
 )
 
-// sessionMode reports whether this elector may renew through a session.
-func (le *LeaderElector) sessionMode() bool { return le.cfg.Session != nil }
-
 // markSession sets the session mark that goes with a write of r, and notes
 // the watch's Epoch before the write (session mode needs a watch).
 func (le *LeaderElector) markSession(r resourcelock.Record) {
-	if le.sessionMode() {
-		le.cfg.Session.Mark(r.HolderIdentity == le.cfg.Lock.Identity())
+	if le.proto.session.Mark(r.HolderIdentity) {
 		le.loop.writeEpoch = le.watch.Epoch()
 	}
-}
-
-// holderSessionRef is the session the lock object last seen names for
-// holder; "" when its mark names none or belongs to another holder, or
-// outside session mode.
-func (le *LeaderElector) holderSessionRef(holder string) string {
-	if !le.sessionMode() {
-		return ""
-	}
-	return le.cfg.Session.HolderRef(holder)
 }
 
 // sessionUntil is until when the observed holder (another candidate) is
@@ -39,16 +25,10 @@ func (le *LeaderElector) holderSessionRef(holder string) string {
 // process's own heartbeat that settles a session judged over wakes the
 // elector (Trigger).
 func (le *LeaderElector) sessionUntil(now, recordEnd time.Time) time.Time {
-	if !le.sessionMode() {
-		return time.Time{}
-	}
 	le.mu.Lock()
 	holder, ref := le.obs.record.HolderIdentity, le.obs.session
 	le.mu.Unlock()
-	if holder == "" || holder == le.cfg.Lock.Identity() || ref == "" {
-		return time.Time{}
-	}
-	return le.cfg.Session.HolderUntil(now, recordEnd, ref, le.Trigger)
+	return le.proto.session.HolderUntil(now, recordEnd, holder, ref, le.Trigger)
 }
 
 // holderNamesSession reports whether the observed holder's record names a
@@ -68,27 +48,23 @@ func (le *LeaderElector) holderNamesSession() bool {
 // writes its record, which also shows it whether someone took the lock
 // meanwhile.
 func (le *LeaderElector) renewedBySession() bool {
-	if !le.sessionMode() || le.cfg.Session.Mixed() {
+	sent, current, ok := le.proto.session.Heartbeat(le.GetLeader())
+	if !ok {
 		return false
 	}
-	me, ref := le.cfg.Lock.Identity(), le.cfg.Session.Ref()
-	if ref == "" || le.GetLeader() != me || le.holderSessionRef(me) != ref {
-		return false
-	}
-	sent, current := le.cfg.Session.Renewed()
 	if sent.After(le.loop.lastRenew) {
 		le.loop.lastRenew = sent
 		le.mu.Lock()
 		le.state.sessionRenew = sent
 		le.mu.Unlock()
 	}
-	return current && le.watch.UnbrokenSince(le.loop.watchEpoch) && !le.requestToAnswer() && le.preferredSuccessor() == nil &&
-		!lockcap.PodMarkPending(le.cfg.Lock)
+	return current && le.watch.UnbrokenSince(le.loop.watchEpoch) && !le.proto.handover.ToAnswer(le.clock.Now()) &&
+		le.proto.coord.Preferred() == nil && !lockcap.PodMarkPending(le.cfg.Lock)
 }
 
 // SessionFallback reports whether this candidate, in session mode, renews
 // its record itself because it saw a holder that does not use sessions.
-func (le *LeaderElector) SessionFallback() bool { return le.sessionMode() && le.cfg.Session.Mixed() }
+func (le *LeaderElector) SessionFallback() bool { return le.proto.session.Mixed() }
 
 // leaveSession is how a holder in session mode leaves a lock to expire:
 // its session outlives this term (the process may lead other elections),
@@ -98,8 +74,7 @@ func (le *LeaderElector) SessionFallback() bool { return le.sessionMode() && le.
 // the session. If the write fails, followers keep waiting for as long as
 // the session lives (a limit stated in docs/sessions.md).
 func (le *LeaderElector) leaveSession() {
-	me := le.cfg.Lock.Identity()
-	if !le.sessionMode() || le.GetLeader() != me || le.holderSessionRef(me) == "" {
+	if !le.proto.session.HeldThrough(le.GetLeader()) {
 		return
 	}
 	prev, _ := le.Observed()
@@ -108,7 +83,7 @@ func (le *LeaderElector) leaveSession() {
 	now := le.clock.Now()
 	rec := le.desired(now)
 	rec.AcquireTime, rec.LeaderTransitions = prev.AcquireTime, prev.LeaderTransitions
-	le.cfg.Session.Detach()
+	le.proto.session.Detach()
 	le.metrics.Request(le.cfg.Name, "update")
 	if err := le.cfg.Lock.Update(ctx, rec); err != nil {
 		le.log.Warn("could not detach the lock from the session; candidates wait until the session ends", zap.Error(err))

@@ -8,11 +8,10 @@ import (
 	"go.uber.org/zap"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/meshd-io/meshd/internal/lockcap"
 	"github.com/meshd-io/meshd/internal/lockmeta"
-	"github.com/meshd-io/meshd/pkg/resourcelock"
+	"github.com/meshd-io/meshd/internal/protocol/handover"
 )
 
 // term is one term of leadership: the run callback and how it ended.
@@ -124,7 +123,7 @@ func (le *LeaderElector) renew(ctx context.Context, t *term) termEnd {
 	defer r.stop()
 	// A request may already wait: one addressed to this candidate while the
 	// previous holder was handing the lock to it.
-	answerNow := le.requestPending()
+	answerNow := le.proto.handover.Pending()
 	for {
 		if !answerNow {
 			end, renewNow := le.renewWait(ctx, t, r)
@@ -192,7 +191,7 @@ func (le *LeaderElector) renewWait(ctx context.Context, t *term, r *renewal) (en
 		}
 		// Renew at once to answer a request, or to write the record again
 		// into a lock object deleted or re-created.
-		if gone := le.watch.takeRecordGone(); !gone && !le.requestPending() {
+		if gone := le.watch.takeRecordGone(); !gone && !le.proto.handover.Pending() {
 			return nil, false
 		}
 	}
@@ -209,7 +208,7 @@ func (le *LeaderElector) leaderSawEvent() *termEnd {
 		le.lostTo()
 		return &termEnd{}
 	}
-	if h := le.preferredSuccessor(); h != nil && !le.loop.stopping {
+	if h := le.proto.coord.Preferred(); h != nil && !le.loop.stopping {
 		le.log.Info("the coordinator prefers another holder; handing the lock over once the work stopped",
 			zap.String("candidate", h.Candidate), zap.String("candidateKey", h.CandidateKey))
 		return &termEnd{stillHeld: true, handTo: h}
@@ -230,14 +229,14 @@ func (le *LeaderElector) renewOnce(ctx context.Context) *termEnd {
 		return nil // the session's heartbeat renewed the term
 	}
 	sent := le.clock.Now()
-	before := le.storedRenewTime()
+	before := lockcap.StoredRenewTime(le.cfg.Lock, le.Observed)
 	attemptCtx, cancel := context.WithTimeout(ctx, remaining)
 	out, err := le.attempt(attemptCtx, true)
 	cancel()
 	le.setLastError(err)
 	switch out {
 	case acquired:
-		if after := le.storedRenewTime(); before.IsZero() || !after.Equal(before) || le.cfg.RenewDeadline < minSecondsDeadline {
+		if after := lockcap.StoredRenewTime(le.cfg.Lock, le.Observed); before.IsZero() || !after.Equal(before) || le.cfg.RenewDeadline < minSecondsDeadline {
 			le.loop.lastRenew = sent
 		} else {
 			// The lock stores times in whole seconds (a ConfigMap) and this
@@ -269,22 +268,6 @@ func (le *LeaderElector) renewOnce(ctx context.Context) *termEnd {
 // on a ConfigMap) the deadline counts from the latest renew, and followers
 // may time the lease from up to a second earlier (see the package doc).
 const minSecondsDeadline = 2 * time.Second
-
-// storedRenewTime is the renew time of the record as the lock stores it,
-// at the lock's precision (whole seconds in a ConfigMap, microseconds in a
-// Lease): what followers compare to notice a renewal. A lock that cannot
-// tell is taken to store whole seconds, which never counts an invisible
-// renew as seen.
-func (le *LeaderElector) storedRenewTime() time.Time {
-	if w, ok := le.cfg.Lock.(lockcap.Watchable); ok {
-		if rec, _, err := w.Peek(); err == nil {
-			return rec.RenewTime.Time
-		}
-		return time.Time{}
-	}
-	rec, _ := le.Observed()
-	return rec.RenewTime.Truncate(time.Second)
-}
 
 // lostTo notes that another holder took the lock. It counts as stolen, for
 // the steal damper, only while this holder's own lease was still valid: a
@@ -329,22 +312,6 @@ func (le *LeaderElector) nextRenew() time.Duration {
 	default:
 		return left
 	}
-}
-
-// requestPending reports whether the lock object last seen carries a
-// handover request addressed to this holder that it has not answered yet.
-// Refused requests are reconsidered at every renew and on Trigger.
-func (le *LeaderElector) requestPending() bool {
-	return le.handover != nil && le.handoverLock().Handover().Pending(le.cfg.Lock.Identity())
-}
-
-// requestToAnswer reports whether the holder has a request to answer now:
-// one not answered yet, or a fresh one it refused whose candidate it would
-// accept now (the default changed since). A renew may be left to the
-// session only when there is none; otherwise the refusal would stand for
-// as long as the session lives.
-func (le *LeaderElector) requestToAnswer() bool {
-	return le.requestPending() || (le.handover != nil && le.handover.Reconsiders(le.clock.Now()))
 }
 
 // stopWork cancels the callback and waits for it to return, renewing the
@@ -465,33 +432,20 @@ func (le *LeaderElector) finish(end termEnd) {
 		le.metrics.Lost(le.cfg.Name)
 	case end.expire:
 		le.leaveSession()
+	case end.handTo != nil && end.handTo.RequestTime == nil:
+		// A coordinator's preference, taken when the term began to end:
+		// the work has stopped since, and the preferred holder may have
+		// gone. Ask again who is live, so that the lock is not handed to
+		// a candidate that will not take it (a lease without a leader).
+		le.handOverOrRelease(le.proto.coord.Directed(), end.brief)
 	case end.handTo != nil:
-		h := *end.handTo
-		if h.RequestTime == nil {
-			// A coordinator's preference, taken when the term began to end:
-			// the work has stopped since, and the preferred holder may have
-			// gone. Ask again who is live, so that the lock is not handed to
-			// a candidate that will not take it (a lease without a leader).
-			d := le.directedSuccessor()
-			if d == nil {
-				le.release()
-				return
-			}
-			h = *d
-		}
-		le.handOver(h, end.brief)
+		le.handOver(*end.handTo, end.brief)
 	case end.byCallback || le.cfg.ReleaseOnCancel:
-		if le.handover != nil {
-			if h := le.handover.Successor(le.clock.Now()); h != nil {
-				le.handOver(*h, false)
-				return
-			}
+		h := le.proto.handover.Successor(le.clock.Now())
+		if h == nil {
+			h = le.proto.coord.Directed()
 		}
-		if h := le.directedSuccessor(); h != nil {
-			le.handOver(*h, false)
-			return
-		}
-		le.release()
+		le.handOverOrRelease(h, false)
 	default:
 		le.leaveSession()
 	}
@@ -504,6 +458,16 @@ func (le *LeaderElector) release() {
 	if !le.writeSuccessor(lockmeta.Handover{}, false, "released the lock") {
 		le.leaveSession()
 	}
+}
+
+// handOverOrRelease hands the lock over to h's candidate, or releases it
+// when h is nil.
+func (le *LeaderElector) handOverOrRelease(h *lockmeta.Handover, brief bool) {
+	if h == nil {
+		le.release()
+		return
+	}
+	le.handOver(*h, brief)
 }
 
 // handOver writes the record naming the candidate that asked for the lock,
@@ -534,14 +498,15 @@ func (le *LeaderElector) writeSuccessor(h lockmeta.Handover, brief bool, done st
 		if prev.HolderIdentity != le.cfg.Lock.Identity() {
 			return false
 		}
-		if h.RequestTime != nil && !le.requestStands(h) {
+		if !le.proto.handover.Stands(h) {
 			le.log.Info("the handover request changed; releasing instead")
 			h, done = lockmeta.Handover{}, "released the lock"
 		}
 		now := le.clock.Now()
-		err := le.update(ctx, successorRecord(prev, h, seconds, now))
+		next := handover.SuccessorRecord(prev, h, seconds, now)
+		err := le.update(ctx, next)
 		if err == nil {
-			le.observeOwnWrite(successorRecord(prev, h, seconds, now), now)
+			le.observeOwnWrite(next, now)
 			le.log.Info(done, zap.String("successor", h.Candidate))
 			return true
 		}
@@ -564,31 +529,6 @@ func (le *LeaderElector) writeSuccessor(h lockmeta.Handover, brief bool, done st
 	}
 	le.log.Warn("gave up ending the term after repeated conflicts", zap.Int("attempts", releaseAttempts))
 	return false
-}
-
-// requestStands reports whether the lock object last seen still carries the
-// request of h's candidate.
-func (le *LeaderElector) requestStands(h lockmeta.Handover) bool {
-	cur := le.handoverLock().Handover()
-	return cur.Candidate == h.Candidate && cur.CandidateKey == h.CandidateKey
-}
-
-// successorRecord is the record that ends prev's term: released, or naming
-// h's candidate with a full lease.
-func successorRecord(prev resourcelock.Record, h lockmeta.Handover, leaseSeconds int, now time.Time) resourcelock.Record {
-	next := resourcelock.Record{
-		LeaseDurationSeconds: 1,
-		LeaderTransitions:    prev.LeaderTransitions,
-		AcquireTime:          metav1.NewTime(now),
-		RenewTime:            metav1.NewTime(now),
-	}
-	if h.Candidate != "" {
-		next.HolderIdentity = h.Candidate
-		next.HolderKey = h.CandidateKey
-		next.LeaseDurationSeconds = leaseSeconds
-		next.LeaderTransitions++
-	}
-	return next
 }
 
 // briefLeaseSeconds is the lease, in whole seconds, of a successor named
