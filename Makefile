@@ -155,9 +155,10 @@ sim:
 	@if [ "$(SIM_FRESH_SEEDS)" -gt 0 ]; then $(SIM_TEST) -sim.seeds=$(SIM_FRESH_SEEDS) -sim.seed=$(SIM_FRESH_BASE); fi
 	@if [ "$(SIM_FRESH_SESSION_SEEDS)" -gt 0 ]; then $(SIM_TEST) -sim.mode=sessions -sim.seeds=$(SIM_FRESH_SESSION_SEEDS) -sim.seed=$(SIM_FRESH_BASE); fi
 
-# A long search of the simulation, in parallel chunks; about 40 minutes on 2
-# idle cores with the default budget. Writes its summary into
-# docs/reliability.md.
+# A long search of the simulation, in parallel chunks. On 2 cores, 300,000
+# classic and 700,000 session schedules took 84 minutes; classic schedules
+# are the slower ones, so the default budget takes longer. Writes its
+# summary into docs/reliability.md.
 sim-long:
 	@SEEDS=$(SIM_LONG_SEEDS) SESSION_SEEDS=$(SIM_LONG_SESSION_SEEDS) BASE=$(SIM_LONG_BASE) \
 		CHUNK=$(SIM_LONG_CHUNK) JOBS=$(SIM_LONG_JOBS) GO=$(GO) $(CURDIR)/hack/sim-long.sh docs/reliability.md
