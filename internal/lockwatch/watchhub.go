@@ -350,24 +350,23 @@ func (e *hubEntry) deliver(obj any, deleted bool) {
 	if !e.ended {
 		e.markHealthy()
 	}
-	for _, sub := range e.byName[name] {
-		sub.object(obj, deleted)
-	}
-	if name != "" {
-		for _, sub := range e.byName[""] {
-			sub.object(obj, deleted)
-		}
-	}
+	e.subscribersOf(name, func(sub *hubSub) { sub.object(obj, deleted) })
 	if e.ended {
 		// Handed on from a watch that has ended since: no proof that a
 		// watch works, whatever the subscriber made of the delivery.
-		for _, sub := range e.byName[name] {
-			sub.health(false)
-		}
-		if name != "" {
-			for _, sub := range e.byName[""] {
-				sub.health(false)
-			}
+		e.subscribersOf(name, func(sub *hubSub) { sub.health(false) })
+	}
+}
+
+// subscribersOf calls f for the subscribers of the object name, then for
+// those of every name; e.mu is held.
+func (e *hubEntry) subscribersOf(name string, f func(*hubSub)) {
+	for _, sub := range e.byName[name] {
+		f(sub)
+	}
+	if name != "" {
+		for _, sub := range e.byName[""] {
+			f(sub)
 		}
 	}
 }
