@@ -9,22 +9,13 @@ import (
 	"testing"
 	"time"
 
-	"k8s.io/client-go/kubernetes/fake"
-
 	"github.com/meshd-io/meshd/internal/election/knobs"
 	"github.com/meshd-io/meshd/internal/testing/kubetest"
 )
 
-// webhookRequests counts the clientset's lists and watches of webhooks.
-func webhookRequests(c *fake.Clientset) map[string]int {
-	out := map[string]int{}
-	for _, a := range c.Actions() {
-		if a.GetResource().Resource == "mutatingwebhookconfigurations" {
-			out[a.GetVerb()]++
-		}
-	}
-	return out
-}
+// webhookResource names the resource of the default-revision webhook in
+// a fake clientset's recorded requests.
+const webhookResource = "mutatingwebhookconfigurations"
 
 // TestStandaloneElectionsAndGroupsShareOneDefaultWatch: ten standalone
 // prioritized elections given one Shared and a group of two built with it,
@@ -57,9 +48,8 @@ func TestStandaloneElectionsAndGroupsShareOneDefaultWatch(t *testing.T) {
 		if got := shared.running(); got != (knobs.Activity{LockWatches: 1, DefaultWatches: 1}) {
 			t.Errorf("running %+v, want one lock watch and one default-revision watch", got)
 		}
-		if got := webhookRequests(client); got["list"] != 1 || got["watch"] != 1 {
-			t.Errorf("12 elections sent %v for the webhook, want one list and one watch", got)
-		}
+		// 12 elections: one list and one watch of the webhook.
+		kubetest.WaitForVerbs(t, client, webhookResource, map[string]int{"list": 1, "watch": 1})
 	})
 	if got := shared.running(); got != (knobs.Activity{}) {
 		t.Errorf("running %+v after every election returned, want nothing", got)
@@ -116,9 +106,7 @@ func TestElectionsShareOnlyWhatTheyAreGiven(t *testing.T) {
 		}
 		// Two groups and two standalone elections: four worlds, four
 		// watches of the webhook.
-		if got := webhookRequests(client); got["watch"] != 4 {
-			t.Errorf("four independent worlds opened %d watches of the webhook, want 4", got["watch"])
-		}
+		kubetest.WaitForVerbs(t, client, webhookResource, map[string]int{"list": 4, "watch": 4})
 	})
 	for i, g := range groups {
 		if got := g.shared.running(); got != (knobs.Activity{}) {
@@ -171,9 +159,9 @@ func runAll(t *testing.T, standalone []*LeaderElection, groups []*Group, during 
 		}
 		return true
 	})
+	defer wg.Wait()
+	defer cancel()
 	during()
-	cancel()
-	wg.Wait()
 }
 
 func TestSharedIsRefusedWhereItDoesNotApply(t *testing.T) {

@@ -9,19 +9,13 @@ import (
 	"go.uber.org/goleak"
 	"k8s.io/client-go/kubernetes/fake"
 
+	"github.com/meshd-io/meshd/internal/testing/kubetest"
 	"github.com/meshd-io/meshd/pkg/revisions"
 )
 
-// webhookVerbs counts the clientset's webhook requests by verb.
-func webhookVerbs(c *fake.Clientset) map[string]int {
-	out := map[string]int{}
-	for _, a := range c.Actions() {
-		if a.GetResource().Resource == "mutatingwebhookconfigurations" {
-			out[a.GetVerb()]++
-		}
-	}
-	return out
-}
+// webhookResource names the resource of the default-revision webhook in
+// a fake clientset's recorded requests.
+const webhookResource = "mutatingwebhookconfigurations"
 
 func TestSharedWatchersOfOneClientShareOneWatch(t *testing.T) {
 	defer goleak.VerifyNone(t)
@@ -64,9 +58,8 @@ func runSharedWatchers(t *testing.T, shared *SharedWatchers, client, other *fake
 	if got := shared.Running(); got != 3 {
 		t.Fatalf("%d shared watches run, want 3 (two labels on one client, one on another)", got)
 	}
-	if got := webhookVerbs(client); got["list"] != 2 || got["watch"] != 2 {
-		t.Fatalf("requests %v, want one list and one watch per label", got)
-	}
+	// One list and one watch per label.
+	kubetest.WaitForVerbs(t, client, webhookResource, map[string]int{"list": 2, "watch": 2})
 
 	webhooks{t, client}.update(name, rev("stable"), nil)
 	// The first watcher saw the initial "canary" (it joined before the
@@ -104,7 +97,7 @@ func TestSharedDefaultWatcherStopsWithItsLastUserAndRestarts(t *testing.T) {
 			t.Fatalf("round %d: %d shared watches run after every user stopped", round, got)
 		}
 	}
-	if got := webhookVerbs(client); got["watch"] > 3 {
+	if got := kubetest.CountVerbs(client, webhookResource); got["watch"] > 3 {
 		t.Fatalf("30 watchers in 3 rounds opened %d watches, want at most one per round", got["watch"])
 	}
 }
@@ -157,9 +150,8 @@ func TestTwoSharedWatchersNeverShareAWatch(t *testing.T) {
 	if a.Running() != 1 || b.Running() != 1 {
 		t.Fatalf("running watches %d and %d, want one each", a.Running(), b.Running())
 	}
-	if got := webhookVerbs(client); got["watch"] != 2 {
-		t.Fatalf("two SharedWatchers opened %d watches of the webhook, want 2", got["watch"])
-	}
+	// Two SharedWatchers: a list and a watch each.
+	kubetest.WaitForVerbs(t, client, webhookResource, map[string]int{"list": 2, "watch": 2})
 	close(stopA)
 	waitUntil(t, "the first watch to stop", func() bool { return a.Running() == 0 })
 	if b.Running() != 1 || wb.GetDefault() != "canary" {

@@ -23,17 +23,6 @@ import (
 	"github.com/meshd-io/meshd/pkg/resourcelock"
 )
 
-// leaseVerbs counts the clientset's Lease requests by verb.
-func leaseVerbs(c *fake.Clientset) map[string]int {
-	out := map[string]int{}
-	for _, a := range c.Actions() {
-		if a.GetResource().Resource == "leases" {
-			out[a.GetVerb()]++
-		}
-	}
-	return out
-}
-
 func heldLease(name, holder string) *coordinationv1.Lease {
 	l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}}
 	resourcelock.ApplyRecordToLease(resourcelock.Record{
@@ -119,9 +108,7 @@ func TestElectorsOfOneHubShareOneWatch(t *testing.T) {
 			for i, le := range electors {
 				waitFor(t, fmt.Sprintf("elector %d to know its leader", i), func() bool { return le.GetLeader() == want })
 			}
-			if got := leaseVerbs(client); fmt.Sprint(got) != fmt.Sprint(tc.wantVerbs) {
-				t.Fatalf("%d electors sent %v, want %v", n, got, tc.wantVerbs)
-			}
+			kubetest.WaitForVerbs(t, client, "leases", tc.wantVerbs)
 			if got := sh.hub.Watches(); got != 1 {
 				t.Fatalf("the hub runs %d watches, want 1", got)
 			}
@@ -151,9 +138,8 @@ func TestElectorsOfTwoHubsNeverShareAWatch(t *testing.T) {
 	if one.hub.Watches() != 1 || two.hub.Watches() != 1 {
 		t.Fatalf("hubs run %d and %d watches, want one each", one.hub.Watches(), two.hub.Watches())
 	}
-	if got := leaseVerbs(client); got["watch"] != 4 {
-		t.Fatalf("four electors of four programs opened %d watches, want 4 (%v)", got["watch"], got)
-	}
+	// One list and one watch for each hub and each elector without one.
+	kubetest.WaitForVerbs(t, client, "leases", map[string]int{"list": 4, "watch": 4})
 }
 
 func TestLastErrorIsClearedOnceTheLeaderIsKnown(t *testing.T) {
@@ -171,7 +157,7 @@ func TestLastErrorIsClearedOnceTheLeaderIsKnown(t *testing.T) {
 	if le.IsLeader() {
 		t.Fatal("the loser leads")
 	}
-	if got := leaseVerbs(client); got["create"] != 1 || got["get"] != 0 {
+	if got := kubetest.CountVerbs(client, "leases"); got["create"] != 1 || got["get"] != 0 {
 		t.Fatalf("requests %v: the leader should be learnt from the watch, with no further request", got)
 	}
 }
