@@ -86,7 +86,7 @@ func call[T runtime.Object](ctx context.Context, c *actorClient, verb, resource,
 		if err == nil {
 			out = obj.(T)
 			if k, ok := versionOf(resource, out); ok {
-				c.state.wrote(k, offset)
+				c.state.wrote(k, out, offset)
 			}
 		}
 	}

@@ -66,18 +66,15 @@ func (s *actorState) stepWall(d time.Duration) time.Duration {
 	return s.wall
 }
 
-// wrote notes that the actor wrote version k of an object with its
-// current offset: it reads that version back by the same offset, even if
-// the reply was lost and the version first reaches it by a watch after a
-// step.
-func (s *actorState) wrote(k versionKey, offset time.Duration) {
+// wrote notes that the actor wrote version k of an object, obj as the
+// API stored it, with its current offset: it reads that version back by
+// the same offset, even if the reply was lost and the version first
+// reaches it by a watch after a step.
+func (s *actorState) wrote(k versionKey, obj runtime.Object, offset time.Duration) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.versions == nil {
-		s.versions = map[versionKey]time.Duration{}
-	}
 	if _, ok := s.versions[k]; !ok {
-		s.versions[k] = offset
+		s.meet(k, obj, offset)
 	}
 }
 
@@ -91,14 +88,67 @@ func (s *actorState) incoming(resource string, obj runtime.Object) runtime.Objec
 	s.mu.Lock()
 	off, seen := s.versions[k]
 	if !seen {
-		off = s.wall
-		if s.versions == nil {
-			s.versions = map[versionKey]time.Duration{}
-		}
-		s.versions[k] = off
+		off = s.orderKeepingOffset(k, obj)
+		s.meet(k, obj, off)
 	}
 	s.mu.Unlock()
 	return shiftTimes(obj, -off)
+}
+
+// objectKey names an object across its versions.
+type objectKey struct{ resource, name string }
+
+// metVersion is the newest version of an object an actor met: its
+// resource version, the times it carries as stored (see storedTimes) and
+// the offset the actor sees it by.
+type metVersion struct {
+	rv     int64
+	times  []time.Time
+	offset time.Duration
+}
+
+// meet records the offset by which the actor sees version k, obj as
+// stored. s.mu is held.
+func (s *actorState) meet(k versionKey, obj runtime.Object, offset time.Duration) {
+	if s.versions == nil {
+		s.versions = map[versionKey]time.Duration{}
+		s.latest = map[objectKey]metVersion{}
+	}
+	s.versions[k] = offset
+	ok := objectKey{k.resource, k.name}
+	if prev, met := s.latest[ok]; !met || k.rv > prev.rv {
+		s.latest[ok] = metVersion{rv: k.rv, times: storedTimes(obj), offset: offset}
+	}
+}
+
+// orderKeepingOffset is the offset by which the actor first sees version
+// k of an object, obj as stored: its current offset, unless that would
+// move a time of obj to or past the same time of the newest earlier
+// version the actor met, which it stores in the other order (a step
+// forward as large as the time between two renewals would make a renewal
+// look like the same renewal again, and a larger one like an older one).
+// A real process reads stored times as they are: two that differ differ
+// for it too, and in the same order, whatever its clock does, and the
+// session view and the elector tell a renewal by a renew time that
+// changed. Such a version is seen by the earlier version's offset; a
+// comparison of its times with "now" then misses the step, as one of a
+// time read before the step does (see doc.go). s.mu is held.
+func (s *actorState) orderKeepingOffset(k versionKey, obj runtime.Object) time.Duration {
+	prev, met := s.latest[objectKey{k.resource, k.name}]
+	if !met || prev.rv >= k.rv || prev.offset == s.wall {
+		return s.wall
+	}
+	for i, t := range storedTimes(obj) {
+		if i >= len(prev.times) || t.IsZero() || prev.times[i].IsZero() || t.Equal(prev.times[i]) {
+			continue
+		}
+		stored := t.Compare(prev.times[i])
+		seen := t.Add(-s.wall).Compare(prev.times[i].Add(-prev.offset))
+		if stored != seen {
+			return prev.offset
+		}
+	}
+	return s.wall
 }
 
 // incomingList shifts every item of a list as incoming does.
@@ -134,56 +184,94 @@ func shiftTimes(obj runtime.Object, d time.Duration) runtime.Object {
 		if o == nil {
 			return obj
 		}
-		o = o.DeepCopy()
-		for _, t := range []*metav1.MicroTime{o.Spec.AcquireTime, o.Spec.RenewTime} {
-			if t != nil && !t.IsZero() {
-				t.Time = t.Add(d)
-			}
-		}
-		shiftHandover(o.Annotations, d)
-		return o
 	case *corev1.ConfigMap:
 		if o == nil {
 			return obj
 		}
-		o = o.DeepCopy()
-		if raw, ok := o.Annotations[resourcelock.LeaderAnnotationKey]; ok {
-			if rec, err := resourcelock.DecodeRecord([]byte(raw)); err == nil {
-				for _, t := range []*metav1.Time{&rec.AcquireTime, &rec.RenewTime} {
-					if !t.IsZero() {
-						t.Time = t.Add(d)
-					}
-				}
-				o.Annotations[resourcelock.LeaderAnnotationKey] = string(resourcelock.EncodeRecord(*rec))
-			}
-		}
-		shiftHandover(o.Annotations, d)
-		return o
+	default:
+		return obj
 	}
-	return obj
+	out := obj.DeepCopyObject()
+	eachTime(out, func(t *time.Time) {
+		if !t.IsZero() {
+			*t = t.Add(d)
+		}
+	})
+	return out
 }
 
-// shiftHandover moves the times of the handover annotation in ann by d.
-func shiftHandover(ann map[string]string, d time.Duration) {
+// storedTimes lists the timestamps shiftTimes moves, as obj carries them,
+// in a fixed order with a zero time for each that is absent.
+func storedTimes(obj runtime.Object) []time.Time {
+	var out []time.Time
+	eachTime(obj.DeepCopyObject(), func(t *time.Time) { out = append(out, *t) })
+	return out
+}
+
+// eachTime calls f on each timestamp slot a process writes in obj (see
+// shiftTimes), always the same slots for one kind of object, and keeps in
+// obj what f does to them. A slot that is absent is a zero time, and
+// stays absent.
+func eachTime(obj runtime.Object, f func(*time.Time)) {
+	slot := func(t *time.Time) {
+		if t == nil {
+			t = new(time.Time)
+		}
+		f(t)
+	}
+	switch o := obj.(type) {
+	case *coordinationv1.Lease:
+		if o == nil {
+			return
+		}
+		for _, t := range []*metav1.MicroTime{o.Spec.AcquireTime, o.Spec.RenewTime} {
+			if t == nil {
+				slot(nil)
+			} else {
+				slot(&t.Time)
+			}
+		}
+		eachHandoverTime(o.Annotations, slot)
+	case *corev1.ConfigMap:
+		if o == nil {
+			return
+		}
+		raw, ok := o.Annotations[resourcelock.LeaderAnnotationKey]
+		rec, err := resourcelock.DecodeRecord([]byte(raw))
+		if !ok || err != nil {
+			slot(nil)
+			slot(nil)
+		} else {
+			slot(&rec.AcquireTime.Time)
+			slot(&rec.RenewTime.Time)
+			o.Annotations[resourcelock.LeaderAnnotationKey] = string(resourcelock.EncodeRecord(*rec))
+		}
+		eachHandoverTime(o.Annotations, slot)
+	}
+}
+
+// eachHandoverTime calls slot on the request and answer times of the
+// handover annotation in ann, and keeps what it does to them; on two
+// absent times when there is no annotation that decodes.
+func eachHandoverTime(ann map[string]string, slot func(*time.Time)) {
+	var h lockmeta.Handover
 	raw, ok := ann[lockmeta.HandoverAnnotationKey]
-	if !ok {
+	if !ok || json.Unmarshal([]byte(raw), &h) != nil {
+		slot(nil)
+		slot(nil)
 		return
 	}
-	var h lockmeta.Handover
-	if err := json.Unmarshal([]byte(raw), &h); err != nil {
-		return
+	for _, t := range []*metav1.Time{h.RequestTime, h.AnswerTime} {
+		if t == nil {
+			slot(nil)
+		} else {
+			slot(&t.Time)
+		}
 	}
 	if h.RequestTime == nil && h.AnswerTime == nil {
 		return
 	}
-	for _, t := range []*metav1.Time{h.RequestTime, h.AnswerTime} {
-		if t != nil && !t.IsZero() {
-			t.Time = t.Add(d)
-		}
+	if out, err := json.Marshal(h); err == nil {
+		ann[lockmeta.HandoverAnnotationKey] = string(out)
 	}
-	out, err := json.Marshal(h)
-	if err != nil {
-		return
-	}
-	ann[lockmeta.HandoverAnnotationKey] = string(out)
 }

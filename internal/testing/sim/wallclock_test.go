@@ -181,3 +181,56 @@ func TestShiftLeavesBadAnnotationsAlone(t *testing.T) {
 		t.Fatal("a nil Lease was not passed through")
 	}
 }
+
+// TestWallStepKeepsTheOrderOfRenewals: a reader whose wall clock steps
+// forward by the time between two renewals still sees the second renewal
+// as a new, later renew time, as a real process reading stored times
+// would (the session view tells a renewal by a renew time that changed);
+// a step smaller than the gap shows as before.
+func TestWallStepKeepsTheOrderOfRenewals(t *testing.T) {
+	tests := []struct {
+		name string
+		step time.Duration
+		gap  time.Duration
+		want time.Duration // the shift the reader sees the second renewal by
+	}{
+		{"step as large as the gap", time.Second, time.Second, 0},
+		{"step larger than the gap", 2 * time.Second, time.Second, 0},
+		{"step smaller than the gap", time.Second, 3 * time.Second, -time.Second},
+		{"step back", -time.Second, time.Second, time.Second},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			api, _, writer := newTestAPI()
+			reader := newActorState("reader", api.clock)
+			cr := newActorClient(api, reader)
+			ctx := context.Background()
+			t0 := epoch.Add(time.Second)
+			l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: LockName, Namespace: Namespace},
+				Spec: coordinationv1.LeaseSpec{RenewTime: &metav1.MicroTime{Time: t0}}}
+			l, err := writer.CoordinationV1().Leases(Namespace).Create(ctx, l, metav1.CreateOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			first, err := cr.CoordinationV1().Leases(Namespace).Get(ctx, LockName, metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			reader.stepWall(tc.step)
+			l.Spec.RenewTime = &metav1.MicroTime{Time: t0.Add(tc.gap)}
+			if _, err := writer.CoordinationV1().Leases(Namespace).Update(ctx, l, metav1.UpdateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			second, err := cr.CoordinationV1().Leases(Namespace).Get(ctx, LockName, metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !second.Spec.RenewTime.Time.After(first.Spec.RenewTime.Time) {
+				t.Fatalf("the reader sees renewals at %v and then %v: the later one is not later", first.Spec.RenewTime.Time, second.Spec.RenewTime.Time)
+			}
+			if got, want := second.Spec.RenewTime.Time, t0.Add(tc.gap).Add(tc.want); !got.Equal(want) {
+				t.Fatalf("the reader sees the second renewal at %v, want %v", got, want)
+			}
+		})
+	}
+}
