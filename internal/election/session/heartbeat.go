@@ -30,14 +30,24 @@ type heartbeat struct {
 	mu   sync.Mutex
 	sent time.Time // when the last successful write was sent
 	ok   bool      // the latest attempt succeeded
-	// sends maps the renew time written by each recent successful write (as
-	// the Lease stores it: wall clock, microseconds) to when it was sent by
-	// this process's clock, monotonic reading included; oldest first in
-	// sendOrder. An echo is timed by its send time, never by the wall time
-	// the Lease carries, so that a step of the wall clock cannot make a
-	// stale echo look current.
-	sends     map[int64]time.Time
+	// sends maps the renew time written by each recent write (as the Lease
+	// stores it: wall clock, microseconds) to when it was sent by this
+	// process's clock, monotonic reading included, and to its place in the
+	// order of sends; oldest first in sendOrder. An echo is timed by its
+	// send time, never by the wall time the Lease carries, so that a step
+	// of the wall clock cannot make a stale echo look current; and it is
+	// ordered by its place, so that a send that followed an event counts
+	// as later than it even when the clock read the same (see seqNow).
+	sends     map[int64]sendRecord
 	sendOrder []int64
+	seq       uint64 // sends noted so far
+}
+
+// sendRecord is one write of the heartbeat: when this process sent it, and
+// its place in the order of sends (the first is 1).
+type sendRecord struct {
+	local time.Time
+	seq   uint64
 }
 
 // maxSends bounds the sends remembered for their echoes: a heartbeat that
@@ -49,33 +59,59 @@ const maxSends = 16
 // clock reading in microseconds.
 func wallKey(t time.Time) int64 { return t.Round(0).UnixMicro() }
 
-// noteSend remembers a successful write sent at sent. h.mu is held.
-func (h *heartbeat) noteSend(sent time.Time) { h.noteSendAs(sent, sent) }
-
-// noteSendAs remembers a write that stored the renew time wall and was
-// sent at local. h.mu is held (or h is not shared yet).
+// noteSendAs remembers a write that stores the renew time wall and was
+// sent at local, as the next in the order of sends. h.mu is held (or h is
+// not shared yet).
 func (h *heartbeat) noteSendAs(wall, local time.Time) {
 	if h.sends == nil {
-		h.sends = map[int64]time.Time{}
+		h.sends = map[int64]sendRecord{}
 	}
 	k := wallKey(wall)
 	if _, seen := h.sends[k]; !seen {
 		h.sendOrder = append(h.sendOrder, k)
 	}
-	h.sends[k] = local
+	h.seq++
+	h.sends[k] = sendRecord{local: local, seq: h.seq}
 	if len(h.sendOrder) > maxSends {
 		delete(h.sends, h.sendOrder[0])
 		h.sendOrder = h.sendOrder[1:]
 	}
 }
 
+// renewTimeFor is the renew time a write sent at sent stores: sent itself,
+// or the first microsecond after it that no recent write stored, so that
+// each write's renew time names it alone. Two writes within one
+// microsecond of the clock (a coarse or a fake clock) would otherwise
+// store the same renew time, and the echo of the first would be taken for
+// the second's. h.mu is held.
+func (h *heartbeat) renewTimeFor(sent time.Time) time.Time {
+	wall := sent
+	for range maxSends {
+		if _, used := h.sends[wallKey(wall)]; !used {
+			break
+		}
+		wall = wall.Add(time.Microsecond)
+	}
+	return wall
+}
+
 // sentAt is when this process sent the write whose stored renew time is
-// renew, and whether it is one of the recent writes it remembers.
-func (h *heartbeat) sentAt(renew time.Time) (time.Time, bool) {
+// renew, and its place in the order of sends; ok is false unless it is one
+// of the recent writes it remembers.
+func (h *heartbeat) sentAt(renew time.Time) (sendRecord, bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	t, ok := h.sends[wallKey(renew)]
-	return t, ok
+	r, ok := h.sends[wallKey(renew)]
+	return r, ok
+}
+
+// seqNow is the place of the latest send noted: a send noted after a call
+// has a greater one, and its write starts after the call, whatever the
+// clock reads.
+func (h *heartbeat) seqNow() uint64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.seq
 }
 
 func newHeartbeat(cfg Config, log *zap.Logger) *heartbeat {
@@ -138,12 +174,13 @@ func (h *heartbeat) renewOnce(ctx context.Context) bool {
 	// before the write returns, and a write whose answer is lost still
 	// comes back if it happened.
 	h.mu.Lock()
-	h.noteSend(sent)
+	wall := h.renewTimeFor(sent)
+	h.noteSendAs(wall, sent)
 	h.mu.Unlock()
-	err := h.write(ctx, sent)
+	err := h.write(ctx, wall)
 	if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
 		h.lease = nil // read it again, or create it
-		err = h.write(ctx, sent)
+		err = h.write(ctx, wall)
 	}
 	h.mu.Lock()
 	was := h.ok

@@ -24,3 +24,19 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// wireHeartbeat gives v a heartbeat of its own, whose sends the test notes
+// (noteSendAs), as startLive wires a session's view to its heartbeat.
+func wireHeartbeat(v *view) *heartbeat {
+	hb := &heartbeat{}
+	v.sentAt, v.seqNow = hb.sentAt, hb.seqNow
+	return hb
+}
+
+// sendAtEach notes a send at each time, in order, with wall and local
+// clocks that agree.
+func (h *heartbeat) sendAtEach(at ...time.Time) {
+	for _, t := range at {
+		h.noteSendAs(t, t)
+	}
+}

@@ -173,6 +173,17 @@ type Member struct {
 	mu   sync.Mutex
 	cur  *live
 	wake func()
+	// judged is the judgement EchoedSince was last asked about: its
+	// clock reading, the session it was made in, and the place of that
+	// session's latest send when it was first asked (see EchoedSince).
+	judged judgement
+}
+
+// judgement is a follower's judgement that a holder's session is over.
+type judgement struct {
+	at   time.Time
+	in   *live
+	mark uint64
 }
 
 // SetWake sets a function called (it must not block) whenever a session in
@@ -251,7 +262,7 @@ func startLive(cfg Config, hub *lockwatch.WatchHub) *live {
 	log := cfg.Logger.With(zap.String("namespace", cfg.Namespace))
 	hb := newHeartbeat(cfg, log)
 	l := &live{hb: hb, view: newView(cfg.Clock, hb.name, hb.token), wakes: map[*Member]func(){}}
-	l.view.sentAt = hb.sentAt
+	l.view.sentAt, l.view.seqNow = hb.sentAt, hb.seqNow
 	l.view.onEnd = l.wakeAll
 	unsubscribe := func() {}
 	// The view rides on the hub's shared watch of Leases in the
@@ -316,32 +327,48 @@ func (m *Member) Renewed() (sent time.Time, current bool) {
 // come back through the session's watch of Leases. If not, it asks for a
 // heartbeat now (one for any number of callers) and calls notify once the
 // next heartbeat comes back. notify must not block. A follower uses it
-// before taking a lock whose holder's session it judged over at t: every
-// heartbeat of that holder committed before the echo has then been seen,
-// and any later one was sent past the holder's renew deadline.
+// before taking a lock whose holder's session it judged over at t, and
+// asks at once when it judges: every heartbeat of that holder committed
+// before the echo has then been seen, and any later one was sent past the
+// holder's renew deadline.
 //
-// A heartbeat sent at the clock reading t itself does not count: it may
-// have been sent before the judgement, and come back in the very list
-// the judgement was made from. A watch delivers in the order of the
-// writes, but a list (after a broken watch) delivers in the order of the
-// names, so the holder's Lease may follow this session's in it: the echo
-// then proves nothing about the holder. Only a heartbeat sent after the
-// judgement is certain to come back after that list; and when the watch
-// broke unnoticed after the judgement, only one sent after the list that
-// followed the break too, which the view ensures: it counts no heartbeat
-// sent before its watch last came back as an echo.
+// "After t" is after the judgement, not after the clock reading t: a
+// heartbeat counts when it was sent after the first call for t, whatever
+// the clock read (a heartbeat asked for by that call counts, though a
+// coarse or a fake clock may still read t). One sent before it does not:
+// it may come back in the very list the judgement was made from. A watch
+// delivers in the order of the writes, but a list (after a broken watch)
+// delivers in the order of the names, so the holder's Lease may follow
+// this session's in it: the echo then proves nothing about the holder.
+// Only a heartbeat sent after the judgement is certain to come back after
+// that list; and when the watch broke unnoticed after the judgement, only
+// one sent after the list that followed the break too, which the view
+// ensures: it counts no heartbeat sent before its watch last came back as
+// an echo. A member keeps one judgement: a call for another t starts anew.
 func (m *Member) EchoedSince(t time.Time, notify func()) bool {
 	l := m.current()
 	if l == nil {
 		return false
 	}
-	if l.view.echoedAfter(t, notify) {
+	mark := m.markOf(t, l)
+	if l.view.echoedPast(mark, notify) {
 		return true
 	}
-	if !l.hb.renewed().After(t) {
+	if l.hb.seqNow() <= mark {
 		l.hb.sendNow()
 	}
 	return false
+}
+
+// markOf is the place of session l's latest send when EchoedSince was
+// first asked about the judgement at t.
+func (m *Member) markOf(t time.Time, l *live) uint64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.judged.in != l || !m.judged.at.Equal(t) {
+		m.judged = judgement{at: t, in: l, mark: l.hb.seqNow()}
+	}
+	return m.judged.mark
 }
 
 // AwaitStart waits until the session's first heartbeat has come back

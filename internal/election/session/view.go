@@ -25,10 +25,13 @@ type view struct {
 	clock clock.Clock
 
 	// own names this process's session; echo is when its latest heartbeat
-	// that came back through the watch was sent, by this process's clock
-	// (sentAt maps the renew time the Lease carries to it).
+	// that came back through the watch was sent, by this process's clock,
+	// and echoSeq its place in the order of sends (sentAt maps the renew
+	// time the Lease carries to both; seqNow is the place of the latest
+	// send).
 	ownName, ownToken string
-	sentAt            func(renew time.Time) (time.Time, bool)
+	sentAt            func(renew time.Time) (sendRecord, bool)
+	seqNow            func() uint64
 
 	mu          sync.Mutex
 	healthy     bool
@@ -36,11 +39,12 @@ type view struct {
 	healed      time.Time             // when the watch last became healthy (see aliveUntil)
 	leases      map[string]*seenLease // by Lease name
 	echo        time.Time
-	// relisted is when the watch last became healthy again after a break:
-	// a heartbeat sent before it may come back in the list that followed,
-	// which is in the order of names, not of writes, so it counts as no
-	// echo (see note).
-	relisted time.Time
+	echoSeq     uint64
+	// relisted is the place of the latest send when the watch last became
+	// healthy again after a break: a heartbeat sent before it may come back
+	// in the list that followed, which is in the order of names, not of
+	// writes, so it counts as no echo (see note).
+	relisted uint64
 	swept    time.Time // when forget last pruned
 	// waiters are called once when the echo next advances.
 	waiters []func()
@@ -88,24 +92,33 @@ func (v *view) echoed() time.Time {
 // echoedSince reports whether a heartbeat of this process sent at or after
 // t has come back; if not, notify is called (once) when the next one does.
 func (v *view) echoedSince(t time.Time, notify func()) bool {
-	return v.echoedFrom(t, false, notify)
-}
-
-// echoedAfter is echoedSince for heartbeats sent strictly after t.
-func (v *view) echoedAfter(t time.Time, notify func()) bool {
-	return v.echoedFrom(t, true, notify)
-}
-
-func (v *view) echoedFrom(t time.Time, strict bool, notify func()) bool {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	if v.echo.After(t) || (!strict && v.echo.Equal(t)) {
+	if !v.echo.Before(t) {
 		return true
 	}
+	v.await(notify)
+	return false
+}
+
+// echoedPast reports whether a heartbeat of this process later in the
+// order of sends than mark has come back; if not, notify is called (once)
+// when the next one does.
+func (v *view) echoedPast(mark uint64, notify func()) bool {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.echoSeq > mark {
+		return true
+	}
+	v.await(notify)
+	return false
+}
+
+// await has notify called once when the echo next advances. v.mu is held.
+func (v *view) await(notify func()) {
 	if notify != nil && len(v.waiters) < maxWaiters {
 		v.waiters = append(v.waiters, notify)
 	}
-	return false
 }
 
 // aliveUntil is until when the session ref is alive by this process's
@@ -160,7 +173,9 @@ func (v *view) setHealth(ok bool) {
 	defer v.mu.Unlock()
 	if ok && !v.healthy && v.everHealthy {
 		now := v.clock.Now()
-		v.relisted = now
+		if v.seqNow != nil {
+			v.relisted = v.seqNow()
+		}
 		for _, l := range v.leases {
 			for i := range l.tokens {
 				if !l.tokens[i].ended {
@@ -232,16 +247,16 @@ func (v *view) note(name, token string, renew time.Time, holding bool, seconds i
 	if name != v.ownName || token != v.ownToken || !holding || v.sentAt == nil {
 		return ended
 	}
-	// An echo counts by the local send time of the heartbeat it carries
-	// (monotonic): a renew time this process did not send recently, or one
-	// whose send is not newer than the echo already seen, changes nothing.
-	// Nor does one sent before the watch last came back from a break: the
-	// list it came in may deliver the Leases named after this session's
-	// later, a holder's session among them, so it proves nothing about
-	// them. A heartbeat sent after the list was answered comes after all
-	// of it.
-	if sent, ok := v.sentAt(renew); ok && sent.After(v.echo) && sent.After(v.relisted) {
-		v.echo = sent
+	// An echo counts by the send of the heartbeat it carries: its local
+	// send time (monotonic) and its place in the order of sends. A renew
+	// time this process did not send recently, or a send not later than
+	// the echo already seen, changes nothing. Nor does one sent before the
+	// watch last came back from a break: the list it came in may deliver
+	// the Leases named after this session's later, a holder's session
+	// among them, so it proves nothing about them. A heartbeat sent after
+	// the list was answered comes after all of it.
+	if sent, ok := v.sentAt(renew); ok && sent.seq > v.echoSeq && sent.seq > v.relisted {
+		v.echo, v.echoSeq = sent.local, sent.seq
 		for _, w := range v.waiters {
 			w() // must not block (the elector's Trigger)
 		}

@@ -122,7 +122,7 @@ func TestLeaseNameAndRef(t *testing.T) {
 func TestViewEchoesOnlyItsOwnHeartbeats(t *testing.T) {
 	name := LeaseName("a", 10*time.Second)
 	v := newView(clocktesting.NewFakeClock(t0), name, "mine")
-	v.sentAt = func(renew time.Time) (time.Time, bool) { return renew, true } // wall and local agree
+	wireHeartbeat(v).sendAtEach(t0.Add(time.Second), t0.Add(2*time.Second), t0.Add(3*time.Second)) // wall and local agree
 	ten := ptr.To(int32(10))
 	for _, c := range []struct {
 		what string
@@ -159,7 +159,7 @@ func TestViewTimesEchoesBySendTime(t *testing.T) {
 	localBefore, localAfter := t0.Add(10*time.Second), t0.Add(11*time.Second)
 	hb.noteSendAs(wallBefore, localBefore)
 	hb.noteSendAs(wallAfter, localAfter)
-	v.sentAt = hb.sentAt
+	v.sentAt, v.seqNow = hb.sentAt, hb.seqNow
 
 	v.observe(sessionLease(name, "mine", "a", wallBefore, ten), false)
 	if got := v.echoed(); !got.Equal(localBefore) {
@@ -186,7 +186,7 @@ func TestHeartbeatRemembersRecentSends(t *testing.T) {
 		t.Error("the oldest send is still remembered")
 	}
 	last := t0.Add(time.Duration(maxSends+3) * time.Second)
-	if got, ok := hb.sentAt(last.Add(400 * time.Nanosecond)); !ok || !got.Equal(last) {
+	if got, ok := hb.sentAt(last.Add(400 * time.Nanosecond)); !ok || !got.local.Equal(last) {
 		t.Errorf("sentAt(latest, at microsecond precision) = %v, %v", got, ok)
 	}
 	if len(hb.sends) != maxSends || len(hb.sendOrder) != maxSends {
@@ -223,28 +223,29 @@ func TestHeartbeatSentBeforeARelistIsNoEcho(t *testing.T) {
 	holderRef := Ref(holder, "theirs")
 	clk := clocktesting.NewFakeClock(t0)
 	v := newView(clk, own, "mine")
-	v.sentAt = func(renew time.Time) (time.Time, bool) { return renew, true } // wall and local agree
+	hb := wireHeartbeat(v)
+	send := func() time.Time { at := clk.Now(); hb.noteSendAs(at, at); return at }
 	four := ptr.To(int32(4))
 
 	v.setHealth(true)
-	v.observe(sessionLease(own, "mine", "a", t0, four), false)
+	v.observe(sessionLease(own, "mine", "a", send(), four), false)
 	// The watch ends unnoticed; the holder's session starts unseen. A
 	// session never seen counts as over once a lease has passed since the
 	// watch began to work.
 	clk.Step(5 * time.Second)
-	judged := clk.Now()
+	judged := hb.seqNow()
 	if until, known := v.aliveUntil(holderRef); !known || !until.IsZero() {
 		t.Fatalf("a session never seen: until %v known %v; want not alive", until, known)
 	}
 	clk.Step(time.Second)
-	sentBeforeList := clk.Now() // after the judgement, before the list
+	sentBeforeList := send() // after the judgement, before the list
 
 	// The relist: this session's Lease comes first, by its name.
 	clk.Step(time.Second)
 	v.setHealth(false)
 	v.setHealth(true)
 	v.observe(sessionLease(own, "mine", "a", sentBeforeList, four), false)
-	if v.echoedAfter(judged, nil) {
+	if v.echoedPast(judged, nil) {
 		t.Fatal("a heartbeat sent before the list counts as an echo, before the holder's Lease came in that list")
 	}
 	v.observe(sessionLease(holder, "theirs", "b", clk.Now(), four), false)
@@ -253,9 +254,46 @@ func TestHeartbeatSentBeforeARelistIsNoEcho(t *testing.T) {
 	}
 
 	clk.Step(time.Second)
-	v.observe(sessionLease(own, "mine", "a", clk.Now(), four), false)
-	if !v.echoedAfter(judged, nil) {
+	v.observe(sessionLease(own, "mine", "a", send(), four), false)
+	if !v.echoedPast(judged, nil) {
 		t.Error("a heartbeat sent after the list does not count as an echo")
+	}
+}
+
+// A heartbeat asked for by a judgement is sent after it, though a coarse
+// or a fake clock may still read the same: it stores a renew time of its
+// own and counts as an echo of that judgement, while one sent before the
+// judgement at the same clock reading does not. Before, both stored the
+// same renew time and neither counted (only a heartbeat sent at a later
+// clock reading did): the follower waited a RetryPeriod for the next
+// regular heartbeat, and asked for one more at every look meanwhile.
+func TestHeartbeatAskedForByAJudgementCountsAtTheSameClockReading(t *testing.T) {
+	own := LeaseName("a", 4*time.Second)
+	clk := clocktesting.NewFakeClock(t0)
+	v := newView(clk, own, "mine")
+	hb := wireHeartbeat(v)
+	four := ptr.To(int32(4))
+	send := func() time.Time {
+		hb.mu.Lock()
+		defer hb.mu.Unlock()
+		wall := hb.renewTimeFor(clk.Now())
+		hb.noteSendAs(wall, clk.Now())
+		return wall
+	}
+	v.setHealth(true)
+	before := send()
+	judged := hb.seqNow()
+	after := send() // asked for by the judgement; the clock has not moved
+	if wallKey(after) == wallKey(before) {
+		t.Fatalf("two sends at one clock reading store one renew time %v", after)
+	}
+	v.observe(sessionLease(own, "mine", "a", before, four), false)
+	if v.echoedPast(judged, nil) {
+		t.Fatal("a heartbeat sent before the judgement, at the same clock reading, counts as its echo")
+	}
+	v.observe(sessionLease(own, "mine", "a", after, four), false)
+	if !v.echoedPast(judged, nil) {
+		t.Error("the heartbeat the judgement asked for does not count as its echo")
 	}
 }
 
