@@ -41,6 +41,8 @@ type heartbeat struct {
 	sends     map[int64]sendRecord
 	sendOrder []int64
 	seq       uint64 // sends noted so far
+	lastKey   int64  // the renew time the latest send stores (wallKey)
+	asked     bool   // a heartbeat was asked for (sendNow) and not yet noted
 }
 
 // sendRecord is one write of the heartbeat: when this process sent it, and
@@ -72,27 +74,26 @@ func (h *heartbeat) noteSendAs(wall, local time.Time) {
 	}
 	h.seq++
 	h.sends[k] = sendRecord{local: local, seq: h.seq}
+	h.lastKey, h.asked = max(h.lastKey, k), false
 	if len(h.sendOrder) > maxSends {
 		delete(h.sends, h.sendOrder[0])
 		h.sendOrder = h.sendOrder[1:]
 	}
 }
 
-// renewTimeFor is the renew time a write sent at sent stores: sent itself,
-// or the first microsecond after it that no recent write stored, so that
-// each write's renew time names it alone. Two writes within one
-// microsecond of the clock (a coarse or a fake clock) would otherwise
-// store the same renew time, and the echo of the first would be taken for
-// the second's. h.mu is held.
+// renewTimeFor is the renew time a write sent at sent stores: sent
+// itself, or a microsecond after the latest renew time stored when sent
+// is not later (a coarse or a fake clock, or a wall clock stepped back),
+// so that the renew times of a session only ever rise and each names one
+// write. Were one stored again, even after the write that first stored it
+// was forgotten (see maxSends), the Lease as that write left it, delivered
+// late by a list, would be taken for the echo of the later write. h.mu is
+// held.
 func (h *heartbeat) renewTimeFor(sent time.Time) time.Time {
-	wall := sent
-	for range maxSends {
-		if _, used := h.sends[wallKey(wall)]; !used {
-			break
-		}
-		wall = wall.Add(time.Microsecond)
+	if wallKey(sent) > h.lastKey {
+		return sent
 	}
-	return wall
+	return time.UnixMicro(h.lastKey + 1).In(sent.Location())
 }
 
 // sentAt is when this process sent the write whose stored renew time is
@@ -156,8 +157,15 @@ func (h *heartbeat) run(ctx context.Context) {
 }
 
 // sendNow asks the loop for a heartbeat now, unless one is already asked
-// for. It never blocks.
+// for and not yet sent. It never blocks.
 func (h *heartbeat) sendNow() {
+	h.mu.Lock()
+	asked := h.asked
+	h.asked = true
+	h.mu.Unlock()
+	if asked {
+		return // the loop may have taken the request and not yet noted its send
+	}
 	select {
 	case h.kick <- struct{}{}:
 	default:

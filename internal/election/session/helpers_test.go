@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+	"k8s.io/client-go/kubernetes/fake"
+	clocktesting "k8s.io/utils/clock/testing"
 )
 
 func zapNop() *zap.Logger { return zap.NewNop() }
@@ -39,4 +41,18 @@ func (h *heartbeat) sendAtEach(at ...time.Time) {
 	for _, t := range at {
 		h.noteSendAs(t, t)
 	}
+}
+
+// startedMember starts a member of a session on client, timed by clk,
+// stops it when the test ends, and waits for its first heartbeat to come
+// back.
+func startedMember(t *testing.T, client *fake.Clientset, clk *clocktesting.FakeClock) *Member {
+	t.Helper()
+	m, err := NewMember(testConfig(client, clk))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(m.Start())
+	waitFor(t, "the first heartbeat to come back", func() bool { sent, _ := m.Renewed(); return !sent.IsZero() })
+	return m
 }

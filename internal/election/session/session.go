@@ -174,14 +174,14 @@ type Member struct {
 	cur  *live
 	wake func()
 	// judged is the judgement EchoedSince was last asked about: its
-	// clock reading, the session it was made in, and the place of that
-	// session's latest send when it was first asked (see EchoedSince).
+	// number, the session it was made in, and the place of that session's
+	// latest send when it was first asked (see EchoedSince).
 	judged judgement
 }
 
 // judgement is a follower's judgement that a holder's session is over.
 type judgement struct {
-	at   time.Time
+	id   uint64
 	in   *live
 	mark uint64
 }
@@ -323,34 +323,36 @@ func (m *Member) Renewed() (sent time.Time, current bool) {
 	return sent, !sent.IsZero() && m.cfg.Clock.Since(sent) < m.cfg.RenewDeadline-m.cfg.RetryPeriod/4
 }
 
-// EchoedSince reports whether a heartbeat of this session sent after t has
-// come back through the session's watch of Leases. If not, it asks for a
-// heartbeat now (one for any number of callers) and calls notify once the
-// next heartbeat comes back. notify must not block. A follower uses it
-// before taking a lock whose holder's session it judged over at t, and
-// asks at once when it judges: every heartbeat of that holder committed
-// before the echo has then been seen, and any later one was sent past the
-// holder's renew deadline.
+// EchoedSince reports whether a heartbeat of this session sent after the
+// judgement numbered judgement has come back through the session's watch
+// of Leases. If not, it asks for a heartbeat now (one for any number of
+// calls until it is sent) and calls notify once the next heartbeat comes
+// back. notify must not block. A follower uses it before taking a lock
+// whose holder's session it judged over, and asks at once when it judges,
+// with a new number for each judgement: every heartbeat of that holder
+// committed before the echo has then been seen, and any later one was
+// sent past the holder's renew deadline.
 //
-// "After t" is after the judgement, not after the clock reading t: a
-// heartbeat counts when it was sent after the first call for t, whatever
-// the clock read (a heartbeat asked for by that call counts, though a
-// coarse or a fake clock may still read t). One sent before it does not:
-// it may come back in the very list the judgement was made from. A watch
-// delivers in the order of the writes, but a list (after a broken watch)
-// delivers in the order of the names, so the holder's Lease may follow
-// this session's in it: the echo then proves nothing about the holder.
-// Only a heartbeat sent after the judgement is certain to come back after
-// that list; and when the watch broke unnoticed after the judgement, only
-// one sent after the list that followed the break too, which the view
-// ensures: it counts no heartbeat sent before its watch last came back as
-// an echo. A member keeps one judgement: a call for another t starts anew.
-func (m *Member) EchoedSince(t time.Time, notify func()) bool {
+// "After the judgement" is in the order of events, not of clock readings:
+// a heartbeat counts when it was sent after the first call for the
+// judgement, whatever the clock read (the heartbeat that call asks for
+// counts, though a coarse or a fake clock may still read the same). One
+// sent before it does not: it may come back in the very list the
+// judgement was made from. A watch delivers in the order of the writes,
+// but a list (after a broken watch) delivers in the order of the names,
+// so the holder's Lease may follow this session's in it: the echo then
+// proves nothing about the holder. Only a heartbeat sent after the
+// judgement is certain to come back after that list; and when the watch
+// broke unnoticed after the judgement, only one sent after the list that
+// followed the break too, which the view ensures: it counts no heartbeat
+// sent before its watch last came back as an echo. A member keeps one
+// judgement: a call with another number starts anew.
+func (m *Member) EchoedSince(judgement uint64, notify func()) bool {
 	l := m.current()
 	if l == nil {
 		return false
 	}
-	mark := m.markOf(t, l)
+	mark := m.markOf(judgement, l)
 	if l.view.echoedPast(mark, notify) {
 		return true
 	}
@@ -361,12 +363,12 @@ func (m *Member) EchoedSince(t time.Time, notify func()) bool {
 }
 
 // markOf is the place of session l's latest send when EchoedSince was
-// first asked about the judgement at t.
-func (m *Member) markOf(t time.Time, l *live) uint64 {
+// first asked about judgement id.
+func (m *Member) markOf(id uint64, l *live) uint64 {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.judged.in != l || !m.judged.at.Equal(t) {
-		m.judged = judgement{at: t, in: l, mark: l.hb.seqNow()}
+	if m.judged.in != l || m.judged.id != id {
+		m.judged = judgement{id: id, in: l, mark: l.hb.seqNow()}
 	}
 	return m.judged.mark
 }

@@ -54,10 +54,12 @@ type Heartbeat interface {
 	// false while the process cannot tell.
 	AliveUntil(ref string) (until time.Time, known bool)
 	// EchoedSince reports whether a heartbeat of this process's own
-	// session sent after t has come back through its watch; if not, it
-	// has one sent and calls notify (which must not block) when the next
-	// comes back.
-	EchoedSince(t time.Time, notify func()) bool
+	// session sent after the judgement has come back through its watch;
+	// if not, it has one sent and calls notify (which must not block) when
+	// the next comes back. judgement names one judgement of the caller,
+	// a new number for each: a heartbeat counts when it was sent after
+	// the first call for that number, whatever the clock read.
+	EchoedSince(judgement uint64, notify func()) bool
 }
 
 // Lock is the elector's lock with its session mark.
@@ -86,11 +88,13 @@ type Member struct {
 	cfg Config
 	me  string
 	log *zap.Logger
-	// over is when this candidate first judged the observed holder's
-	// session over, with the session and its expiry as then observed.
+	// over is this candidate's latest judgement that the observed
+	// holder's session is over (numbered, for Heartbeat.EchoedSince), with
+	// the session and its expiry as then observed.
 	over struct {
-		ref       string
-		until, at time.Time
+		ref   string
+		until time.Time
+		id    uint64
 	}
 	// mixed is set once a holder was seen that does not understand
 	// sessions: it may still be a candidate, and it would take a record
@@ -189,10 +193,10 @@ func (m *Member) HolderUntil(now, recordEnd time.Time, ref string, wake func()) 
 	case until.After(now) || recordEnd.After(now):
 		return until // alive, or the record's own lease decides for now
 	}
-	if m.over.ref != ref || !m.over.until.Equal(until) {
-		m.over.ref, m.over.until, m.over.at = ref, until, now
+	if m.over.ref != ref || !m.over.until.Equal(until) || m.over.id == 0 {
+		m.over.ref, m.over.until, m.over.id = ref, until, m.over.id+1
 	}
-	if !m.cfg.Heartbeat.EchoedSince(m.over.at, wake) {
+	if !m.cfg.Heartbeat.EchoedSince(m.over.id, wake) {
 		return now.Add(m.cfg.RetryPeriod)
 	}
 	return until

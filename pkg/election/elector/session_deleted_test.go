@@ -43,7 +43,7 @@ type processSession struct {
 	ref string
 }
 
-func (s processSession) EchoedSince(time.Time, func()) bool { return true }
+func (s processSession) EchoedSince(uint64, func()) bool    { return true }
 func (s processSession) Ref() string                        { return s.ref }
 func (s processSession) Renewed() (sent time.Time, ok bool) { return time.Now(), true }
 func (s processSession) AliveUntil(ref string) (time.Time, bool) {

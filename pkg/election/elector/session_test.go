@@ -30,7 +30,7 @@ type fakeSession struct {
 func (s *fakeSession) Ref() string                             { return s.ref }
 func (s *fakeSession) Renewed() (time.Time, bool)              { return s.sent, s.current }
 func (s *fakeSession) AliveUntil(ref string) (time.Time, bool) { return s.alive[ref], s.known }
-func (s *fakeSession) EchoedSince(time.Time, func()) bool {
+func (s *fakeSession) EchoedSince(uint64, func()) bool {
 	if s.unechoed {
 		s.asked++
 	}
