@@ -125,3 +125,35 @@ func StoredRenewTime(lock resourcelock.Interface, observed func() (resourcelock.
 	rec, _ := observed()
 	return rec.RenewTime.Truncate(time.Second)
 }
+
+// RenewMark is the renew time a holder's write of its record stored (the
+// wall clock, without a monotonic reading) and when the write was sent
+// (the holder's clock, monotonic reading included). The zero value marks
+// no write.
+type RenewMark struct{ renew, at time.Time }
+
+// MarkRenew marks a write that stored renew, sent at at.
+func MarkRenew(renew, at time.Time) RenewMark { return RenewMark{renew: renew.Round(0), at: at} }
+
+// Next is the renew time a renewal of the same term sent at now stores:
+// now, or, when the wall clock stepped back since the marked write, that
+// write's renew time plus the time passed since it by the monotonic clock.
+//
+// Followers of client-go's shape tell a renewal by a change of the
+// record's bytes, with times in whole seconds: after a step back, renew
+// times read from the wall clock would repeat ones written before, and a
+// follower that saw such a record last would see no change, time the
+// lease from that old sight and take the lock while the holder still
+// works. With the monotonic clock's progress the renew times go on rising,
+// ahead of the stepped wall clock by at most the step, for as long as the
+// term lasts.
+func (m RenewMark) Next(now time.Time) time.Time {
+	if m.at.IsZero() {
+		return now
+	}
+	// floor carries no monotonic reading, so After compares wall clocks.
+	if floor := m.renew.Add(now.Sub(m.at)); floor.After(now) {
+		return floor
+	}
+	return now
+}

@@ -62,12 +62,8 @@ type actorState struct {
 	// lastInjected is when a one-off fault last hit.
 	lastInjected time.Time
 	// wall is how far the actor's wall clock is ahead of the world's
-	// (see wallclock.go); versions is the offset by which the actor sees
-	// each object version it met or wrote, and latest the newest version
-	// of each object it met or wrote, with the times it carries.
-	wall     time.Duration
-	versions map[versionKey]time.Duration
-	latest   map[objectKey]metVersion
+	// (see wallclock.go).
+	wall time.Duration
 	// writeFaults fail the next writes of a kind (see writefaults.go);
 	// writeHits counts the writes they failed; onWriteFault, if set, is
 	// told of each.

@@ -210,7 +210,7 @@ func (c *candidate) electorConfig(lock resourcelock.Interface) elector.Config {
 		ReleaseOnCancel: true,
 		StopTimeout:     t.StopTimeout,
 		Watch:           c.spec.Watch,
-		Clock:           c.w.clock,
+		Clock:           newActorClock(c.w.clock, c.state),
 		Rand:            c.w.randFor(fmt.Sprintf("%s/%d", c.id, c.starts)),
 		Logger:          c.w.electorLogger(c.id),
 	}
@@ -302,7 +302,7 @@ func (c *candidate) start() error {
 		member, err = session.NewMember(session.Config{
 			Client: client, Namespace: c.w.sched.Namespace, Identity: c.id,
 			LeaseDuration: t.LeaseDuration, RenewDeadline: t.RenewDeadline, RetryPeriod: t.RetryPeriod,
-			Clock: c.w.clock, Logger: c.w.electorLogger(c.id + "/session"),
+			Clock: newActorClock(c.w.clock, c.state), Logger: c.w.electorLogger(c.id + "/session"),
 			Sessions: session.NewSessions(cfg.Hub),
 		})
 		if err != nil {

@@ -43,9 +43,9 @@ func (c *actorClient) CoordinationV1() coordinationv1client.CoordinationV1Interf
 }
 
 // call runs one request of verb on the object name through the actor's
-// faults. in is the object a create or update sends (nil for a get): the
-// actor's wall clock is added to its timestamps on the way in and taken
-// off the answer's on the way out (see wallclock.go).
+// faults. in is the object a create or update sends (nil for a get): its
+// times lose their monotonic readings on the way in, as a real client's
+// serialization drops them (see monotime.go).
 func call[T runtime.Object](ctx context.Context, c *actorClient, verb, resource, name string, in T, do func(T) (T, error)) (T, error) {
 	var zero T
 	c.api.gate.wait(c.state.name, verb, resource, name)
@@ -77,17 +77,14 @@ func call[T runtime.Object](ctx context.Context, c *actorClient, verb, resource,
 		if verb == "update" {
 			typ = watch.Modified
 		}
-		offset := c.state.wallOffset()
-		if shifted, ok := shiftTimes(in, offset).(T); ok {
-			in = shifted
+		if sent, ok := in.DeepCopyObject().(T); ok {
+			stripMonotonic(sent)
+			in = sent
 		}
 		var obj runtime.Object
 		obj, err = c.api.mutate(c.state.name, resource, typ, func() (runtime.Object, error) { return do(in) })
 		if err == nil {
 			out = obj.(T)
-			if k, ok := versionOf(resource, out); ok {
-				c.state.wrote(k, out, offset)
-			}
 		}
 	}
 	if err != nil {
@@ -98,9 +95,6 @@ func call[T runtime.Object](ctx context.Context, c *actorClient, verb, resource,
 	}
 	if err := c.state.after(verb, resource); err != nil {
 		return zero, err
-	}
-	if seen, ok := c.state.incoming(resource, out).(T); ok {
-		out = seen
 	}
 	return out, nil
 }
@@ -114,7 +108,7 @@ func (c *actorClient) list(ctx context.Context, resource, rv string, do func() (
 	if err != nil {
 		return nil, err
 	}
-	return c.state.incomingList(resource, obj)
+	return obj, nil
 }
 
 func (c *actorClient) watch(ctx context.Context, resource string, opts metav1.ListOptions) (watch.Interface, error) {

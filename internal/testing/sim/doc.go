@@ -52,47 +52,36 @@
 // observation, retry periods, deadlines, the send times of heartbeats) but
 // writes wall-clock timestamps into objects, and compares wall-clock
 // timestamps written by others with its own wall clock (the staleness of a
-// handover request). Each actor runs on the world's clock, which stands
-// for its monotonic clock, and has a wall offset that the world can step.
-// Its client (wallclock.go) adds the offset to every timestamp the actor
-// writes and subtracts it from every timestamp it reads: the acquire and
-// renew times of a Lease (the lock, and the session Leases, whose renew
-// time is what the heartbeat writes and the view compares), the acquire
-// and renew times of the record in a ConfigMap's leader annotation, and
-// the request and answer times of the handover annotation, in objects
-// answered by get, create, update and list and delivered by watches. The
-// times the server sets (creationTimestamp) are not translated, and
-// neither is anything else: no other field holds a time a process wrote.
+// handover request). Both come from one call, time.Now, whose result
+// carries both readings: Sub, Before, After and Equal of two such times
+// use the monotonic readings, anything else the wall reading. Each actor's
+// clock (actorClock, monotime.go) gives times of that shape: the world's
+// time plus the actor's wall offset, which the world can step, as the wall
+// reading, and the world's time as the monotonic one. So a step shows
+// where it shows in a real process and nowhere else: in what the actor
+// writes, and in comparisons of its "now" with stored times, and not in
+// the durations it measures between its own readings. A write sends its
+// times without the monotonic reading, as a real client's serialization
+// drops it; the API stores them, and every actor, the writer too, reads
+// them as stored: the acquire and renew times of a Lease (the lock, and
+// the session Leases, whose renew time is what the heartbeat writes and
+// the view compares), the acquire and renew times of the record in a
+// ConfigMap's leader annotation, and the request and answer times of the
+// handover annotation. After a step back, an actor's clock gives a wall
+// reading it gave before, as a real one does, so that a writer that lets
+// its renew times follow the wall clock writes times it wrote before
+// (session seed 2100359956). Offsets are whole seconds: a ConfigMap
+// record and the handover annotation keep whole seconds, and a step of a
+// fraction would make the model's figures harder to read, not its cases
+// richer.
 //
-// This is faithful where it matters: a comparison of a read timestamp with
-// "now" sees the difference of the two wall clocks, as in a real process,
-// and an actor's durations are untouched by steps, as the monotonic clock
-// is. One version of an object is translated, for one actor, by the
-// offset it had when it first met that version (its own write, whatever
-// the reply, or its first read): a process compares timestamps by value
-// with ones it read or wrote earlier (is this renewal new, is this the
-// echo of my heartbeat), and a stored value does not change when the
-// reader's clock steps. The limit is a timestamp the actor read before a
-// step and compares with "now" after it: the model shows that comparison
-// without the step, a real process with it, until the actor meets a newer
-// version of the object (a holder that renews meets one at every renew,
-// its own write). A second limit: the times an actor writes come from its
-// own clock, which never steps, so they never repeat; after a step back a
-// real process may write a time it wrote before. The API still stores the
-// repeat (a renewal a whole number of seconds after the last, following a
-// step back by as much, stores the same renew time): followers see no
-// change, as they would, but the writer, which reads each version by the
-// offset it had then, sees its record change where a real process would
-// see it unchanged and count its renew deadline from the earlier renewal.
-// That errs against the holder (followers may time its lease from earlier
-// than it believes), so it can raise false alarms but hide no overlap;
-// none has been traced to it. For the same reason a heartbeat's echo
-// can never carry a time its process sent twice, so a step back that
-// makes a stale echo look current is out of this model's reach (package
-// session's TestViewTimesEchoesBySendTime covers it). Offsets are whole
-// seconds: a ConfigMap record and the handover annotation keep whole
-// seconds, and a shift of a fraction would round differently from the
-// writer's own clock.
+// The time package builds a time whose two readings differ only in
+// time.Now, so package monotime sets them itself, in the layout time.Time
+// has kept since Go 1.9, and checks at the first actor's clock that the
+// result behaves as time.Now's does. An earlier model kept every actor on
+// the world's clock and moved the timestamps by the offset at the API
+// boundary; it could not show a step to the elector, and moved two stored
+// times that differ onto one (session seed 2400007464).
 //
 // Found with it: a holder and a candidate whose wall clocks differ by more
 // than a lease never hand over, and the candidate never leads while the

@@ -37,7 +37,7 @@ type istiod struct {
 	cancel   context.CancelFunc
 	done     chan struct{}
 
-	// Used only by the loop.
+	// Used only by the loop; times by the process's clock (actorClock).
 	lastRenew    time.Time
 	observedRaw  []byte
 	observedTime time.Time
@@ -60,6 +60,10 @@ func (s *istiod) start() error {
 	return nil
 }
 
+// clock is the process's clock: its wall clock in what it writes, the
+// world's for its durations.
+func (s *istiod) clock() actorClock { return newActorClock(s.w.clock, s.state) }
+
 func (s *istiod) loop(ctx context.Context) {
 	defer close(s.done)
 	t := s.w.sched.Timing
@@ -70,7 +74,7 @@ func (s *istiod) loop(ctx context.Context) {
 		wait := t.RetryPeriod
 		if !s.leading() {
 			wait += time.Duration(s.rnd.Float64() * 1.2 * float64(t.RetryPeriod))
-		} else if left := deadline.Sub(s.w.clock.Now()); left < wait {
+		} else if left := deadline.Sub(s.clock().Now()); left < wait {
 			wait = left
 		}
 		select {
@@ -79,18 +83,18 @@ func (s *istiod) loop(ctx context.Context) {
 			return
 		case <-s.w.clock.After(wait):
 		}
-		if s.leading() && !s.w.clock.Now().Before(deadline) {
+		if s.leading() && !s.clock().Now().Before(deadline) {
 			s.lost()
 			continue
 		}
 		timeout := t.RetryPeriod
-		if left := deadline.Sub(s.w.clock.Now()); s.leading() && left < timeout {
+		if left := deadline.Sub(s.clock().Now()); s.leading() && left < timeout {
 			timeout = left
 		}
 		callCtx, cancel := context.WithTimeout(ctx, timeout)
 		ok := s.tryAcquireOrRenew(callCtx)
 		cancel()
-		now := s.w.clock.Now()
+		now := s.clock().Now()
 		switch {
 		case ok:
 			s.lastRenew = now
@@ -108,7 +112,7 @@ func (s *istiod) lost() {
 
 // tryAcquireOrRenew is one GET and, when allowed, one write.
 func (s *istiod) tryAcquireOrRenew(ctx context.Context) bool {
-	now := s.w.clock.Now()
+	now := s.clock().Now()
 	mine := resourcelock.Record{
 		HolderIdentity: s.spec.Name, HolderKey: s.spec.Key,
 		LeaseDurationSeconds: int(s.w.sched.Timing.LeaseDuration / time.Second),

@@ -72,9 +72,8 @@ func (w *simWatcher) flushOne(now time.Time) (apiEvent, bool) {
 	}
 	w.dropSuperseded(now)
 	ev := w.queue[0]
-	// The actor sees the object by its own wall clock (see wallclock.go).
 	select {
-	case w.ch <- watch.Event{Type: ev.typ, Object: w.actor.incoming(w.resource, ev.obj.DeepCopyObject())}:
+	case w.ch <- watch.Event{Type: ev.typ, Object: ev.obj.DeepCopyObject()}:
 		w.queue = w.queue[1:]
 		return ev, true
 	default:

@@ -62,15 +62,10 @@ func (le *LeaderElector) renewFast(ctx context.Context) (outcome, error) {
 	}
 	now := le.clock.Now()
 	desired := le.desired(now)
-	desired.AcquireTime = prev.AcquireTime
-	desired.LeaderTransitions = prev.LeaderTransitions
-	err := le.update(ctx, desired)
-	if err == nil {
-		le.observeOwnWrite(desired, now)
-		return acquired, nil
-	}
-	if ctx.Err() != nil {
-		return failed, err
+	le.continueTerm(&desired, prev, true, now)
+	out, err := le.write(ctx, desired, now)
+	if err == nil || ctx.Err() != nil {
+		return out, err
 	}
 	le.metrics.SlowPath(le.cfg.Name)
 	le.log.Debug("renew without read failed; reading the lock", zap.Error(err))
@@ -161,7 +156,7 @@ func (le *LeaderElector) writeFresh(ctx context.Context, create, renewing bool, 
 		desired.LeaderTransitions = 1
 	}
 	if prev, _ := le.Observed(); prev.HolderIdentity == desired.HolderIdentity {
-		le.continueTerm(&desired, prev, renewing)
+		le.continueTerm(&desired, prev, renewing, now)
 	}
 	if err := write(ctx, desired); err != nil {
 		return failed, fmt.Errorf("%s %s: %w", verb, le.cfg.Lock.Describe(), err)
@@ -211,7 +206,7 @@ func (le *LeaderElector) decideOwn(ctx context.Context, renewing bool, rec *reso
 		return out, err
 	}
 	desired := le.desired(now)
-	le.continueTerm(&desired, *rec, renewing)
+	le.continueTerm(&desired, *rec, renewing, now)
 	return le.write(ctx, desired, now)
 }
 
@@ -231,10 +226,15 @@ func (le *LeaderElector) decideOwn(ctx context.Context, renewing bool, rec *reso
 // renew and take the lock beside this candidate's new work. A term number
 // that was never written before is a change every follower sees, however
 // the clocks stand and whatever writes its watch coalesced.
-func (le *LeaderElector) continueTerm(desired *resourcelock.Record, prev resourcelock.Record, renewing bool) {
+//
+// A leader renewing writes a renew time that only rises (lockcap.RenewMark).
+func (le *LeaderElector) continueTerm(desired *resourcelock.Record, prev resourcelock.Record, renewing bool, now time.Time) {
 	desired.LeaderTransitions = prev.LeaderTransitions + 1
 	if renewing || termKey(&prev) != le.loop.ledTerm {
 		desired.AcquireTime, desired.LeaderTransitions = prev.AcquireTime, prev.LeaderTransitions
+	}
+	if renewing {
+		desired.RenewTime = metav1.NewTime(le.loop.wrote.Next(now))
 	}
 }
 

@@ -103,6 +103,7 @@ type plugins struct {
 type loopState struct {
 	lastRenew      time.Time          // when the last successful renew of this term was sent; the attempt that won it counts as one
 	ledTerm        string             // termKey of the record of the last term this candidate led
+	wrote          lockcap.RenewMark  // the renew time this candidate's last write of its record stored, and when
 	emptySince     time.Time          // when the lock object was first seen missing or without a record
 	stopping       bool               // the callback is stopping: renew, answer nothing
 	handTo         *lockmeta.Handover // the request accepted by the last renew
@@ -150,13 +151,12 @@ func New(cfg Config) (*LeaderElector, error) {
 	}
 	le := &LeaderElector{
 		cfg:     cfg,
-		log:     cfg.Logger,
+		log:     electionlog.For(cfg.Logger, cfg.Name, cfg.Lock),
 		clock:   cfg.Clock,
 		metrics: cfg.Metrics,
 		trigger: make(chan struct{}, 1),
 		damper:  damping.New(cfg.RetryPeriod, cfg.LeaseDuration),
 	}
-	le.log = electionlog.For(le.log, cfg.Name, cfg.Lock)
 	if le.clock == nil {
 		le.clock = clock.RealClock{}
 	}

@@ -8,6 +8,7 @@ import (
 	"go.uber.org/zap"
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/meshd-io/meshd/internal/lockcap"
 	"github.com/meshd-io/meshd/pkg/resourcelock"
 )
 
@@ -111,6 +112,7 @@ func (le *LeaderElector) refreshObservedLease(now time.Time) {
 func (le *LeaderElector) observeOwnWrite(rec resourcelock.Record, now time.Time) {
 	le.loop.emptySince = time.Time{}
 	le.loop.watchEpoch = le.loop.writeEpoch // noted before the write: a break during it counts
+	le.loop.wrote = lockcap.MarkRenew(rec.RenewTime.Time, now)
 	le.mu.Lock()
 	le.noteTerm(&rec, now)
 	le.obs.record = rec

@@ -82,7 +82,7 @@ func (le *LeaderElector) leaveSession() {
 	defer cancel()
 	now := le.clock.Now()
 	rec := le.desired(now)
-	rec.AcquireTime, rec.LeaderTransitions = prev.AcquireTime, prev.LeaderTransitions
+	le.continueTerm(&rec, prev, true, now)
 	le.proto.session.Detach()
 	le.metrics.Request(le.cfg.Name, "update")
 	if err := le.cfg.Lock.Update(ctx, rec); err != nil {
