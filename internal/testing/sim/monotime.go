@@ -1,10 +1,11 @@
 package sim
 
 import (
-	"reflect"
 	"sync"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/meshd-io/meshd/internal/testing/monotime"
@@ -53,37 +54,18 @@ func (c actorClock) Now() time.Time {
 // Since implements clock.PassiveClock.
 func (c actorClock) Since(t time.Time) time.Duration { return c.Now().Sub(t) }
 
-var timeType = reflect.TypeFor[time.Time]()
-
-// stripMonotonic drops the monotonic reading of every time in obj, as
-// serialization by a real client does. obj is changed in place.
+// stripMonotonic drops the monotonic reading of every time a process
+// writes in obj, as serialization by a real client does; obj is changed in
+// place. The actors write times into two kinds of objects through their
+// clients: the acquire and renew times of a Lease, and, in a ConfigMap,
+// the record and handover annotations, whose times are JSON already
+// (without a monotonic reading).
 func stripMonotonic(obj runtime.Object) {
-	stripValue(reflect.ValueOf(obj))
-}
-
-func stripValue(v reflect.Value) {
-	switch v.Kind() {
-	case reflect.Pointer, reflect.Interface:
-		if !v.IsNil() {
-			stripValue(v.Elem())
-		}
-	case reflect.Struct:
-		if v.Type() == timeType {
-			if v.CanSet() {
-				v.Set(reflect.ValueOf(v.Interface().(time.Time).Round(0)))
-			}
-			return
-		}
-		for i := range v.NumField() {
-			if f := v.Field(i); f.CanSet() { // unexported fields hold no times a process writes
-				stripValue(f)
+	if l, ok := obj.(*coordinationv1.Lease); ok && l != nil {
+		for _, t := range []*metav1.MicroTime{l.Spec.AcquireTime, l.Spec.RenewTime} {
+			if t != nil {
+				t.Time = t.Round(0)
 			}
 		}
-	case reflect.Slice, reflect.Array:
-		for i := range v.Len() {
-			stripValue(v.Index(i))
-		}
-	case reflect.Map:
-		// Maps of objects hold no times a process writes.
 	}
 }
