@@ -158,11 +158,7 @@ func (le *LeaderElector) writeFresh(ctx context.Context, create, renewing bool, 
 	if prev, _ := le.Observed(); prev.HolderIdentity == desired.HolderIdentity {
 		le.continueTerm(&desired, prev, renewing, now)
 	}
-	if err := write(ctx, desired); err != nil {
-		return failed, fmt.Errorf("%s %s: %w", verb, le.cfg.Lock.Describe(), err)
-	}
-	le.observeOwnWrite(desired, now)
-	return acquired, nil
+	return le.writeWith(ctx, write, verb, desired, now)
 }
 
 // decideAndWrite applies the election rules to the record just read and
@@ -355,8 +351,16 @@ func (le *LeaderElector) fenceAt(fence, now time.Time) {
 
 // write stores desired over the version last read.
 func (le *LeaderElector) write(ctx context.Context, desired resourcelock.Record, now time.Time) (outcome, error) {
-	if err := le.update(ctx, desired); err != nil {
-		return failed, fmt.Errorf("update %s: %w", le.cfg.Lock.Describe(), err)
+	return le.writeWith(ctx, le.update, "update", desired, now)
+}
+
+// writeWith stores desired by send (create or update) and remembers it once
+// stored; a failure is wrapped with verb and the lock's description, and
+// leaves the record last observed as it was.
+func (le *LeaderElector) writeWith(ctx context.Context, send func(context.Context, resourcelock.Record) error, verb string,
+	desired resourcelock.Record, now time.Time) (outcome, error) {
+	if err := send(ctx, desired); err != nil {
+		return failed, fmt.Errorf("%s %s: %w", verb, le.cfg.Lock.Describe(), err)
 	}
 	le.observeOwnWrite(desired, now)
 	return acquired, nil
@@ -389,11 +393,7 @@ func (le *LeaderElector) overwriteCorrupt(ctx context.Context, renewing bool, ra
 	} else {
 		desired.LeaderTransitions = prev.LeaderTransitions + 1
 	}
-	if err := le.update(ctx, desired); err != nil {
-		return failed, fmt.Errorf("replace corrupt record in %s: %w", le.cfg.Lock.Describe(), err)
-	}
-	le.observeOwnWrite(desired, now)
-	return acquired, nil
+	return le.writeWith(ctx, le.update, "replace corrupt record in", desired, now)
 }
 
 // get, create and update call the lock and count the request.

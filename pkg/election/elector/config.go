@@ -230,10 +230,8 @@ func (c *Config) validateTiming(add func(format string, args ...any)) {
 // stop timeout, the callback and the pacer: what each needs of the lock and
 // of the other settings.
 func (c *Config) validateProtocols(add func(format string, args ...any)) {
-	if c.Watch && c.Lock != nil {
-		if _, ok := c.Lock.(lockcap.Watchable); !ok {
-			add("Watch needs a lock that can be watched; %T cannot", c.Lock)
-		}
+	if _, ok := c.Lock.(lockcap.Watchable); c.Watch && c.Lock != nil && !ok {
+		add("Watch needs a lock that can be watched; %T cannot", c.Lock)
 	}
 	each := func(msgs []string) {
 		for _, msg := range msgs {

@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/clock"
 
+	"github.com/meshd-io/meshd/internal/election/emptied"
 	"github.com/meshd-io/meshd/internal/election/wake"
 	"github.com/meshd-io/meshd/internal/electionlog"
 	"github.com/meshd-io/meshd/internal/lockcap"
@@ -104,7 +105,7 @@ type loopState struct {
 	lastRenew      time.Time          // when the last successful renew of this term was sent; the attempt that won it counts as one
 	ledTerm        string             // termKey of the record of the last term this candidate led
 	wrote          lockcap.RenewMark  // the renew time this candidate's last write of its record stored, and when
-	emptySince     time.Time          // when the lock object was first seen missing or without a record
+	emptied        emptied.Since      // when the lock object was first seen missing or without a record
 	stopping       bool               // the callback is stopping: renew, answer nothing
 	handTo         *lockmeta.Handover // the request accepted by the last renew
 	namedFrom      time.Time          // set by an attempt that leads on a record naming this candidate without a write
@@ -373,7 +374,7 @@ func (le *LeaderElector) followerWait() time.Duration {
 		// record that may have an unknown holder is tried when it may not;
 		// a yielding or coordinated candidate tries when it may.
 		now := le.clock.Now()
-		return wake.Free(now, poll, le.emptyWake(now), le.proto.yield.WakeAt(now), le.proto.coord.WakeAt())
+		return wake.Free(now, poll, le.loop.emptied.WakeAt(now, le.cfg.LeaseDuration), le.proto.yield.WakeAt(now), le.proto.coord.WakeAt())
 	}
 	lease := le.cfg.LeaseDuration
 	if !corrupt {
@@ -387,20 +388,9 @@ func (le *LeaderElector) followerWait() time.Duration {
 // retry period.
 func (le *LeaderElector) heldWait(poll time.Duration, end time.Time) time.Duration {
 	now := le.clock.Now()
-	if alive := le.sessionUntil(now, end); alive.After(end) {
-		end = alive // the holder's session keeps it alive longer
-	}
+	end = le.aliveUntil(now, end) // the holder's session may keep it alive longer
 	return wake.Held{End: end, Yield: le.proto.yield.Delay(), Act: []time.Time{le.damper.WakeAt(now), le.proto.handover.WakeAt(now)},
-		Vacancy: le.proto.coord.WakeAt(), Empty: le.emptyWake(now)}.Wait(now, poll)
-}
-
-// emptyWake is when a lock object that is missing or has no record may be
-// taken (see emptyMayBeHeld); zero when none waits.
-func (le *LeaderElector) emptyWake(now time.Time) time.Time {
-	if at := le.loop.emptySince.Add(le.cfg.LeaseDuration); !le.loop.emptySince.IsZero() && at.After(now) {
-		return at
-	}
-	return time.Time{}
+		Vacancy: le.proto.coord.WakeAt(), Empty: le.loop.emptied.WakeAt(now, le.cfg.LeaseDuration)}.Wait(now, poll)
 }
 
 // worthTrying reports whether the record last observed may let this
@@ -435,15 +425,14 @@ func (le *LeaderElector) withdraw() {
 	if !asked && le.GetLeader() != me {
 		return // never asked, never named: nothing to undo
 	}
-	if !asked {
-		le.release()
-		return
+	if asked {
+		ctx, cancel := context.WithTimeout(context.Background(), le.cfg.RenewDeadline)
+		defer cancel()
+		if !le.retract(ctx) {
+			return
+		}
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), le.cfg.RenewDeadline)
-	defer cancel()
-	if le.retract(ctx) {
-		le.release()
-	}
+	le.release()
 }
 
 func (le *LeaderElector) setLastError(err error) {

@@ -33,12 +33,7 @@ func (le *LeaderElector) observe(rec *resourcelock.Record, raw []byte, now time.
 		return
 	}
 	first := le.obs.time.IsZero() && !le.obs.corrupt
-	le.noteTerm(rec, now)
-	le.obs.record = *rec
-	le.obs.raw = raw
-	le.obs.time = now
-	le.obs.corrupt = false
-	le.obs.session = le.proto.session.HolderRef(rec.HolderIdentity)
+	le.setObserved(rec, raw, now)
 	le.mu.Unlock()
 	if first && rec.HolderIdentity == le.cfg.Lock.Identity() && le.proto.session.EarlierProcess() {
 		// An earlier process of this identity (a restart) wrote the record,
@@ -59,6 +54,17 @@ func (le *LeaderElector) observe(rec *resourcelock.Record, raw []byte, now time.
 	le.proto.session.NoteHolder(rec.HolderIdentity)
 	le.reportLeader(rec.HolderIdentity)
 	le.warnLongLease(rec)
+}
+
+// setObserved takes rec, whose bytes are raw, as the record observed at
+// now, replacing a corrupt one. Called with mu held.
+func (le *LeaderElector) setObserved(rec *resourcelock.Record, raw []byte, now time.Time) {
+	le.noteTerm(rec, now)
+	le.obs.record = *rec
+	le.obs.raw = raw
+	le.obs.time = now
+	le.obs.corrupt = false
+	le.obs.session = le.proto.session.HolderRef(rec.HolderIdentity)
 }
 
 // noteTerm notes when this candidate saw the term of rec's holder begin;
@@ -110,16 +116,11 @@ func (le *LeaderElector) refreshObservedLease(now time.Time) {
 
 // observeOwnWrite remembers a record this candidate just wrote.
 func (le *LeaderElector) observeOwnWrite(rec resourcelock.Record, now time.Time) {
-	le.loop.emptySince = time.Time{}
+	le.loop.emptied.Clear()
 	le.loop.watchEpoch = le.loop.writeEpoch // noted before the write: a break during it counts
 	le.loop.wrote = lockcap.MarkRenew(rec.RenewTime.Time, now)
 	le.mu.Lock()
-	le.noteTerm(&rec, now)
-	le.obs.record = rec
-	le.obs.raw = resourcelock.EncodeRecord(rec)
-	le.obs.time = now
-	le.obs.corrupt = false
-	le.obs.session = le.proto.session.HolderRef(rec.HolderIdentity)
+	le.setObserved(&rec, resourcelock.EncodeRecord(rec), now)
 	le.mu.Unlock()
 	le.reportLeader(rec.HolderIdentity)
 }
@@ -150,10 +151,7 @@ func (le *LeaderElector) observeCorrupt(raw []byte, cause error, now time.Time) 
 // mode, the holder's session has run out too, or at once when
 // Config.HolderExit proves that the holder's process has exited.
 func (le *LeaderElector) leaseValid(now time.Time) bool {
-	if le.holderExited() {
-		return false
-	}
-	return !le.leaseEnd().Before(now)
+	return !le.holderExited() && !le.leaseEnd().Before(now)
 }
 
 // leaseEnd is when the observed holder's lease runs out by this candidate's
@@ -163,10 +161,7 @@ func (le *LeaderElector) leaseEnd() time.Time {
 	le.mu.Lock()
 	end := le.obs.time.Add(honouredLease(le.obs.record))
 	le.mu.Unlock()
-	if alive := le.sessionUntil(le.clock.Now(), end); alive.After(end) {
-		end = alive
-	}
-	return end
+	return le.aliveUntil(le.clock.Now(), end)
 }
 
 // holderMayBeWorking reports whether, by this candidate's observation, the
@@ -186,18 +181,16 @@ func (le *LeaderElector) holderMayBeWorking(now time.Time) bool {
 	return rec.HolderIdentity != "" && rec.HolderIdentity != le.cfg.Lock.Identity() && le.leaseValid(now)
 }
 
-// noteEmpty follows whether the lock object, as last read or delivered
-// (rec; nil when missing), is missing or holds no record: emptySince is
-// when this candidate first saw it so, zero while it holds a record. Used
-// by the election loop only, before the record is observed.
+// noteEmpty tells the emptied-lock rule (package internal/election/emptied)
+// whether the lock object, as last read or delivered (rec; nil when
+// missing), holds a record. Used by the election loop only, before the
+// record is observed.
 func (le *LeaderElector) noteEmpty(rec *resourcelock.Record, now time.Time) {
-	switch {
-	case rec != nil && !noRecord(rec):
+	hasRecord := rec != nil && !noRecord(rec)
+	if hasRecord {
 		le.fenceNamedOver(rec, now)
-		le.loop.emptySince = time.Time{}
-	case le.loop.emptySince.IsZero():
-		le.loop.emptySince = now
 	}
+	le.loop.emptied.Note(hasRecord, now)
 }
 
 // fenceNamedOver is called with a record read or delivered, before it is
@@ -218,7 +211,7 @@ func (le *LeaderElector) noteEmpty(rec *resourcelock.Record, now time.Time) {
 func (le *LeaderElector) fenceNamedOver(rec *resourcelock.Record, now time.Time) {
 	prev, _ := le.Observed()
 	replaced, _ := le.cfg.Lock.(interface{ Replaced() bool })
-	handover := le.loop.emptySince.IsZero() && (replaced == nil || !replaced.Replaced()) && rec.LeaderTransitions == prev.LeaderTransitions+1
+	handover := !le.loop.emptied.Seen() && (replaced == nil || !replaced.Replaced()) && rec.LeaderTransitions == prev.LeaderTransitions+1
 	if rec.HolderIdentity == le.cfg.Lock.Identity() && prev.HolderIdentity != "" && prev.HolderIdentity != rec.HolderIdentity && !handover && le.leaseValid(now) {
 		if end := le.leaseEnd(); end.After(le.fence.startAt) {
 			le.fence.startAt = end
@@ -227,39 +220,22 @@ func (le *LeaderElector) fenceNamedOver(rec *resourcelock.Record, now time.Time)
 }
 
 // emptyMayBeHeld reports whether a lock object that is missing or holds no
-// record, read now, must still count as held: for LeaseDuration from when
-// this candidate first saw it so, as for a corrupt record. Such an object
-// is most often one deleted, or re-created by kubectl replace --force or a
-// GitOps tool, while a holder works; that holder writes its record again
-// at its next renew. The record this candidate last saw does not tell how
-// long to wait: the holder may have renewed after it, unseen (a polling
-// candidate, one whose reads failed, a watch that broke), just before the
-// object was wiped. Only a missing object never seen before, by a
-// candidate that never saw a record (the first election of a cluster), is
-// taken at once.
+// record, read now, must still count as held (see package
+// internal/election/emptied): for LeaseDuration from when this candidate
+// first saw it so, as for a corrupt record. The record this candidate last
+// saw does not tell how long to wait: the holder may have renewed after it,
+// unseen. Only a missing object, by a candidate that never saw a record
+// (the first election of a cluster), is taken at once.
 func (le *LeaderElector) emptyMayBeHeld(now time.Time, missing bool) bool {
 	le.mu.Lock()
 	neverSeen := le.obs.time.IsZero() && !le.obs.corrupt
 	le.mu.Unlock()
-	if missing && neverSeen {
-		return false
-	}
-	if le.loop.emptySince.IsZero() {
-		le.loop.emptySince = now
-	}
-	if now.Equal(le.loop.emptySince) {
+	held, fresh := le.loop.emptied.Held(now, le.cfg.LeaseDuration, missing && neverSeen)
+	if fresh {
 		le.log.Info("the lock object is missing or has no record; waiting a lease from now in case a holder works",
 			zap.Duration("lease", le.cfg.LeaseDuration))
 	}
-	return !now.After(le.loop.emptySince.Add(le.cfg.LeaseDuration))
-}
-
-// keepsPrevious reports whether a record read or delivered now should be
-// ignored because it is no record at all while the last holder's lease
-// runs, or this candidate leads: the object was deleted and re-created (by
-// kubectl replace --force or a GitOps tool), which is not a release.
-func (le *LeaderElector) keepsPrevious(rec *resourcelock.Record, now time.Time) bool {
-	return noRecord(rec) && (le.holderMayBeWorking(now) || le.GetLeader() == le.cfg.Lock.Identity())
+	return held
 }
 
 // honouredLease is the lease of rec that candidates wait for, at most

@@ -18,17 +18,20 @@ func (le *LeaderElector) markSession(r resourcelock.Record) {
 	}
 }
 
-// sessionUntil is until when the observed holder (another candidate) is
-// alive by its session; zero when its record names no session. The session
-// is the one named when the record was observed: a lock object deleted or
-// re-created since (which is not a release) keeps it. The echo of this
-// process's own heartbeat that settles a session judged over wakes the
-// elector (Trigger).
-func (le *LeaderElector) sessionUntil(now, recordEnd time.Time) time.Time {
+// aliveUntil is until when the observed holder (another candidate) is
+// alive: recordEnd, when its record's lease runs out, or later while it is
+// alive by its session. The session is the one named when the record was
+// observed: a lock object deleted or re-created since (which is not a
+// release) keeps it. The echo of this process's own heartbeat that settles
+// a session judged over wakes the elector (Trigger).
+func (le *LeaderElector) aliveUntil(now, recordEnd time.Time) time.Time {
 	le.mu.Lock()
 	holder, ref := le.obs.record.HolderIdentity, le.obs.session
 	le.mu.Unlock()
-	return le.proto.session.HolderUntil(now, recordEnd, holder, ref, le.Trigger)
+	if alive := le.proto.session.HolderUntil(now, recordEnd, holder, ref, le.Trigger); alive.After(recordEnd) {
+		return alive
+	}
+	return recordEnd
 }
 
 // holderNamesSession reports whether the observed holder's record names a

@@ -180,8 +180,10 @@ func (le *LeaderElector) renewWait(ctx context.Context, t *term, r *renewal) (en
 		}
 		r.startOnRenew = true
 	case <-t.doneCh():
-		end := le.callbackEnded(t)
-		return &end, false
+		// What the callback returned is the caller's to report (package
+		// election logs it, counts it and backs off).
+		le.log.Debug("the run callback returned; ending the term", zap.Bool("failed", t.err != nil))
+		return &termEnd{stillHeld: true, byCallback: true}, false
 	case <-le.trigger:
 		// The comparison may have changed: reconsider a refused request.
 	case <-r.timer.C():
@@ -280,14 +282,6 @@ func (le *LeaderElector) lostTo() {
 		disputed := le.cfg.KeyComparison != nil && le.cfg.KeyComparison(rec.HolderKey)
 		le.damper.Stolen(now, rec.HolderKey, disputed)
 	}
-}
-
-// callbackEnded ends the term because the callback returned. What it
-// returned is the caller's to report (package election logs it, counts it
-// and backs off).
-func (le *LeaderElector) callbackEnded(t *term) termEnd {
-	le.log.Debug("the run callback returned; ending the term", zap.Bool("failed", t.err != nil))
-	return termEnd{stillHeld: true, byCallback: true}
 }
 
 // nextRenew is the wait before the next renew: RetryPeriod, but never past

@@ -25,9 +25,8 @@ type lockWatch struct {
 }
 
 func newLockWatch(le *LeaderElector, lock lockcap.Watchable) *lockWatch {
-	w := &lockWatch{le: le, lock: lock}
-	w.Follower = lockwatch.NewFollower(func() { le.log.Info("watch of the lock broke; polling until it is back") })
-	return w
+	broke := func() { le.log.Info("watch of the lock broke; polling until it is back") }
+	return &lockWatch{Follower: lockwatch.NewFollower(broke), le: le, lock: lock}
 }
 
 // takeRecordGone reports and clears recordGone.
@@ -60,9 +59,7 @@ func (w *lockWatch) ingest() bool {
 	}
 	changed := false
 	for _, d := range batch {
-		if w.ingestOne(d.Obj, d.Deleted) {
-			changed = true
-		}
+		changed = w.ingestOne(d.Obj, d.Deleted) || changed
 	}
 	return changed
 }
@@ -87,8 +84,9 @@ func (w *lockWatch) ingestOne(obj any, deleted bool) bool {
 			zap.String("holder", le.GetLeader()))
 		w.recordGone = w.recordGone || mine
 		return false
-	case err == nil && le.keepsPrevious(rec, now):
-		// Re-created without a record: not a release either.
+	case err == nil && noRecord(rec) && (le.holderMayBeWorking(now) || mine):
+		// Re-created without a record: not a release either, while the
+		// last holder's lease runs or this candidate leads.
 		le.log.Info("the lock object was replaced by one without a record while held; keeping the holder's lease",
 			zap.String("holder", le.GetLeader()))
 		w.recordGone = w.recordGone || mine
