@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/meshd-io/meshd/internal/election/ordered"
 	"go.uber.org/zap"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -145,13 +146,12 @@ func (h *heartbeat) run(ctx context.Context) {
 			wait /= 4
 		}
 		t := clk.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		// A kick and the timer at once are taken in a fixed order (package
+		// ordered), so that the same events give the same heartbeats.
+		which := ordered.First(ctx.Done(), h.kick, t.C())
+		t.Stop()
+		if which == 0 {
 			return
-		case <-t.C():
-		case <-h.kick:
-			t.Stop()
 		}
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/meshd-io/meshd/internal/election/emptied"
+	"github.com/meshd-io/meshd/internal/election/ordered"
 	"github.com/meshd-io/meshd/internal/election/wake"
 	"github.com/meshd-io/meshd/internal/electionlog"
 	"github.com/meshd-io/meshd/internal/lockcap"
@@ -304,19 +305,20 @@ func (le *LeaderElector) acquire(ctx context.Context) bool {
 			return true
 		}
 		timer := le.clock.NewTimer(le.followerWait())
-		select {
-		case <-ctx.Done():
-			timer.Stop()
+		// Taken in a fixed order when several happened at once (package
+		// ordered): a delivery is seen before a trigger or the timer acts.
+		which := ordered.First(ctx.Done(), le.watchEvents(), le.trigger, timer.C())
+		timer.Stop()
+		switch which {
+		case 0:
 			return false
-		case <-timer.C():
-			tryNow = true
-		case <-le.trigger:
-			timer.Stop()
+		case 1:
+			tryNow = le.watch.ingest() && le.worthTrying() && !le.yieldOnRelease(le.clock.Now())
+		case 2:
 			le.proto.handover.Triggered()
 			tryNow = true
-		case <-le.watchEvents():
-			timer.Stop()
-			tryNow = le.watch.ingest() && le.worthTrying() && !le.yieldOnRelease(le.clock.Now())
+		default:
+			tryNow = true
 		}
 	}
 }

@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
+	"github.com/meshd-io/meshd/internal/election/ordered"
 	"github.com/meshd-io/meshd/internal/lockcap"
 	"github.com/meshd-io/meshd/internal/lockmeta"
 	"github.com/meshd-io/meshd/internal/protocol/handover"
@@ -166,28 +167,16 @@ func (r *renewal) stop() {
 }
 
 // renewWait waits for the next thing that happens to a leader: it returns
-// the end of the term, or whether to renew now (false: wait again).
+// the end of the term, or whether to renew now (false: wait again). Of
+// several things that happened at once, it takes them in a fixed order
+// (package ordered): cancellation, a watch delivery, the callback's return,
+// the fence, a trigger, the renew timer; a delivery showing the lock taken
+// is seen before a renewal or a start it would prevent.
 func (le *LeaderElector) renewWait(ctx context.Context, t *term, r *renewal) (end *termEnd, renewNow bool) {
-	select {
-	case <-ctx.Done():
+	switch ordered.First(ctx.Done(), le.watchEvents(), t.doneCh(), timerC(r.fence), le.trigger, r.timer.C()) {
+	case 0:
 		return &termEnd{stillHeld: true}, false
-	case <-timerC(r.fence):
-		if r.fence = le.fenceLeft(); r.fence != nil {
-			return nil, false // the fence moved (see recordDestroyed)
-		}
-		if end := le.fencePassed(); end != nil {
-			return end, false
-		}
-		r.startOnRenew = true
-	case <-t.doneCh():
-		// What the callback returned is the caller's to report (package
-		// election logs it, counts it and backs off).
-		le.log.Debug("the run callback returned; ending the term", zap.Bool("failed", t.err != nil))
-		return &termEnd{stillHeld: true, byCallback: true}, false
-	case <-le.trigger:
-		// The comparison may have changed: reconsider a refused request.
-	case <-r.timer.C():
-	case <-le.watchEvents():
+	case 1:
 		if end := le.leaderSawEvent(); end != nil {
 			return end, false
 		}
@@ -196,7 +185,22 @@ func (le *LeaderElector) renewWait(ctx context.Context, t *term, r *renewal) (en
 		if gone := le.watch.takeRecordGone(); !gone && !le.proto.handover.Pending() {
 			return nil, false
 		}
+	case 2:
+		// What the callback returned is the caller's to report (package
+		// election logs it, counts it and backs off).
+		le.log.Debug("the run callback returned; ending the term", zap.Bool("failed", t.err != nil))
+		return &termEnd{stillHeld: true, byCallback: true}, false
+	case 3:
+		if r.fence = le.fenceLeft(); r.fence != nil {
+			return nil, false // the fence moved (see recordDestroyed)
+		}
+		if end := le.fencePassed(); end != nil {
+			return end, false
+		}
+		r.startOnRenew = true
 	}
+	// A trigger (the comparison may have changed: reconsider a refused
+	// request), the renew timer, or the fence passed.
 	return nil, true
 }
 
