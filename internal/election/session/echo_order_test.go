@@ -172,7 +172,7 @@ func TestARenewTimeStoredAgainAfterEvictionIsNotTakenForTheLaterSend(t *testing.
 			// The list, answered before that write, delivers this
 			// session's Lease as the last successful write left it.
 			v.observe(stored, false)
-			if v.echoedPast(mark, nil) {
+			if v.echoedPast(mark, nil, nil) {
 				t.Errorf("the Lease written before the outage (renew time %v), delivered in the list, counts as the echo of the heartbeat asked for after the list (seq %d > mark %d)",
 					stored.Spec.RenewTime.Time, v.echoSeq, mark)
 			}

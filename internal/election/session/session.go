@@ -353,7 +353,7 @@ func (m *Member) EchoedSince(judgement uint64, notify func()) bool {
 		return false
 	}
 	mark := m.markOf(judgement, l)
-	if l.view.echoedPast(mark, notify) {
+	if l.view.echoedPast(mark, m, notify) {
 		return true
 	}
 	if l.hb.seqNow() <= mark {

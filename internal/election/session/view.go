@@ -46,8 +46,9 @@ type view struct {
 	// writes, so it counts as no echo (see note).
 	relisted uint64
 	swept    time.Time // when forget last pruned
-	// waiters are called once when the echo next advances.
-	waiters []func()
+	// waiters are called once when the echo next advances, in the order
+	// they came.
+	waiters []waiter
 	// onEnd, if set, is called (without v.mu) when a session ends
 	// gracefully, so that its followers act at once.
 	onEnd func()
@@ -89,6 +90,13 @@ func (v *view) echoed() time.Time {
 	return v.echo
 }
 
+// waiter is a call due when the echo next advances. A waiter with a key
+// is due once however often it was asked for (see await).
+type waiter struct {
+	key    any
+	notify func()
+}
+
 // echoedSince reports whether a heartbeat of this process sent at or after
 // t has come back; if not, notify is called (once) when the next one does.
 func (v *view) echoedSince(t time.Time, notify func()) bool {
@@ -97,28 +105,39 @@ func (v *view) echoedSince(t time.Time, notify func()) bool {
 	if !v.echo.Before(t) {
 		return true
 	}
-	v.await(notify)
+	v.await(waiter{notify: notify})
 	return false
 }
 
 // echoedPast reports whether a heartbeat of this process later in the
-// order of sends than mark has come back; if not, notify is called (once)
-// when the next one does.
-func (v *view) echoedPast(mark uint64, notify func()) bool {
+// order of sends than mark has come back; if not, notify is called once
+// when the next one does, once for all calls with one key (nil: no key).
+func (v *view) echoedPast(mark uint64, key any, notify func()) bool {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	if v.echoSeq > mark {
 		return true
 	}
-	v.await(notify)
+	v.await(waiter{key: key, notify: notify})
 	return false
 }
 
-// await has notify called once when the echo next advances. v.mu is held.
-func (v *view) await(notify func()) {
-	if notify != nil && len(v.waiters) < maxWaiters {
-		v.waiters = append(v.waiters, notify)
+// await has w called once when the echo next advances; a second waiter
+// with the key of one already waiting adds nothing. An election asks at
+// every look while it waits for an echo, and were its wake-up called once
+// per look, the calls after the first would race its loop, which may have
+// taken the first already: whether one more wake-up is left waiting would
+// depend on the scheduler. v.mu is held.
+func (v *view) await(w waiter) {
+	if w.notify == nil || len(v.waiters) >= maxWaiters {
+		return
 	}
+	for _, o := range v.waiters {
+		if w.key != nil && o.key == w.key {
+			return
+		}
+	}
+	v.waiters = append(v.waiters, w)
 }
 
 // aliveUntil is until when the session ref is alive by this process's
@@ -258,7 +277,7 @@ func (v *view) note(name, token string, renew time.Time, holding bool, seconds i
 	if sent, ok := v.sentAt(renew); ok && sent.seq > v.echoSeq && sent.seq > v.relisted {
 		v.echo, v.echoSeq = sent.local, sent.seq
 		for _, w := range v.waiters {
-			w() // must not block (the elector's Trigger)
+			w.notify() // must not block (the elector's Trigger)
 		}
 		v.waiters = nil
 	}
