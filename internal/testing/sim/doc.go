@@ -323,8 +323,12 @@
 //     back from a failed renewal with a delivery and its renew timer both
 //     waiting renewed first or stepped down first by that draw: 2 of 300
 //     classic seeds from 2600000001 gave different traces from run to run
-//     (2600000041, 2600000196), and 1 of 1,000 session seeds from
-//     2900000001 (2900000038); none does in three runs of each since.
+//     (2600000041, 2600000196). Likewise a wake-up sent more than once for
+//     one event: a session's echo called an election's wake-up once per
+//     look that had asked for it, and the calls after the first raced the
+//     loop that had taken the first; it now calls it once (1 of 1,000
+//     session seeds from 2900000001 varied: 2900000038). The determinism
+//     test replays these seeds.
 //
 // TestReplayIsDeterministic compares the traces and the number of steps of
 // replays; the steps differ as soon as one wait was drawn differently,
