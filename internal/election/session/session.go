@@ -327,7 +327,10 @@ func (m *Member) Renewed() (sent time.Time, current bool) {
 // judgement numbered judgement has come back through the session's watch
 // of Leases. If not, it asks for a heartbeat now (one for any number of
 // calls until it is sent) and calls notify once the next heartbeat comes
-// back. notify must not block. A follower uses it before taking a lock
+// back: once for all the member's calls since the last echo, the notify
+// of the first of them (an election asks at every look, always with its
+// wake-up; called once per look, the calls after the first would race its
+// loop). notify must not block. A follower uses it before taking a lock
 // whose holder's session it judged over, and asks at once when it judges,
 // with a new number for each judgement: every heartbeat of that holder
 // committed before the echo has then been seen, and any later one was

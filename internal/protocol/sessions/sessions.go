@@ -56,7 +56,10 @@ type Heartbeat interface {
 	// EchoedSince reports whether a heartbeat of this process's own
 	// session sent after the judgement has come back through its watch;
 	// if not, it has one sent and calls notify (which must not block) when
-	// the next comes back. judgement names one judgement of the caller,
+	// the next comes back: once per echo for all calls of one member, the
+	// notify of the first call since the last echo (a member asks at every
+	// look, always with its election's wake-up). judgement names one
+	// judgement of the caller,
 	// a new number for each: a heartbeat counts when it was sent after
 	// the first call for that number, whatever the clock read.
 	EchoedSince(judgement uint64, notify func()) bool
