@@ -138,8 +138,11 @@ func (w *World) forcedTakeLocked(j int) bool {
 // together, and is excused in exactly that shape: the starter is not a
 // meshd candidate, its term began with the first write after the
 // re-creation (no holder in between), and the overlapped work is that of
-// the holder whose record the re-creation destroyed, or of the holder it
-// had taken the lock from (whose work its fence protected while it stops).
+// the holder whose record the re-creation destroyed, or of a holder
+// before it in a chain of takes by each holder's own write (the holder
+// it had taken the lock from, the one that holder had taken it from, and
+// so on): each taker's fence protected the stopping work before it, and
+// the destroyed record carried the last fence.
 func (w *World) recordDestroyedForIstiod(holder, starter string) bool {
 	if !w.isIstiod(starter) {
 		return false
@@ -161,7 +164,7 @@ func (w *World) recordDestroyedForIstiod(holder, starter string) bool {
 			// record destroyed nothing: look further back, to the deletion
 			// that destroyed a record.
 		case r.Deleted:
-			return r.Holder == holder || w.tookFromLocked(i, r.Holder, holder)
+			return w.inTakeChainLocked(i, r.Holder, holder)
 		case r.Holder != "":
 			return false
 		}
@@ -169,15 +172,37 @@ func (w *World) recordDestroyedForIstiod(holder, starter string) bool {
 	return false
 }
 
-// tookFromLocked reports whether the term of thief that the record at
-// index end closed began with thief taking the lock from victim (its own
-// write over a record naming victim). Called with mu held.
-func (w *World) tookFromLocked(end int, thief, victim string) bool {
+// inTakeChainLocked reports whether holder is thief, whose term the
+// record at index end closed, or a holder before it in a chain of takes:
+// thief's term began with its own write over a record naming a victim,
+// the victim's term began the same way, and so on. Called with mu held.
+func (w *World) inTakeChainLocked(end int, thief, holder string) bool {
+	for range len(w.records) { // a chain is no longer than the records
+		if thief == holder {
+			return true
+		}
+		victim, start := w.takenFromLocked(end, thief)
+		if victim == "" {
+			return false
+		}
+		thief, end = victim, start
+	}
+	return false
+}
+
+// takenFromLocked is the holder that thief took the lock from, by its own
+// write, to begin the term that the record at index end closed, and the
+// index of that write; "" when the term began otherwise (a handover, a
+// free or re-created object). Called with mu held.
+func (w *World) takenFromLocked(end int, thief string) (victim string, start int) {
 	i := end - 1
 	for i >= 0 && w.records[i].Holder == thief && !w.records[i].Deleted {
 		i--
 	}
-	return i >= 0 && i+1 < end && w.records[i+1].Writer == thief && w.records[i].Holder == victim && !w.records[i].Deleted
+	if i >= 0 && i+1 < end && w.records[i+1].Writer == thief && w.records[i].Holder != "" && !w.records[i].Deleted {
+		return w.records[i].Holder, i + 1
+	}
+	return "", 0
 }
 
 // isIstiod reports whether name is a holder of client-go's shape.
