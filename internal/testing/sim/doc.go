@@ -110,11 +110,14 @@
 //     a pause), since without fencing no elector can keep a lease it cannot
 //     write; with work that overran StopTimeout after another actor took
 //     its lock; and with the work of a holder whose record the world
-//     destroyed by re-creating the lock object without one (or of the
-//     holder that record's holder had taken the lock from, whose stopping
-//     work its fence protected), when a holder of client-go's shape took
-//     that empty object straight after the re-creation. client-go takes an empty record at once; the meshd
-//     holder writes its record again as soon as its watch shows the
+//     destroyed by re-creating the lock object without one (or of a
+//     holder before it in a chain of takes, each by the taker's own write:
+//     the holder that record's holder had taken the lock from, the one that
+//     holder had taken it from, and so on, whose stopping work each
+//     taker's fence protected), when a holder of client-go's shape took
+//     that empty object straight after the re-creation. client-go takes an
+//     empty record at once; the meshd holder writes its record again as
+//     soon as its watch shows the
 //     re-created object (at its next renew when it polls or is cut off),
 //     which shortens that window but cannot close it. Nothing is excused
 //     the other way round: a meshd holder waiting out its fenced start
