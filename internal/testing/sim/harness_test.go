@@ -357,7 +357,9 @@ func TestOverlapExcusedForIstiodOnlyOnADestroyedRecord(t *testing.T) {
 		{"a foreign write on the held record, then deletion", join([]Record{held("a"), {Holder: "a"}}, destroyed("a"), []Record{held("istiod-1")}), "istiod-1", true},
 		{"b had taken the lock from a, whose work stops", join([]Record{held("a"), held("b")}, destroyed("b"), []Record{held("istiod-1")}), "istiod-1", true},
 		{"a had handed the lock to b", join([]Record{held("a"), {Holder: "b", Writer: "a"}}, destroyed("b"), []Record{held("istiod-1")}), "istiod-1", false},
-		{"b took the lock from c, not from a", join([]Record{held("a"), held("c"), held("b")}, destroyed("b"), []Record{held("istiod-1")}), "istiod-1", false},
+		{"b took the lock from c, which had taken it from a", join([]Record{held("a"), held("c"), held("b")}, destroyed("b"), []Record{held("istiod-1")}), "istiod-1", true},
+		{"b took the lock from c, to which a had handed it", join([]Record{held("a"), {Holder: "c", Writer: "a"}, held("c"), held("b")}, destroyed("b"), []Record{held("istiod-1")}), "istiod-1", false},
+		{"b took the lock from c, which took a free lock after a", join([]Record{held("a"), {Writer: "a"}, held("c"), held("b")}, destroyed("b"), []Record{held("istiod-1")}), "istiod-1", false},
 	} {
 		w.records = tc.records
 		why := w.excuse(wk, tc.starter, w.clock.Now())
