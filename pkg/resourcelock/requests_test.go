@@ -14,6 +14,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/meshd-io/meshd/internal/lockwatch"
+	"github.com/meshd-io/meshd/internal/testing/kubetest"
 )
 
 func TestOnOwnStackReturnsTheRequestsResults(t *testing.T) {
@@ -70,7 +71,7 @@ func TestLockRequestsRunToCompletionBeforeReturning(t *testing.T) {
 	if inFlight != 0 || rec.LeaderTransitions != 1 {
 		t.Fatalf("after Get: %d requests in flight, record %+v", inFlight, rec)
 	}
-	if got := countVerbs(client, "leases"); got["create"] != 1 || got["update"] != 1 || got["get"] != 1 {
+	if got := kubetest.CountVerbs(client, "leases"); got["create"] != 1 || got["update"] != 1 || got["get"] != 1 {
 		t.Fatalf("requests %v, want one create, update and get", got)
 	}
 }

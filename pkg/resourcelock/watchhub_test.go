@@ -21,18 +21,8 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/meshd-io/meshd/internal/lockwatch"
+	"github.com/meshd-io/meshd/internal/testing/kubetest"
 )
-
-// countVerbs counts the clientset's actions on resource by verb.
-func countVerbs(c *fake.Clientset, resource string) map[string]int {
-	out := map[string]int{}
-	for _, a := range c.Actions() {
-		if a.GetResource().Resource == resource {
-			out[a.GetVerb()]++
-		}
-	}
-	return out
-}
 
 // recorder collects what a subscriber receives.
 type recorder struct {
@@ -126,7 +116,7 @@ func TestHubOpensOneWatchPerNamespaceAndWakesOnlyTheOwner(t *testing.T) {
 			t.Errorf("subscriber %d got %v, want %d object(s) of its own", i, names, want)
 		}
 	}
-	if got := countVerbs(client, "leases"); got["list"] != 2 || got["watch"] != 2 {
+	if got := kubetest.CountVerbs(client, "leases"); got["list"] != 2 || got["watch"] != 2 {
 		t.Fatalf("21 locks in 2 namespaces sent %v, want one list and one watch per namespace", got)
 	}
 	for _, u := range unsubs {
@@ -153,7 +143,7 @@ func TestHubGivesALateSubscriberTheCachedObject(t *testing.T) {
 	if !ok || len(names) != 1 || names[0] != "lock-1" {
 		t.Fatalf("a subscriber joining a listed watch got %v (healthy %v), want lock-1 at once", names, ok)
 	}
-	if got := countVerbs(client, "leases"); got["list"] != 1 {
+	if got := kubetest.CountVerbs(client, "leases"); got["list"] != 1 {
 		t.Fatalf("the late subscriber listed again: %v", got)
 	}
 }
@@ -351,7 +341,7 @@ func TestLeaseWritesAfterAWatchedVersionSendOnlyTheUpdate(t *testing.T) {
 	if err := l.Update(context.Background(), Record{HolderIdentity: "me", LeaseDurationSeconds: 30}); err != nil {
 		t.Fatal(err)
 	}
-	if got := countVerbs(client, "leases"); fmt.Sprint(got) != "map[update:1]" {
+	if got := kubetest.CountVerbs(client, "leases"); fmt.Sprint(got) != "map[update:1]" {
 		t.Fatalf("a write after a whole-object observation sent %v, want one update", got)
 	}
 }
