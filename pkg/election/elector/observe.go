@@ -194,25 +194,32 @@ func (le *LeaderElector) noteEmpty(rec *resourcelock.Record, now time.Time) {
 }
 
 // fenceNamedOver is called with a record read or delivered, before it is
-// observed. A record naming this candidate that it did not write, found
-// while the record last observed names another holder whose lease has not
-// run out by this candidate's observation, ends that holder's term only if
-// that holder wrote it: a handover, written once its work had stopped,
-// over its own record in the same lock object, counting one transition
-// more. A record that follows the lock object missing or without a record
-// (the wiped-lock rule kept that holder's lease meanwhile), one in an
-// object created since (a new uid), or one with another count is not: a
-// coordinator assigned a lock it found vacant without having seen that
-// holder's record, and that holder works until it sees the record naming
-// this candidate. As with a wiped lock, this candidate's run callback then
-// starts no earlier than the end of that holder's lease, whatever
-// Config.StartAtOnceAfterSteal says (it took nothing by force); it holds
-// and renews the lock meanwhile.
+// observed, while the record last observed names another holder whose
+// lease has not run out by this candidate's observation. Two kinds of
+// record leave that holder's term running:
+//   - A record naming this candidate that it did not write ends that term
+//     only if that holder wrote it: a handover, written once its work had
+//     stopped, over its own record in the same lock object, counting one
+//     transition more. A record that follows the lock object missing or
+//     without a record (the wiped-lock rule kept that holder's lease
+//     meanwhile), one in an object created since (a new uid), or one with
+//     another count is not: a coordinator assigned a lock it found vacant
+//     without having seen that holder's record.
+//   - A record of a third holder found while the object counts as emptied:
+//     its writer may not have seen that holder's record, destroyed with
+//     the object, and its release, its expiry or its process's exit says
+//     nothing of that holder's work.
+//
+// That holder works until it sees such a record, so this candidate's run
+// callback, in the next term it leads, starts no earlier than the end of
+// that holder's lease, whatever Config.StartAtOnceAfterSteal says (it took
+// nothing by force); it holds and renews the lock meanwhile.
 func (le *LeaderElector) fenceNamedOver(rec *resourcelock.Record, now time.Time) {
 	prev, _ := le.Observed()
 	replaced, _ := le.cfg.Lock.(interface{ Replaced() bool })
 	handover := !le.loop.emptied.Seen() && (replaced == nil || !replaced.Replaced()) && rec.LeaderTransitions == prev.LeaderTransitions+1
-	if rec.HolderIdentity == le.cfg.Lock.Identity() && prev.HolderIdentity != "" && prev.HolderIdentity != rec.HolderIdentity && !handover && le.leaseValid(now) {
+	mine := rec.HolderIdentity == le.cfg.Lock.Identity()
+	if (mine && !handover || !mine && le.loop.emptied.Seen()) && prev.HolderIdentity != "" && prev.HolderIdentity != rec.HolderIdentity && le.leaseValid(now) {
 		if end := le.leaseEnd(); end.After(le.fence.startAt) {
 			le.fence.startAt = end
 		}

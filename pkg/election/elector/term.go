@@ -63,7 +63,7 @@ func (le *LeaderElector) lead(ctx context.Context) {
 	end := le.renew(ctx, t)
 	le.setLeading(false)
 	le.stopWork(t, &end)
-	le.holdUntilFence(ctx, t, &end)
+	le.holdUntilFence(ctx, &end)
 	le.finish(end)
 	le.cfg.Lock.RecordEvent(corev1.EventTypeNormal, reasonLeaderElection, le.cfg.Lock.Identity()+" stopped leading")
 	if le.cfg.Callbacks.OnStoppedLeading != nil {
@@ -83,8 +83,9 @@ func (le *LeaderElector) startCallback(t *term) {
 }
 
 // fenceTimer starts the callback now, or returns a timer that fires when
-// it may start: after a forced steal, when the old holder's work must have
-// stopped. The caller stops the timer.
+// it may start: after a forced steal, or a lease that a record did not end
+// (fenceNamedOver), when the old holder's work must have stopped. The
+// caller stops the timer.
 func (le *LeaderElector) fenceTimer(t *term) clockTimer {
 	wait := le.fence.startAt.Sub(le.clock.Now())
 	if wait <= 0 {
@@ -355,15 +356,19 @@ func (le *LeaderElector) stopWork(t *term, end *termEnd) {
 	}
 }
 
-// holdUntilFence is for a lock taken by force whose callback has not
-// started because the previous holder's work may still run: a successor
-// named now, or anyone taking a released lock, would start beside that
-// work. A handover waits for the fence, renewing meanwhile; a release, or a
-// handover whose wait ctx cuts short, becomes leaving the lock to expire:
-// others then wait a lease from this holder's last renew, past the fence.
-func (le *LeaderElector) holdUntilFence(ctx context.Context, t *term, end *termEnd) {
+// holdUntilFence is for a term whose fence has not passed because another
+// holder's work may still run: a lock taken by force whose callback has
+// not started, or a record written again into a destroyed lock object
+// (recordDestroyed), which may have destroyed the record of a holder that
+// took the emptied object meanwhile, whether this term's callback runs or
+// not. A successor named now, or anyone taking a released lock, would
+// start beside that work. A handover waits for the fence, renewing
+// meanwhile; a release, or a handover whose wait ctx cuts short, becomes
+// leaving the lock to expire: others then wait a lease from this holder's
+// last renew, past the fence.
+func (le *LeaderElector) holdUntilFence(ctx context.Context, end *termEnd) {
 	wait := le.fence.startAt.Sub(le.clock.Now())
-	if t.started || wait <= 0 || !end.stillHeld || !le.givesAway(*end) {
+	if wait <= 0 || !end.stillHeld || !le.givesAway(*end) {
 		return
 	}
 	if end.handTo == nil || ctx.Err() != nil {
