@@ -480,10 +480,13 @@ func (c *candidate) stop() {
 	c.mu.Unlock()
 	if cancel != nil {
 		c.w.j.logf("%s shuts down", c.id)
-		cancel()
 		if c.spec.Pod != "" {
+			// First look before cancel: the world has settled, so what it
+			// sees does not depend on how far the process's goroutines got
+			// with the shutdown meanwhile, as it did when it looked after.
 			c.w.podEndOnceStopped(c, 0)
 		}
+		cancel()
 	}
 }
 
