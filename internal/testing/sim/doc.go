@@ -330,10 +330,12 @@
 //     one event: a session's echo called an election's wake-up once per
 //     look that had asked for it, and the calls after the first raced the
 //     loop that had taken the first; it now calls it once (1 of 1,000
-//     session seeds from 2900000001 varied: 2900000038). Not all is
-//     found: under the race detector and a full make test, seed
-//     2600000196 still gave two traces once, one with an extra action at
-//     1.58 s.
+//     session seeds from 2900000001 varied: 2900000038).
+//   - The harness's look at a process it stopped: the first look at
+//     whether it has ended (which ends its Pod) ran right after its
+//     context was cancelled, beside the goroutines shutting it down, and
+//     saw it ended or not by their progress (seed 2600000196, under the
+//     race detector and a full make test). It now runs before the cancel.
 //
 // TestReplayIsDeterministic compares the traces and the number of steps of
 // replays; the steps differ as soon as one wait was drawn differently,
