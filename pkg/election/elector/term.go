@@ -63,7 +63,7 @@ func (le *LeaderElector) lead(ctx context.Context) {
 	end := le.renew(ctx, t)
 	le.setLeading(false)
 	le.stopWork(t, &end)
-	le.holdUntilFence(ctx, &end)
+	le.holdUntilFence(ctx, t, &end)
 	le.finish(end)
 	le.cfg.Lock.RecordEvent(corev1.EventTypeNormal, reasonLeaderElection, le.cfg.Lock.Identity()+" stopped leading")
 	if le.cfg.Callbacks.OnStoppedLeading != nil {
@@ -356,19 +356,15 @@ func (le *LeaderElector) stopWork(t *term, end *termEnd) {
 	}
 }
 
-// holdUntilFence is for a term whose fence has not passed because another
-// holder's work may still run: a lock taken by force whose callback has
-// not started, or a record written again into a destroyed lock object
-// (recordDestroyed), which may have destroyed the record of a holder that
-// took the emptied object meanwhile, whether this term's callback runs or
-// not. A successor named now, or anyone taking a released lock, would
-// start beside that work. A handover waits for the fence, renewing
-// meanwhile; a release, or a handover whose wait ctx cuts short, becomes
-// leaving the lock to expire: others then wait a lease from this holder's
-// last renew, past the fence.
-func (le *LeaderElector) holdUntilFence(ctx context.Context, end *termEnd) {
+// holdUntilFence is for a lock taken by force whose callback has not
+// started because the previous holder's work may still run: a successor
+// named now, or anyone taking a released lock, would start beside that
+// work. A handover waits for the fence, renewing meanwhile; a release, or a
+// handover whose wait ctx cuts short, becomes leaving the lock to expire:
+// others then wait a lease from this holder's last renew, past the fence.
+func (le *LeaderElector) holdUntilFence(ctx context.Context, t *term, end *termEnd) {
 	wait := le.fence.startAt.Sub(le.clock.Now())
-	if wait <= 0 || !end.stillHeld || !le.givesAway(*end) {
+	if t.started || wait <= 0 || !end.stillHeld || !le.givesAway(*end) {
 		return
 	}
 	if end.handTo == nil || ctx.Err() != nil {
