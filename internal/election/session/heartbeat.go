@@ -148,7 +148,7 @@ func (h *heartbeat) run(ctx context.Context) {
 		t := clk.NewTimer(wait)
 		// A kick and the timer at once are taken in a fixed order (package
 		// ordered), so that the same events give the same heartbeats.
-		which := ordered.First(ctx.Done(), h.kick, t.C())
+		which := ordered.First3(ctx.Done(), h.kick, t.C())
 		t.Stop()
 		if which == 0 {
 			return

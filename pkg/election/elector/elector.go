@@ -307,7 +307,7 @@ func (le *LeaderElector) acquire(ctx context.Context) bool {
 		timer := le.clock.NewTimer(le.followerWait())
 		// Taken in a fixed order when several happened at once (package
 		// ordered): a delivery is seen before a trigger or the timer acts.
-		which := ordered.First(ctx.Done(), le.watchEvents(), le.trigger, timer.C())
+		which := ordered.First4(ctx.Done(), le.watchEvents(), le.trigger, timer.C())
 		timer.Stop()
 		switch which {
 		case 0:

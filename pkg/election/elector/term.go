@@ -174,7 +174,7 @@ func (r *renewal) stop() {
 // the fence, a trigger, the renew timer; a delivery showing the lock taken
 // is seen before a renewal or a start it would prevent.
 func (le *LeaderElector) renewWait(ctx context.Context, t *term, r *renewal) (end *termEnd, renewNow bool) {
-	switch ordered.First(ctx.Done(), le.watchEvents(), t.doneCh(), timerC(r.fence), le.trigger, r.timer.C()) {
+	switch ordered.First6(ctx.Done(), le.watchEvents(), t.doneCh(), timerC(r.fence), le.trigger, r.timer.C()) {
 	case 0:
 		return &termEnd{stillHeld: true}, false
 	case 1:
