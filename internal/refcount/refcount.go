@@ -28,20 +28,40 @@
 // not be copied after first use.
 package refcount
 
-import "sync"
+import (
+	"sync"
+	"sync/atomic"
+)
 
 // Registry is a set of reference-counted values of type V, one per key of
 // type K. See the package documentation for its guarantees.
 type Registry[K comparable, V any] struct {
 	mu      sync.Mutex
-	entries map[K]*entry[V]
+	entries map[K]*entry[K, V]
 }
 
-// entry is one shared value, its stop function and its number of users.
-type entry[V any] struct {
+// entry is one shared value, its key, its stop function and its number
+// of users. The key is kept here, once, rather than by each user's
+// release: with thousands of users of one value, a copy per user would
+// cost more than the value.
+type entry[K comparable, V any] struct {
+	key   K
 	value V
 	stop  func()
 	refs  int // guarded by Registry.mu
+}
+
+// user is one successful Acquire; release is its release function.
+type user[K comparable, V any] struct {
+	r    *Registry[K, V]
+	e    *entry[K, V]
+	done atomic.Bool
+}
+
+func (u *user[K, V]) release() {
+	if u.done.CompareAndSwap(false, true) {
+		u.r.leave(u.e)
+	}
 }
 
 // Acquire returns the value of key, calling create to make it when the key
@@ -59,12 +79,12 @@ func (r *Registry[K, V]) Acquire(key K, create func() (V, func(), error)) (v V, 
 		var zero V
 		return zero, nil, err
 	}
-	var once sync.Once
-	return e.value, func() { once.Do(func() { r.leave(key, e) }) }, nil
+	u := &user[K, V]{r: r, e: e}
+	return e.value, u.release, nil
 }
 
 // join counts one more user of key's entry, creating it if there is none.
-func (r *Registry[K, V]) join(key K, create func() (V, func(), error)) (*entry[V], error) {
+func (r *Registry[K, V]) join(key K, create func() (V, func(), error)) (*entry[K, V], error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	e, ok := r.entries[key]
@@ -74,9 +94,9 @@ func (r *Registry[K, V]) join(key K, create func() (V, func(), error)) (*entry[V
 			return nil, err
 		}
 		if r.entries == nil {
-			r.entries = map[K]*entry[V]{}
+			r.entries = map[K]*entry[K, V]{}
 		}
-		e = &entry[V]{value: v, stop: stop}
+		e = &entry[K, V]{key: key, value: v, stop: stop}
 		r.entries[key] = e
 	}
 	e.refs++
@@ -85,12 +105,12 @@ func (r *Registry[K, V]) join(key K, create func() (V, func(), error)) (*entry[V
 
 // leave counts one user of e less and, if it was the last, forgets e and
 // stops it outside the lock.
-func (r *Registry[K, V]) leave(key K, e *entry[V]) {
+func (r *Registry[K, V]) leave(e *entry[K, V]) {
 	r.mu.Lock()
 	e.refs--
 	last := e.refs == 0
-	if last && r.entries[key] == e {
-		delete(r.entries, key)
+	if last && r.entries[e.key] == e {
+		delete(r.entries, e.key)
 	}
 	r.mu.Unlock()
 	if last && e.stop != nil {

@@ -62,8 +62,9 @@ type Config struct {
 	Lock resourcelock.Interface
 	// Damper is the elector's steal damper.
 	Damper *damping.Damper
-	// Handover asks the holder first, when it is on.
-	Handover handover.Role
+	// Handover is the elector's handover role, shared, not a copy (never
+	// nil); a rule asks the holder first when it is on.
+	Handover *handover.Role
 	Metrics  Metrics
 	Logger   *zap.Logger
 }

@@ -174,7 +174,7 @@ func New(cfg Config) (*LeaderElector, error) {
 		pacer:   pacing.NewFirst(cfg.Pacer),
 	}
 	le.proto.priority = preemption.New(preemption.Config{Name: cfg.Name, Lock: cfg.Lock,
-		Damper: le.damper, Handover: le.proto.handover, Metrics: le.metrics, Logger: le.log})
+		Damper: le.damper, Handover: &le.proto.handover, Metrics: le.metrics, Logger: le.log})
 	if cfg.Watch && le.cfg.Hub == nil {
 		le.cfg.Hub = lockwatch.NewWatchHub()
 	}
