@@ -129,7 +129,7 @@ func (p *Protocol) Ask(ctx context.Context, rec *resourcelock.Record, now time.T
 	if h.Holder != rec.HolderIdentity {
 		return true, nil // an istiod or client-go holder: it cannot answer
 	}
-	if t := termKey(rec); p.ask.term != t {
+	if t := TermKey(rec); p.ask.term != t {
 		p.ask = askState{term: t}
 	}
 	a := &p.ask
@@ -447,9 +447,11 @@ func (p *Protocol) Retract(ctx context.Context) (retry bool) {
 	return false
 }
 
-// termKey names one holder's term, as the elector does: every change of
-// holder increments leaderTransitions. A handover request is about a term.
-func termKey(rec *resourcelock.Record) string {
+// TermKey names one holder's term, for this protocol and the elector
+// alike: every change of holder increments leaderTransitions, so a holder
+// that regains the lock is in a new term even within the same second. A
+// handover request is about a term.
+func TermKey(rec *resourcelock.Record) string {
 	return fmt.Sprintf("%s#%d", rec.HolderIdentity, rec.LeaderTransitions)
 }
 

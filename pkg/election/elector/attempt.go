@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"github.com/meshd-io/meshd/internal/protocol/handover"
 	"github.com/meshd-io/meshd/pkg/resourcelock"
 )
 
@@ -226,7 +227,7 @@ func (le *LeaderElector) decideOwn(ctx context.Context, renewing bool, rec *reso
 // A leader renewing writes a renew time that only rises (lockcap.RenewMark).
 func (le *LeaderElector) continueTerm(desired *resourcelock.Record, prev resourcelock.Record, renewing bool, now time.Time) {
 	desired.LeaderTransitions = prev.LeaderTransitions + 1
-	if renewing || termKey(&prev) != le.loop.ledTerm {
+	if renewing || handover.TermKey(&prev) != le.loop.ledTerm {
 		desired.AcquireTime, desired.LeaderTransitions = prev.AcquireTime, prev.LeaderTransitions
 	}
 	if renewing {

@@ -337,7 +337,7 @@ func (le *LeaderElector) tryAcquire(ctx context.Context) bool {
 			le.loop.lastRenew, le.loop.namedFrom = le.loop.namedFrom, time.Time{}
 		}
 		rec, _ := le.Observed() // the record of the term just won, naming this candidate
-		le.loop.ledTerm = termKey(&rec)
+		le.loop.ledTerm = handover.TermKey(&rec)
 		le.proto.coord.Acquired()
 		le.log.Info("acquired leadership")
 		return true

@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/meshd-io/meshd/internal/lockcap"
+	"github.com/meshd-io/meshd/internal/protocol/handover"
 	"github.com/meshd-io/meshd/pkg/resourcelock"
 )
 
@@ -70,7 +71,7 @@ func (le *LeaderElector) setObserved(rec *resourcelock.Record, raw []byte, now t
 // noteTerm notes when this candidate saw the term of rec's holder begin;
 // zero for the term it found when it first looked. Called with mu held.
 func (le *LeaderElector) noteTerm(rec *resourcelock.Record, now time.Time) {
-	t := termKey(rec)
+	t := handover.TermKey(rec)
 	if t == le.obs.term {
 		return
 	}

@@ -2,7 +2,6 @@ package elector
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"go.uber.org/zap"
@@ -39,13 +38,6 @@ func (le *LeaderElector) retract(ctx context.Context) bool {
 		}
 	}
 	return false
-}
-
-// termKey names one holder's term: every change of holder increments
-// leaderTransitions, so a holder that regains the lock is in a new term even
-// within the same second.
-func termKey(rec *resourcelock.Record) string {
-	return fmt.Sprintf("%s#%d", rec.HolderIdentity, rec.LeaderTransitions)
 }
 
 // Preemption tells whether a candidate currently preempts holders it
