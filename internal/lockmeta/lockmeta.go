@@ -54,6 +54,20 @@ type Handover struct {
 	// AnswerTime is when the holder answered, by its clock, for people
 	// reading the object; nobody's timing is computed from it.
 	AnswerTime *metav1.Time `json:"answerTime,omitempty"`
+	// HonoursFence comes with a request: the candidate, once named, starts
+	// its work no earlier than FenceMillis after it sees the record naming
+	// it. Older candidates do not write it, and a holder hands them the
+	// lock only once its own fence has passed.
+	HonoursFence bool `json:"honoursFence,omitempty"`
+	// FenceMillis comes with an accepted answer to a request that honours
+	// fences, from a holder that took the lock by force and whose work has
+	// not started: the work of the holder before it may run for this many
+	// milliseconds more, counted from when the answer was written. The
+	// holder then names the candidate at once, and the record naming it
+	// carries the value on (see resourcelock): the candidate's work starts
+	// no earlier than this many milliseconds after it sees that record, by
+	// its own clock, which is after the fence whatever the clocks say.
+	FenceMillis int64 `json:"fenceMillis,omitempty"`
 }
 
 // Answers a holder writes into Handover.Answer.

@@ -52,8 +52,10 @@ type Handover interface {
 	Retract(ctx context.Context) (retry bool)
 	// Answer answers the request addressed to this leading holder, if
 	// any, and returns it when accepted with a promise to stop within
-	// stopWithin.
-	Answer(ctx context.Context, now time.Time, stopWithin time.Duration) (*lockmeta.Handover, error)
+	// stopWithin; fenceLeft, when positive, is how long the holder's work
+	// must still wait (its fence), which an accepted request that honours
+	// fences carries (lockmeta.Handover.FenceMillis).
+	Answer(ctx context.Context, now time.Time, stopWithin, fenceLeft time.Duration) (*lockmeta.Handover, error)
 	// Reconsiders reports whether a fresh request to this holder must be
 	// answered again (refused but now entitled, or accepted in a term
 	// whose end could not name the candidate).

@@ -31,15 +31,22 @@ func ownObject(obj any, namespace, name string) (runtime.Object, bool) {
 // cooperation on, the new holder, clearing requests addressed to anyone
 // else; otherwise nothing is changed. A request addressed to the holder being
 // written stays: it was made while the lock was handed to that holder, and the
-// holder answers it once it leads.
+// holder answers it once it leads. A record naming the candidate whose
+// request the annotation accepts with a fence (Handover.FenceMillis) carries
+// that fence on, so that the candidate finds it with the record naming it.
 func (c Config) advertise(meta *metav1.ObjectMeta, r Record) {
 	if !c.Cooperative {
 		return
 	}
-	if r.HolderIdentity != "" && lockmeta.ReadHandover(meta.Annotations).Requested(r.HolderIdentity) {
+	cur := lockmeta.ReadHandover(meta.Annotations)
+	if r.HolderIdentity != "" && cur.Requested(r.HolderIdentity) {
 		return
 	}
-	lockmeta.WriteHandover(meta, lockmeta.Handover{Holder: r.HolderIdentity})
+	next := lockmeta.Handover{Holder: r.HolderIdentity}
+	if r.HolderIdentity != "" && cur.Candidate == r.HolderIdentity && cur.Answer == lockmeta.AnswerAccepted && cur.HonoursFence {
+		next.FenceMillis = cur.FenceMillis
+	}
+	lockmeta.WriteHandover(meta, next)
 }
 
 // newer reports whether resourceVersion a is newer than b. Resource versions

@@ -225,6 +225,7 @@ func (p *Protocol) request(ctx context.Context, rec *resourcelock.Record, now ti
 		Candidate:    p.me,
 		CandidateKey: p.cfg.Lock.Key(),
 		RequestTime:  &metav1.Time{Time: now},
+		HonoursFence: true,
 	}
 	if err := p.write(ctx, req, now); err != nil {
 		return fmt.Errorf("ask %s to hand over %s: %w", rec.HolderIdentity, p.cfg.Lock.Describe(), err)
@@ -312,7 +313,7 @@ func (p *Protocol) WakeAt(now time.Time) time.Time {
 // answer; one from a candidate that Accept does not entitle now is refused
 // (and accepted later if the candidate becomes entitled while the request
 // is fresh).
-func (p *Protocol) Answer(ctx context.Context, now time.Time, stopWithin time.Duration) (*lockmeta.Handover, error) {
+func (p *Protocol) Answer(ctx context.Context, now time.Time, stopWithin, fenceLeft time.Duration) (*lockmeta.Handover, error) {
 	h := p.cfg.Lock.Handover()
 	if !h.Requested(p.me) {
 		return nil, nil
@@ -337,6 +338,9 @@ func (p *Protocol) Answer(ctx context.Context, now time.Time, stopWithin time.Du
 	}
 	h.Answer, h.AnswerTime = lockmeta.AnswerAccepted, &metav1.Time{Time: now}
 	h.StopWithinMillis = stopWithin.Milliseconds()
+	if h.FenceMillis = 0; h.HonoursFence && fenceLeft > 0 {
+		h.FenceMillis = (fenceLeft + time.Millisecond - 1).Milliseconds() // rounded up: never short of the fence
+	}
 	if err := p.write(ctx, h, now); err != nil {
 		return nil, fmt.Errorf("accept the handover request of %s: %w", h.Candidate, err)
 	}

@@ -137,12 +137,51 @@ func (r Role) Respond(ctx context.Context, now, fence time.Time) (*lockmeta.Hand
 	if !r.On() {
 		return nil, nil
 	}
-	h, err := r.Answer(ctx, now, r.StopWithin(fence, now))
+	stopWithin := r.StopWithin(fence, now)
+	if r.hl.Handover().HonoursFence {
+		// The fence goes with the answer, and the candidate waits it out:
+		// the holder names it as soon as its work has stopped.
+		stopWithin = r.StopWithin(time.Time{}, now)
+	}
+	h, err := r.Answer(ctx, now, stopWithin, fence.Sub(now))
 	if apierrors.IsConflict(err) && ctx.Err() == nil {
 		r.log.Debug("answering a handover request conflicted; reading the lock", zap.Error(err))
 		return nil, nil
 	}
 	return h, err
+}
+
+// CarriesFence reports whether the accepted request h carries a fence
+// that covers wait, the time this holder's work would still have to wait:
+// then the holder names the candidate at once, and the candidate waits out
+// the fence (lockmeta.Handover.FenceMillis). False without such a request,
+// or when the fence has moved later since the answer; the holder then
+// names the candidate at its fence.
+func (r Role) CarriesFence(h *lockmeta.Handover, wait time.Duration) bool {
+	if h == nil || !h.HonoursFence || time.Duration(h.FenceMillis)*time.Millisecond < wait {
+		return false
+	}
+	r.log.Info("handing over before the fence; the successor's work waits it out",
+		zap.String("candidate", h.Candidate), zap.Duration("fenceIn", wait))
+	return true
+}
+
+// CarriedFence is for a candidate that finds a record naming it in place of
+// another holder's (named is true): the later of fence and now plus the
+// fence the handover annotation carries to it; fence otherwise. The
+// annotation is the one of the object version that carries the record.
+func (r Role) CarriedFence(fence, now time.Time, named bool) time.Time {
+	if !named || r.hl == nil {
+		return fence
+	}
+	h := r.hl.Handover()
+	if h.Holder != r.lock.Identity() || h.FenceMillis <= 0 {
+		return fence
+	}
+	if at := now.Add(time.Duration(h.FenceMillis) * time.Millisecond); at.After(fence) {
+		return at
+	}
+	return fence
 }
 
 // Promised returns the request this holder accepted and has not yet

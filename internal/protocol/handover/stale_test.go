@@ -78,7 +78,7 @@ func TestRequestAgeIsBoundedByTheHoldersOwnWrite(t *testing.T) {
 			if _, _, err := holderLock.Get(ctx); err != nil {
 				t.Fatal(err)
 			}
-			got, err := p.Answer(ctx, t0.Add(tc.answerAt), time.Second)
+			got, err := p.Answer(ctx, t0.Add(tc.answerAt), time.Second, 0)
 			if err != nil {
 				t.Fatal(err)
 			}

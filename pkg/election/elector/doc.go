@@ -107,10 +107,12 @@
 // speed. The fence holds whatever happens before it: a steal whose write
 // failed ambiguously (a timeout) sets it too, in case the write happened;
 // it outlives a term that ends before it, for the next Run; and a holder
-// asked for the lock before its fence gives it up only at the fence, by a
-// release rather than a handover, since the candidate that asked may have
-// crashed meanwhile (a shutdown before the fence leaves the lock to expire
-// rather than release it). At the fence, a holder renews first, with a
+// asked for the lock before its fence gives it up only at the fence, with a
+// brief lease, since the candidate that asked may have crashed meanwhile (a
+// shutdown before the fence leaves the lock to expire rather than release
+// it), unless the request honours fences: then the holder names the
+// candidate at once, its answer and the record naming the candidate carry
+// the time left to the fence, and the candidate's work waits it out. At the fence, a holder renews first, with a
 // write, and starts only once a renew succeeded, so that it never starts
 // beside a holder that took the lock while it waited. A watch that shows no
 // such write proves nothing: it may hand it over late (it lags), or after

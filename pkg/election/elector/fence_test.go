@@ -299,3 +299,47 @@ func TestHolderNamesTheCandidateAtItsFenceWithABriefLease(t *testing.T) {
 	h.steps(8, 250*time.Millisecond)
 	waitFor(t, "c to take the lock once d's brief lease ran out", func() bool { return h.holderOrNone() == "c" && c.le.IsLeader() })
 }
+
+// A holder that took the lock by force and whose work has not started
+// names at once a candidate whose request says it honours fences, with the
+// time left to its fence in the answer; the record naming the candidate
+// carries it on, and the candidate's work starts no earlier than that after
+// it sees the record. The work of the holder the lock was taken from may
+// run until the fence, so nothing starts before it, and the better
+// candidate holds the election meanwhile. Before, the holder named it only
+// at its fence, and a chain of forced takes kept the best candidate waiting
+// past the priority bound (simulation session seed 2800519349).
+func TestFencedHolderNamesAFenceAwareCandidateAtOnce(t *testing.T) {
+	h := newHarness(t)
+	h.writeRecord(held("istiod-a", "canary", 4))
+	var entitled, cStarted, dStarted atomic.Bool
+	c := h.start(candidateOpts{identity: "c", key: "stable", accept: true,
+		stealFn: func(string) bool { return entitled.Load() },
+		work:    func(ctx context.Context) error { cStarted.Store(true); <-ctx.Done(); return nil }})
+	waitFor(t, "c to see the holder", func() bool { return c.le.GetLeader() == "istiod-a" })
+	entitled.Store(true)
+	c.le.Trigger()
+	waitFor(t, "c to take the lock", func() bool { return h.holderOrNone() == "c" })
+	took := h.clock.Now() // c's fence: a lease on, took+4s
+	entitled.Store(false)
+	h.start(candidateOpts{identity: "d", key: "stable", steal: true,
+		work: func(ctx context.Context) error { dStarted.Store(true); <-ctx.Done(); return nil }})
+	waitFor(t, "c to name d", func() bool { return h.holderOrNone() == "d" })
+	if named := h.clock.Since(took); named >= time.Second {
+		t.Fatalf("c named d %v after it took the lock; want at once, before its fence", named)
+	}
+	if rec := h.record(); rec.HolderKey != "stable" || rec.LeaseDurationSeconds != 4 {
+		t.Fatalf("record %+v, want d's key and a full lease", rec)
+	}
+	for h.clock.Since(took) < 4*time.Second {
+		if dStarted.Load() || cStarted.Load() {
+			t.Fatalf("work started %v after the forced take, before the fence (c %v, d %v)", h.clock.Since(took), cStarted.Load(), dStarted.Load())
+		}
+		h.steps(1, 250*time.Millisecond)
+	}
+	h.steps(2, 250*time.Millisecond)
+	waitFor(t, "d's work to start after the fence", dStarted.Load)
+	if cStarted.Load() || h.holderOrNone() != "d" {
+		t.Fatalf("c's work started %v; holder %q", cStarted.Load(), h.holderOrNone())
+	}
+}

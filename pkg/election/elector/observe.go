@@ -221,6 +221,7 @@ func (le *LeaderElector) fenceNamedOver(rec *resourcelock.Record, now time.Time)
 	replaced, _ := le.cfg.Lock.(interface{ Replaced() bool })
 	handover := !le.loop.emptied.Seen() && (replaced == nil || !replaced.Replaced()) && rec.LeaderTransitions == prev.LeaderTransitions+1
 	mine := rec.HolderIdentity == le.cfg.Lock.Identity()
+	le.fence.startAt = le.proto.handover.CarriedFence(le.fence.startAt, now, mine && prev.HolderIdentity != rec.HolderIdentity)
 	if (mine && !handover || !mine && le.loop.emptied.Seen()) && prev.HolderIdentity != "" && prev.HolderIdentity != rec.HolderIdentity && le.leaseValid(now) {
 		if end := le.leaseEnd(); end.After(le.fence.startAt) {
 			le.fence.startAt = end

@@ -359,12 +359,14 @@ func (le *LeaderElector) stopWork(t *term, end *termEnd) {
 // holdUntilFence is for a lock taken by force whose callback has not
 // started because the previous holder's work may still run: a successor
 // named now, or anyone taking a released lock, would start beside that
-// work. A handover waits for the fence, renewing meanwhile; a release, or a
-// handover whose wait ctx cuts short, becomes leaving the lock to expire:
-// others then wait a lease from this holder's last renew, past the fence.
+// work. A handover waits for the fence, renewing meanwhile, unless the
+// accepted request carries the fence to a successor that waits it out; a
+// release, or a handover whose wait ctx cuts short, becomes leaving the lock
+// to expire: others then wait a lease from this holder's last renew, past
+// the fence.
 func (le *LeaderElector) holdUntilFence(ctx context.Context, t *term, end *termEnd) {
 	wait := le.fence.startAt.Sub(le.clock.Now())
-	if t.started || wait <= 0 || !end.stillHeld || !le.givesAway(*end) {
+	if t.started || wait <= 0 || !end.stillHeld || !le.givesAway(*end) || le.proto.handover.CarriesFence(end.handTo, wait) {
 		return
 	}
 	if end.handTo == nil || ctx.Err() != nil {
