@@ -101,6 +101,14 @@ type CoordinatedLock interface {
 	PreferredHolder() (identity, key string)
 }
 
+// Replaced reports whether the object version that lock saw last belongs
+// to another object than the version it saw before (deleted and created
+// again in between: a new uid); false for a lock that cannot tell.
+func Replaced(lock resourcelock.Interface) bool {
+	r, ok := lock.(interface{ Replaced() bool })
+	return ok && r.Replaced()
+}
+
 // PodMarkPending reports whether lock's holder Pod mark (resourcelock
 // Config.HolderPod) is not yet, or no longer, what the lock object shows:
 // a holder's renew cannot then be left to a session.

@@ -9,7 +9,11 @@
 // Guarantees: once a candidate has seen the object emptied, the object
 // counts as held until one lease has passed since the first time it was
 // seen so, whatever record was seen before; only a record seen again, or
-// the candidate's own write, starts the count afresh. A missing object
+// the candidate's own write, starts the count afresh. An emptied object
+// that is another object than the one seen emptied before (created since:
+// a new uid, or an object where there was none) starts the count afresh
+// too: a holder may have written its record into the object in between
+// and be working, and the count of the earlier object says nothing of it. A missing object
 // seen by a candidate that never saw a record (the first election of a
 // cluster) is the one exception, free at once.
 //
@@ -26,19 +30,24 @@ import "time"
 // value has not seen it so: the object held a record when last seen, or
 // was never looked at.
 type Since struct {
-	at time.Time // zero while the object holds a record
+	at      time.Time // zero while the object holds a record
+	missing bool      // the object was missing at the last look
 }
 
 // Note follows a read or delivery at now: hasRecord tells whether the
-// object exists and holds a record. An emptied object keeps the time it
-// was first seen so; a record clears it.
-func (s *Since) Note(hasRecord bool, now time.Time) {
+// object exists and holds a record, missing whether it does not exist,
+// and replaced whether the object read is another than the one read
+// before it (its uid changed). An emptied object keeps the time it was
+// first seen so, unless it was created since (replaced, or found where
+// there was none); a record clears it.
+func (s *Since) Note(hasRecord, missing, replaced bool, now time.Time) {
 	switch {
 	case hasRecord:
 		s.at = time.Time{}
-	case s.at.IsZero():
+	case s.at.IsZero() || !missing && (replaced || s.missing):
 		s.at = now
 	}
+	s.missing = missing
 }
 
 // Clear forgets an emptied object: the caller wrote its record into it.
