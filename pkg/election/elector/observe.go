@@ -120,7 +120,6 @@ func (le *LeaderElector) observeOwnWrite(rec resourcelock.Record, now time.Time)
 	le.loop.emptied.Clear()
 	le.loop.watchEpoch = le.loop.writeEpoch // noted before the write: a break during it counts
 	le.loop.wrote = lockcap.MarkRenew(rec.RenewTime.Time, now)
-	le.proto.handover.Wrote(now)
 	le.mu.Lock()
 	le.setObserved(&rec, resourcelock.EncodeRecord(rec), now)
 	le.mu.Unlock()
