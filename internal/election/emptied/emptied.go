@@ -13,9 +13,9 @@
 // that is another object than the one seen emptied before (created since:
 // a new uid, or an object where there was none) starts the count afresh
 // too: a holder may have written its record into the object in between
-// and be working, and the count of the earlier object says nothing of it. A missing object
-// seen by a candidate that never saw a record (the first election of a
-// cluster) is the one exception, free at once.
+// and be working, and the count of the earlier object says nothing of it.
+// A missing object seen by a candidate that never saw a record (the first
+// election of a cluster) is the one exception, free at once.
 //
 // What it assumes of the caller: it is called from the election loop only,
 // with the clock reading of the decision in progress; it is told of every

@@ -134,7 +134,7 @@ func (r Role) Respond(ctx context.Context, now, fence time.Time) (*lockmeta.Hand
 	if r.hl.Handover().HonoursFence {
 		// The fence goes with the answer, and the candidate waits it out:
 		// the holder names it as soon as its work has stopped.
-		stopWithin = r.StopWithin(time.Time{}, now)
+		stopWithin = r.StopWithin(now, now)
 	}
 	h, err := r.Answer(ctx, now, stopWithin, fence.Sub(now))
 	if apierrors.IsConflict(err) && ctx.Err() == nil {

@@ -112,11 +112,12 @@
 // shutdown before the fence leaves the lock to expire rather than release
 // it), unless the request honours fences: then the holder names the
 // candidate at once, its answer and the record naming the candidate carry
-// the time left to the fence, and the candidate's work waits it out. At the fence, a holder renews first, with a
-// write, and starts only once a renew succeeded, so that it never starts
-// beside a holder that took the lock while it waited. A watch that shows no
-// such write proves nothing: it may hand it over late (it lags), or after
-// a list older than it (it broke and came back).
+// the time left to the fence, and the candidate's work waits it out. At the
+// fence, a holder renews first, with a write, and starts only once a renew
+// succeeded, so that it never starts beside a holder that took the lock
+// while it waited. A watch that shows no such write proves nothing: it may
+// hand it over late (it lags), or after a list older than it (it broke and
+// came back).
 //
 // # Sessions
 //

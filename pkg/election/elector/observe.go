@@ -217,8 +217,7 @@ func (le *LeaderElector) noteEmpty(rec *resourcelock.Record, now time.Time) {
 // nothing by force); it holds and renews the lock meanwhile.
 func (le *LeaderElector) fenceNamedOver(rec *resourcelock.Record, now time.Time) {
 	prev, _ := le.Observed()
-	replaced, _ := le.cfg.Lock.(interface{ Replaced() bool })
-	handover := !le.loop.emptied.Seen() && (replaced == nil || !replaced.Replaced()) && rec.LeaderTransitions == prev.LeaderTransitions+1
+	handover := !le.loop.emptied.Seen() && !lockcap.Replaced(le.cfg.Lock) && rec.LeaderTransitions == prev.LeaderTransitions+1
 	mine := rec.HolderIdentity == le.cfg.Lock.Identity()
 	le.fence.startAt = le.proto.handover.CarriedFence(le.fence.startAt, now, mine && prev.HolderIdentity != rec.HolderIdentity)
 	if (mine && !handover || !mine && le.loop.emptied.Seen()) && prev.HolderIdentity != "" && prev.HolderIdentity != rec.HolderIdentity && le.leaseValid(now) {
