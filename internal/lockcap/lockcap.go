@@ -143,6 +143,20 @@ type RenewMark struct{ renew, at time.Time }
 // MarkRenew marks a write that stored renew, sent at at.
 func MarkRenew(renew, at time.Time) RenewMark { return RenewMark{renew: renew.Round(0), at: at} }
 
+// InheritRenew marks a term that began on a record another process wrote,
+// with renew time prev, at now: the term's writes store renew times from
+// the second after prev's on, rising with the monotonic clock from now.
+//
+// That process's wall clock may be ahead of this one's. Renew times read
+// from this one's would fall below prev and, a few renewals later, repeat
+// it: with times in whole seconds, the same bytes as the record the term
+// began on. A follower that saw that record last, such as the process that
+// wrote it and was paused since, would see no change, time the lease from
+// that old sight and take the lock while this holder works.
+func InheritRenew(prev, now time.Time) RenewMark {
+	return RenewMark{renew: prev.Round(0).Truncate(time.Second).Add(time.Second), at: now}
+}
+
 // Next is the renew time a renewal of the same term sent at now stores:
 // now, or, when the wall clock stepped back since the marked write, that
 // write's renew time plus the time passed since it by the monotonic clock.

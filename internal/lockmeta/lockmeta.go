@@ -36,8 +36,10 @@ type Handover struct {
 	// before it agrees.
 	CandidateKey string `json:"candidateKey,omitempty"`
 	// RequestTime is when the candidate asked, by its clock. A holder ignores
-	// a request older than its own lease by its clock, so that a request left
-	// behind by a candidate that is gone is never honoured later.
+	// a request that may be older than its own lease, so that a request left
+	// behind by a candidate that is gone is never honoured later: by its own
+	// clock when it met the request after a write of its own that did not
+	// carry it, by comparing this time with its wall clock otherwise.
 	RequestTime *metav1.Time `json:"requestTime,omitempty"`
 	// Answer is Holder's answer to the request of Candidate: AnswerAccepted
 	// or AnswerRefused; empty while the request is pending. Readers that do

@@ -64,6 +64,11 @@ type Handover interface {
 	// entitled now, the one a holder ending its term hands the lock to;
 	// nil when there is none.
 	Successor(now time.Time) *lockmeta.Handover
+	// Wrote tells the protocol that a write of the lock object by this
+	// candidate, sent at now, succeeded: a request that the written object
+	// did not carry and a later one does was written after now, which
+	// bounds its age by this candidate's own clock.
+	Wrote(now time.Time)
 }
 
 // Coordination is a candidate's side of a coordinated election as the core

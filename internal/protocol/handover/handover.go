@@ -59,6 +59,33 @@ type Protocol struct {
 	log *zap.Logger
 
 	ask askState
+	// sight bounds the age of the request the annotation carries by this
+	// candidate's own clock, when it can (see stale); wrote is its latest
+	// successful write of the lock object.
+	sight, wrote sighting
+}
+
+// sighting is a request as this candidate met it: the request in the
+// annotation (zero when none) and a reading of this candidate's clock
+// before which it cannot have been written (zero when unknown).
+type sighting struct {
+	req   requestID
+	after time.Time
+}
+
+// requestID tells requests apart: the same candidate asking again writes
+// a later request time.
+type requestID struct {
+	candidate, key string
+	at             time.Time
+}
+
+func requestOf(h lockmeta.Handover) requestID {
+	id := requestID{candidate: h.Candidate, key: h.CandidateKey}
+	if h.RequestTime != nil {
+		id.at = h.RequestTime.Time
+	}
+	return id
 }
 
 // askState is what this candidate knows about its request to one holder's
@@ -200,7 +227,7 @@ func (p *Protocol) request(ctx context.Context, rec *resourcelock.Record, now ti
 		RequestTime:  &metav1.Time{Time: now},
 		HonoursFence: true,
 	}
-	if err := p.write(ctx, req); err != nil {
+	if err := p.write(ctx, req, now); err != nil {
 		return fmt.Errorf("ask %s to hand over %s: %w", rec.HolderIdentity, p.cfg.Lock.Describe(), err)
 	}
 	a := &p.ask
@@ -298,7 +325,7 @@ func (p *Protocol) Answer(ctx context.Context, now time.Time, stopWithin, fenceL
 	// when the holder no longer agrees.
 	if p.stale(h, now) {
 		p.log.Info("ignoring a stale handover request", zap.String("candidate", h.Candidate), zap.Any("requestTime", h.RequestTime))
-		return nil, p.write(ctx, lockmeta.Handover{Holder: p.me})
+		return nil, p.write(ctx, lockmeta.Handover{Holder: p.me}, now)
 	}
 	if !p.accepts(h) {
 		if h.Answer == lockmeta.AnswerRefused {
@@ -307,14 +334,14 @@ func (p *Protocol) Answer(ctx context.Context, now time.Time, stopWithin, fenceL
 		h.Answer, h.AnswerTime = lockmeta.AnswerRefused, &metav1.Time{Time: now}
 		p.log.Info("refused a handover request from a candidate that is not entitled",
 			zap.String("candidate", h.Candidate), zap.String("candidateKey", h.CandidateKey))
-		return nil, p.write(ctx, h)
+		return nil, p.write(ctx, h, now)
 	}
 	h.Answer, h.AnswerTime = lockmeta.AnswerAccepted, &metav1.Time{Time: now}
 	h.StopWithinMillis = stopWithin.Milliseconds()
 	if h.FenceMillis = 0; h.HonoursFence && fenceLeft > 0 {
 		h.FenceMillis = (fenceLeft + time.Millisecond - 1).Milliseconds() // rounded up: never short of the fence
 	}
-	if err := p.write(ctx, h); err != nil {
+	if err := p.write(ctx, h, now); err != nil {
 		return nil, fmt.Errorf("accept the handover request of %s: %w", h.Candidate, err)
 	}
 	p.log.Info("accepted a handover request", zap.String("candidate", h.Candidate), zap.String("candidateKey", h.CandidateKey))
@@ -358,20 +385,49 @@ func (p *Protocol) Successor(now time.Time) *lockmeta.Handover {
 	return &h
 }
 
-// stale reports whether a request is too old (or too far in the future) to
-// act on: more than a lease away from now, or without a time.
+// stale reports whether a request is too old to act on. A request that
+// this candidate's own write of the lock object did not carry and a later
+// object does was written after that write was sent: while that was at
+// most a lease ago by this candidate's own clock, the request is fresh,
+// however far apart the two candidates' wall clocks are. Otherwise (the
+// write was longer ago, or there is no such write: the request was met
+// before any write of this process, or its writes carried it) the request
+// time, which is the asking candidate's wall clock, is compared with this
+// candidate's: a request more than a lease before or after now, or
+// without a time, is stale. So the witness proves freshness only, never
+// staleness: a holder that has not written the lock for a while (with
+// sessions, for a whole term) judges as before.
 func (p *Protocol) stale(h lockmeta.Handover, now time.Time) bool {
 	if h.RequestTime == nil {
 		return true
+	}
+	if req := requestOf(h); p.sight.req != req {
+		p.sight = sighting{req: req}
+		if !p.wrote.after.IsZero() && p.wrote.req != req {
+			p.sight.after = p.wrote.after
+		}
+	}
+	if !p.sight.after.IsZero() && now.Sub(p.sight.after) <= p.cfg.LeaseDuration {
+		return false
 	}
 	age := now.Sub(h.RequestTime.Time)
 	return age > p.cfg.LeaseDuration || -age > p.cfg.LeaseDuration
 }
 
+// Wrote notes a successful write of the lock object sent at now: the
+// object it wrote carries the request the annotation holds now.
+func (p *Protocol) Wrote(now time.Time) {
+	p.wrote = sighting{req: requestOf(p.cfg.Lock.Handover()), after: now}
+}
+
 // write stores h in the annotation, counting the request.
-func (p *Protocol) write(ctx context.Context, h lockmeta.Handover) error {
+func (p *Protocol) write(ctx context.Context, h lockmeta.Handover, now time.Time) error {
 	p.cfg.Metrics.Request(p.cfg.Name, "update")
-	return p.cfg.Lock.RequestHandover(ctx, h)
+	err := p.cfg.Lock.RequestHandover(ctx, h)
+	if err == nil {
+		p.Wrote(now)
+	}
+	return err
 }
 
 // Retract takes this candidate's request back, when the object last read
@@ -383,7 +439,7 @@ func (p *Protocol) Retract(ctx context.Context) (retry bool) {
 	if h.Candidate != p.me {
 		return false
 	}
-	err := p.write(ctx, lockmeta.Handover{Holder: h.Holder})
+	err := p.write(ctx, lockmeta.Handover{Holder: h.Holder}, time.Time{}) // no reading: the write bounds no request
 	switch {
 	case err == nil:
 		p.log.Info("withdrew the handover request")

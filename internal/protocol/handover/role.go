@@ -102,6 +102,13 @@ func (r Role) Successor(now time.Time) *lockmeta.Handover {
 	return r.Handover.Successor(now)
 }
 
+// Wrote tells the protocol that a write of the lock sent at now succeeded.
+func (r Role) Wrote(now time.Time) {
+	if r.On() {
+		r.Handover.Wrote(now)
+	}
+}
+
 // Pending reports whether the lock object last seen carries a handover
 // request addressed to this holder that it has not answered yet. Refused
 // requests are reconsidered at every renew and on Trigger.

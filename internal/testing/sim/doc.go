@@ -94,8 +94,13 @@
 // to taking the lock. Nothing overlapped. The grace now counts from the
 // first request left without an answer, and the candidate then takes the
 // lock by force, with a fenced start: a handover between nodes whose
-// clocks are a lease or more apart becomes a fenced steal, and the
-// scenario checks that the candidate leads.
+// clocks are a lease or more apart became a fenced steal. A chain of such
+// steals kept the best candidate waiting past the priority bound (session
+// seed 5100000407), and a holder now knows a request it meets after its
+// own write of the lock, which did not carry it, for a fresh one by its
+// own clock; the scenario checks that the holder accepts the request and
+// the candidate leads. A holder that has not written the lock for a lease
+// (with sessions, for most of a term) still judges by the request time.
 //
 // # Invariants
 //

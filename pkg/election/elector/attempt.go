@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"github.com/meshd-io/meshd/internal/lockcap"
 	"github.com/meshd-io/meshd/internal/protocol/handover"
 	"github.com/meshd-io/meshd/pkg/resourcelock"
 )
@@ -224,15 +225,19 @@ func (le *LeaderElector) decideOwn(ctx context.Context, renewing bool, rec *reso
 // that was never written before is a change every follower sees, however
 // the clocks stand and whatever writes its watch coalesced.
 //
-// A leader renewing writes a renew time that only rises (lockcap.RenewMark).
+// A leader renewing writes a renew time that only rises (lockcap.RenewMark),
+// and one going on with a term another process wrote starts above that
+// process's last renew time (lockcap.InheritRenew).
 func (le *LeaderElector) continueTerm(desired *resourcelock.Record, prev resourcelock.Record, renewing bool, now time.Time) {
 	desired.LeaderTransitions = prev.LeaderTransitions + 1
-	if renewing || handover.TermKey(&prev) != le.loop.ledTerm {
-		desired.AcquireTime, desired.LeaderTransitions = prev.AcquireTime, prev.LeaderTransitions
+	if !renewing && handover.TermKey(&prev) == le.loop.ledTerm {
+		return
 	}
-	if renewing {
-		desired.RenewTime = metav1.NewTime(le.loop.wrote.Next(now))
+	desired.AcquireTime, desired.LeaderTransitions = prev.AcquireTime, prev.LeaderTransitions
+	if !renewing {
+		le.loop.wrote = lockcap.InheritRenew(prev.RenewTime.Time, now)
 	}
+	desired.RenewTime = metav1.NewTime(le.loop.wrote.Next(now))
 }
 
 // decideNamed is for a follower that finds the record naming it: decided
@@ -265,6 +270,7 @@ func (le *LeaderElector) decideNamed(rec *resourcelock.Record, now time.Time) (o
 		// Handed the lock on request: the record is a valid term already,
 		// and the work starts on it alone.
 		le.loop.namedFrom = since
+		le.loop.wrote = lockcap.InheritRenew(rec.RenewTime.Time, now)
 		le.log.Info("the holder handed the lock over on request; leading on its record")
 		return acquired, true
 	}
@@ -275,7 +281,7 @@ func (le *LeaderElector) decideNamed(rec *resourcelock.Record, now time.Time) (o
 // now, and sets the fence before which its work must not start.
 func (le *LeaderElector) steal(ctx context.Context, rec *resourcelock.Record, desired resourcelock.Record, now time.Time) (outcome, error) {
 	fence := le.leaseEnd()
-	if le.holderNamesSession() {
+	if le.seen().session != "" { // the observed holder's record names a session
 		// Whatever this candidate saw of the holder's session, the holder
 		// credits only renewals sent before this write (see Session): its
 		// term ends within its renew deadline of now unless it sees the
@@ -306,7 +312,7 @@ func (le *LeaderElector) steal(ctx context.Context, rec *resourcelock.Record, de
 // internal/protocol/preemption).
 func (le *LeaderElector) mayPreempt(ctx context.Context, rec *resourcelock.Record, now time.Time) (outcome, error) {
 	outranks := le.cfg.KeyComparison != nil && le.cfg.KeyComparison(rec.HolderKey)
-	take, err := le.proto.priority.MayTake(ctx, rec, now, le.termSince(), outranks)
+	take, err := le.proto.priority.MayTake(ctx, rec, now, le.seen().termSeenAt, outranks)
 	switch {
 	case err != nil:
 		return failed, err

@@ -99,11 +99,14 @@ func (h *harness) coordinate(change func(*coordinationv1.Lease)) {
 
 // assign writes a full lease naming identity, as the coordinator does for
 // a vacant lock.
-func (h *harness) assign(identity, key string) {
+func (h *harness) assign(identity, key string) { h.assignAt(identity, key, h.clock.Now()) }
+
+// assignAt is assign by a coordinator whose wall clock reads now.
+func (h *harness) assignAt(identity, key string, now time.Time) {
 	h.coordinate(func(l *coordinationv1.Lease) {
 		rec := resourcelock.LeaseToRecord(l)
 		rec.HolderIdentity, rec.HolderKey, rec.LeaseDurationSeconds = identity, key, 4
-		rec.AcquireTime, rec.RenewTime = metav1.NewTime(h.clock.Now()), metav1.NewTime(h.clock.Now())
+		rec.AcquireTime, rec.RenewTime = metav1.NewTime(now), metav1.NewTime(now)
 		rec.LeaderTransitions++
 		resourcelock.ApplyRecordToLease(*rec, l)
 		l.Spec.Strategy = ptr.To(coordinationv1.CoordinatedLeaseStrategy("meshd.io/prioritized"))

@@ -237,9 +237,15 @@ func (le *LeaderElector) GetLeader() string {
 
 // Observed returns the record last observed and when it was observed.
 func (le *LeaderElector) Observed() (resourcelock.Record, time.Time) {
+	o := le.seen()
+	return o.record, o.time
+}
+
+// seen returns a copy of what this candidate last observed.
+func (le *LeaderElector) seen() observation {
 	le.mu.Lock()
 	defer le.mu.Unlock()
-	return le.obs.record, le.obs.time
+	return le.obs
 }
 
 // LastError returns the error of the latest attempt to acquire or renew, or
@@ -367,10 +373,8 @@ func (le *LeaderElector) followerWait() time.Duration {
 	if le.watch == nil || !le.watch.Healthy() {
 		return poll
 	}
-	le.mu.Lock()
-	rec, seen, corrupt := le.obs.record, le.obs.time, le.obs.corrupt
-	le.mu.Unlock()
-	if seen.IsZero() || (rec.HolderIdentity == "" && !corrupt) || rec.HolderIdentity == le.cfg.Lock.Identity() {
+	o := le.seen()
+	if o.time.IsZero() || (o.record.HolderIdentity == "" && !o.corrupt) || o.record.HolderIdentity == le.cfg.Lock.Identity() {
 		// Nothing known, free, or handed to this candidate: the last
 		// attempt failed, retry at the polling pace; an object without a
 		// record that may have an unknown holder is tried when it may not;
@@ -379,10 +383,10 @@ func (le *LeaderElector) followerWait() time.Duration {
 		return wake.Free(now, poll, le.loop.emptied.WakeAt(now, le.cfg.LeaseDuration), le.proto.yield.WakeAt(now), le.proto.coord.WakeAt())
 	}
 	lease := le.cfg.LeaseDuration
-	if !corrupt {
-		lease = honouredLease(rec)
+	if !o.corrupt {
+		lease = honouredLease(o.record)
 	}
-	return le.heldWait(poll, seen.Add(lease))
+	return le.heldWait(poll, o.time.Add(lease))
 }
 
 // heldWait is followerWait for a lock held by another holder whose record
@@ -400,11 +404,10 @@ func (le *LeaderElector) heldWait(poll time.Duration, end time.Time) time.Durati
 // held by a holder the key comparison lets it take from. A corrupt record is
 // left to the expiry timer.
 func (le *LeaderElector) worthTrying() bool {
-	le.mu.Lock()
-	rec, corrupt := le.obs.record, le.obs.corrupt
-	le.mu.Unlock()
+	o := le.seen()
+	rec := o.record
 	switch {
-	case corrupt:
+	case o.corrupt:
 		return false // the expiry timer decides
 	case rec.HolderIdentity == le.cfg.Lock.Identity():
 		return true

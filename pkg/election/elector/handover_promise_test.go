@@ -153,8 +153,10 @@ func TestCandidateAsksAgainWhenAnAcceptedRequestIsNotHonoured(t *testing.T) {
 	})
 }
 
-// A holder whose wall clock is a lease or more apart from the candidate's
-// takes every request for stale and clears it without an answer. The
+// A holder whose wall clock is a lease or more apart from the candidate's,
+// and that has not written the lock for a lease (with sessions, for most of
+// its term), takes every request for stale and clears it without an answer
+// (package internal/protocol/handover, TestRequestAgeIsBoundedByTheHoldersOwnWrite). The
 // candidate asked again each time, and each request started the grace
 // period anew, so it never led while the holder lived (simulation scenario
 // wall-step-makes-request-stale). The grace now counts from its first

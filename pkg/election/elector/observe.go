@@ -82,14 +82,6 @@ func (le *LeaderElector) noteTerm(rec *resourcelock.Record, now time.Time) {
 	le.obs.term = t
 }
 
-// termSince is when this candidate saw the current holder's term begin
-// (zero: it was on before this candidate first looked).
-func (le *LeaderElector) termSince() time.Time {
-	le.mu.Lock()
-	defer le.mu.Unlock()
-	return le.obs.termSeenAt
-}
-
 // sameRecord compares two records field by field, times at full precision.
 func sameRecord(a, b *resourcelock.Record) bool {
 	return a.HolderIdentity == b.HolderIdentity && a.HolderKey == b.HolderKey &&
@@ -120,6 +112,7 @@ func (le *LeaderElector) observeOwnWrite(rec resourcelock.Record, now time.Time)
 	le.loop.emptied.Clear()
 	le.loop.watchEpoch = le.loop.writeEpoch // noted before the write: a break during it counts
 	le.loop.wrote = lockcap.MarkRenew(rec.RenewTime.Time, now)
+	le.proto.handover.Wrote(now)
 	le.mu.Lock()
 	le.setObserved(&rec, resourcelock.EncodeRecord(rec), now)
 	le.mu.Unlock()
@@ -159,10 +152,8 @@ func (le *LeaderElector) leaseValid(now time.Time) bool {
 // observation: its last renew as seen here plus the lease it announced, or
 // later while its session lives.
 func (le *LeaderElector) leaseEnd() time.Time {
-	le.mu.Lock()
-	end := le.obs.time.Add(honouredLease(le.obs.record))
-	le.mu.Unlock()
-	return le.aliveUntil(le.clock.Now(), end)
+	o := le.seen()
+	return le.aliveUntil(le.clock.Now(), o.time.Add(honouredLease(o.record)))
 }
 
 // holderMayBeWorking reports whether, by this candidate's observation, the
@@ -173,13 +164,11 @@ func (le *LeaderElector) leaseEnd() time.Time {
 // notices, so the lock is not free before the lease runs out (the holder
 // itself writes its record again at its next renew).
 func (le *LeaderElector) holderMayBeWorking(now time.Time) bool {
-	le.mu.Lock()
-	rec, seen, corrupt := le.obs.record, le.obs.time, le.obs.corrupt
-	le.mu.Unlock()
-	if corrupt {
-		return now.Before(seen.Add(le.cfg.LeaseDuration))
+	o := le.seen()
+	if o.corrupt {
+		return now.Before(o.time.Add(le.cfg.LeaseDuration))
 	}
-	return rec.HolderIdentity != "" && rec.HolderIdentity != le.cfg.Lock.Identity() && le.leaseValid(now)
+	return o.record.HolderIdentity != "" && o.record.HolderIdentity != le.cfg.Lock.Identity() && le.leaseValid(now)
 }
 
 // noteEmpty tells the emptied-lock rule (package internal/election/emptied)
@@ -235,9 +224,8 @@ func (le *LeaderElector) fenceNamedOver(rec *resourcelock.Record, now time.Time)
 // unseen. Only a missing object, by a candidate that never saw a record
 // (the first election of a cluster), is taken at once.
 func (le *LeaderElector) emptyMayBeHeld(now time.Time, missing bool) bool {
-	le.mu.Lock()
-	neverSeen := le.obs.time.IsZero() && !le.obs.corrupt
-	le.mu.Unlock()
+	o := le.seen()
+	neverSeen := o.time.IsZero() && !o.corrupt
 	held, fresh := le.loop.emptied.Held(now, le.cfg.LeaseDuration, missing && neverSeen)
 	if fresh {
 		le.log.Info("the lock object is missing or has no record; waiting a lease from now in case a holder works",

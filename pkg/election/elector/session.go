@@ -25,21 +25,11 @@ func (le *LeaderElector) markSession(r resourcelock.Record) {
 // release) keeps it. The echo of this process's own heartbeat that settles
 // a session judged over wakes the elector (Trigger).
 func (le *LeaderElector) aliveUntil(now, recordEnd time.Time) time.Time {
-	le.mu.Lock()
-	holder, ref := le.obs.record.HolderIdentity, le.obs.session
-	le.mu.Unlock()
-	if alive := le.proto.session.HolderUntil(now, recordEnd, holder, ref, le.Trigger); alive.After(recordEnd) {
+	o := le.seen()
+	if alive := le.proto.session.HolderUntil(now, recordEnd, o.record.HolderIdentity, o.session, le.Trigger); alive.After(recordEnd) {
 		return alive
 	}
 	return recordEnd
-}
-
-// holderNamesSession reports whether the observed holder's record names a
-// session.
-func (le *LeaderElector) holderNamesSession() bool {
-	le.mu.Lock()
-	defer le.mu.Unlock()
-	return le.obs.session != ""
 }
 
 // renewedBySession credits the session's heartbeat to this term when the

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"go.uber.org/zap/zaptest"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/meshd-io/meshd/internal/protocol/coordination"
 	"github.com/meshd-io/meshd/pkg/resourcelock"
@@ -13,9 +14,10 @@ import (
 // TestRenewTimeOfANewTermFollowsTheWallClock: a holder whose wall clock
 // stepped back during one term writes renew times ahead of it, to keep
 // them rising within that term. A later term, given to it by the
-// coordinator's write, starts from that write and not from the renew
-// times of the term before: its renewals store the holder's wall clock,
-// as they would had the holder never led before.
+// coordinator's write with a clock that agrees with the holder's, starts
+// from that write and not from the renew times of the term before: its
+// renewals store the holder's wall clock, as they would had the holder
+// never led before.
 func TestRenewTimeOfANewTermFollowsTheWallClock(t *testing.T) {
 	h := newHarness(t)
 	clk := &steppedClock{FakeClock: h.clock}
@@ -59,7 +61,7 @@ func TestRenewTimeOfANewTermFollowsTheWallClock(t *testing.T) {
 		t.Fatal("c1 still leads on a record naming c2")
 	}
 	h.steps(6, time.Second)
-	h.assign("c1", "stable")
+	h.assignAt("c1", "stable", clk.Now().Round(0))
 	h.stepUntil(3*time.Second, le.IsLeader)
 	if !le.IsLeader() {
 		t.Fatal("c1 did not lead on the coordinator's record naming it")
@@ -76,5 +78,47 @@ func TestRenewTimeOfANewTermFollowsTheWallClock(t *testing.T) {
 	wall := clk.Now().Round(0)
 	if lead := rec.RenewTime.Sub(wall); lead > 2*time.Second {
 		t.Fatalf("a renewal of the new term stored %v, %v ahead of the holder's wall clock %v, which did not step during this term: the renew times of the term before carried over", rec.RenewTime.UTC(), lead, wall)
+	}
+}
+
+// TestATermBegunOnAnotherProcesssRecordRenewsAboveIt: the coordinator,
+// whose wall clock is 3 s ahead of the holder's, writes the record that
+// gives the holder its term. The holder's renewals store renew times above
+// that record's, in whole seconds too, and rising. Renew times read from
+// the holder's own clock would fall below it and, 3 s later, repeat it: in
+// a lock that stores whole seconds, the same bytes as the record the term
+// began on, which a follower that saw that record last (the process that
+// wrote it, paused since) takes for no change, and so for a lease that
+// ran out (classic seed 5400594594, a handover from a holder 3 s ahead).
+func TestATermBegunOnAnotherProcesssRecordRenewsAboveIt(t *testing.T) {
+	h := newHarness(t)
+	c := h.startOnLease(coordOpts{identity: "c1", key: "stable"})
+	const ahead = 3 * time.Second
+	began := h.clock.Now().Add(ahead).Round(0)
+	h.assignAt("c1", "stable", began)
+	waitFor(t, "c1 to lead once assigned", c.le.IsLeader)
+	assigned := resourcelock.LeaseToRecord(h.lease())
+	last := began
+	renewals := 0
+	for range 12 {
+		h.steps(1, 500*time.Millisecond)
+		rec := resourcelock.LeaseToRecord(h.lease())
+		if rec.HolderIdentity != "c1" || rec.LeaderTransitions != assigned.LeaderTransitions {
+			t.Fatalf("record %+v after the assignment %+v: not a renewal of the assigned term", rec, assigned)
+		}
+		if rec.RenewTime.Equal(&metav1.Time{Time: last}) {
+			continue
+		}
+		renewals++
+		if !rec.RenewTime.After(last) {
+			t.Fatalf("renewal stored %v after %v: renew times of the term fell", rec.RenewTime.UTC(), last.UTC())
+		}
+		if !rec.RenewTime.Truncate(time.Second).After(began.Truncate(time.Second)) {
+			t.Fatalf("renewal stored %v, within or below the second of the record the term began on (%v)", rec.RenewTime.UTC(), began.UTC())
+		}
+		last = rec.RenewTime.Time
+	}
+	if renewals < 3 {
+		t.Fatalf("%d renewals in 6 s, want at least 3", renewals)
 	}
 }
