@@ -147,13 +147,13 @@ test: lint kube-bins
 
 # The simulation's fixed budget: SIM_SEEDS random schedules from seed 1,
 # and SIM_SESSION_SEEDS schedules of session mode; then fresh schedules from
-# a base seed drawn for this run. A failing seed prints its replay command.
+# a base seed drawn for this run. The four runs go at the same time (one
+# test binary; each run's output is printed whole once all have ended). A
+# failing seed prints its replay command.
 sim:
-	@if [ "$(SIM_SEEDS)" -gt 0 ]; then $(SIM_TEST) -sim.seeds=$(SIM_SEEDS) -sim.seed=1; fi
-	@if [ "$(SIM_SESSION_SEEDS)" -gt 0 ]; then $(SIM_TEST) -sim.mode=sessions -sim.seeds=$(SIM_SESSION_SEEDS) -sim.seed=1; fi
 	@echo "sim: fresh schedules from base seed $(SIM_FRESH_BASE) (replay this range: make sim SIM_FRESH_BASE=$(SIM_FRESH_BASE))"
-	@if [ "$(SIM_FRESH_SEEDS)" -gt 0 ]; then $(SIM_TEST) -sim.seeds=$(SIM_FRESH_SEEDS) -sim.seed=$(SIM_FRESH_BASE); fi
-	@if [ "$(SIM_FRESH_SESSION_SEEDS)" -gt 0 ]; then $(SIM_TEST) -sim.mode=sessions -sim.seeds=$(SIM_FRESH_SESSION_SEEDS) -sim.seed=$(SIM_FRESH_BASE); fi
+	@GO=$(GO) $(CURDIR)/hack/sim-budget.sh "classic 1 $(SIM_SEEDS)" "sessions 1 $(SIM_SESSION_SEEDS)" \
+		"classic $(SIM_FRESH_BASE) $(SIM_FRESH_SEEDS)" "sessions $(SIM_FRESH_BASE) $(SIM_FRESH_SESSION_SEEDS)"
 
 # A long search of the simulation, in parallel chunks. On 2 cores, 300,000
 # classic and 700,000 session schedules took 84 minutes; classic schedules
