@@ -3,8 +3,13 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -14,7 +19,42 @@ import (
 	"github.com/meshd-io/meshd/internal/testing/testcluster"
 )
 
-func TestMain(m *testing.M) { testcluster.Main(m) }
+func TestMain(m *testing.M) {
+	code := testcluster.Run(m)
+	if dir := builtDir.Load(); dir != nil {
+		_ = os.RemoveAll(*dir)
+	}
+	os.Exit(code)
+}
+
+// builtDir is the directory buildMeshd made, if it ran.
+var builtDir atomic.Pointer[string]
+
+// buildMeshd builds the meshd binary once for the package's tests.
+var buildMeshd = sync.OnceValues(func() (string, error) {
+	dir, err := os.MkdirTemp("", "meshd-cmd-test-")
+	if err != nil {
+		return "", err
+	}
+	builtDir.Store(&dir)
+	bin := filepath.Join(dir, "meshd")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build: %w\n%s", err, out)
+	}
+	return bin, nil
+})
+
+// meshdBinary is the meshd binary, built once for the tests that run it as
+// a process of their own (environment variables are read once per
+// process).
+func meshdBinary(t *testing.T) string {
+	t.Helper()
+	bin, err := buildMeshd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return bin
+}
 
 // syncBuffer is a bytes.Buffer safe for the concurrent writes of loggers.
 type syncBuffer struct {

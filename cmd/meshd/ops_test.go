@@ -37,10 +37,7 @@ func runBinary(t *testing.T, bin string, env []string, args ...string) (int, str
 // client-go's hint about KUBERNETES_MASTER. Variables are read once per
 // process, hence processes of their own.
 func TestEnvAndNoClusterErrors(t *testing.T) {
-	bin := filepath.Join(t.TempDir(), "meshd")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := meshdBinary(t)
 
 	code, stdout, stderr := runBinary(t, bin, []string{"LEADER_ELECTION_TTL=soon"}, "env")
 	if code != 1 || !strings.Contains(stderr, `$LEADER_ELECTION_TTL="soon": not a valid duration`) ||

@@ -36,10 +36,7 @@ import (
 // within a second naming each of them; the variables are read once per
 // process, hence a process of its own.
 func TestProcessRejectsBadSettingsAtOnce(t *testing.T) {
-	bin := filepath.Join(t.TempDir(), "meshd")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := meshdBinary(t)
 	cmd := exec.Command(bin, "run", "-n", "Bad_NS", "--kubeconfig", "/nonexistent")
 	cmd.Env = append(os.Environ(), "LEADER_ELECTION_TTL=soon", "POD_NAMESPACE=", "REVISION=")
 	start := time.Now()
@@ -72,10 +69,7 @@ func TestProcessSIGTERM(t *testing.T) {
 	if err := c.WriteKubeconfig(kubeconfig); err != nil {
 		t.Fatal(err)
 	}
-	bin := filepath.Join(dir, "meshd")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := meshdBinary(t)
 	addr := freeAddress(t)
 
 	var stderr syncBuffer

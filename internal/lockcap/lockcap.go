@@ -109,6 +109,17 @@ func Replaced(lock resourcelock.Interface) bool {
 	return ok && r.Replaced()
 }
 
+// ObjectUID is the uid of the object version lock saw last: objects of
+// one name told apart across deletions. Empty when lock holds none or
+// cannot tell.
+func ObjectUID(lock resourcelock.Interface) string {
+	u, ok := lock.(interface{ ObjectUID() string })
+	if !ok {
+		return ""
+	}
+	return u.ObjectUID()
+}
+
 // PodMarkPending reports whether lock's holder Pod mark (resourcelock
 // Config.HolderPod) is not yet, or no longer, what the lock object shows:
 // a holder's renew cannot then be left to a session.
@@ -153,9 +164,21 @@ func MarkRenew(renew, at time.Time) RenewMark { return RenewMark{renew: renew.Ro
 // began on. A follower that saw that record last, such as the process that
 // wrote it and was paused since, would see no change, time the lease from
 // that old sight and take the lock while this holder works.
+//
+// A renew time past the last second a record can store (the year 9999)
+// is not inherited: renew times then follow this process's clock, which
+// will not reach it.
 func InheritRenew(prev, now time.Time) RenewMark {
-	return RenewMark{renew: prev.Round(0).Truncate(time.Second).Add(time.Second), at: now}
+	floor := prev.Round(0).Truncate(time.Second).Add(time.Second)
+	if !storable(floor) {
+		return RenewMark{}
+	}
+	return RenewMark{renew: floor, at: now}
 }
+
+// storable reports whether a record can store t: RFC 3339 in UTC writes
+// the years 0000 to 9999 only.
+func storable(t time.Time) bool { return t.UTC().Year() <= 9999 }
 
 // Next is the renew time a renewal of the same term sent at now stores:
 // now, or, when the wall clock stepped back since the marked write, that
@@ -174,7 +197,7 @@ func (m RenewMark) Next(now time.Time) time.Time {
 		return now
 	}
 	// floor carries no monotonic reading, so After compares wall clocks.
-	if floor := m.renew.Add(now.Sub(m.at)); floor.After(now) {
+	if floor := m.renew.Add(now.Sub(m.at)); floor.After(now) && storable(floor) {
 		return floor
 	}
 	return now

@@ -142,6 +142,15 @@ func (m *multiLock) RecordEvent(eventType, reason, message string) {
 
 // ResourceVersion joins both objects' versions, so that a write to either
 // shows.
+// ObjectUID is the primary's (see lockcap.ObjectUID), whose object carries
+// the handover annotation.
+func (m *multiLock) ObjectUID() string {
+	if u, ok := m.Primary.(interface{ ObjectUID() string }); ok {
+		return u.ObjectUID()
+	}
+	return ""
+}
+
 func (m *multiLock) ResourceVersion() string {
 	return m.Primary.ResourceVersion() + "+" + m.Secondary.ResourceVersion()
 }

@@ -258,6 +258,15 @@ func (l *objectLock[T, L]) ResourceVersion() string {
 // version is unknown (a deletion seen in between) or carries no uid.
 func (l *objectLock[T, L]) Replaced() bool { return l.replaced }
 
+// ObjectUID is the uid of the object version last read, written or
+// watched; empty when none is known.
+func (l *objectLock[T, L]) ObjectUID() string {
+	if !l.valid {
+		return ""
+	}
+	return string(l.obj.GetUID())
+}
+
 // Identity implements Interface.
 func (l *objectLock[T, L]) Identity() string { return l.cfg.Identity }
 

@@ -66,11 +66,13 @@ type Protocol struct {
 }
 
 // sighting is a request as this candidate met it: the request in the
-// annotation (zero when none) and a reading of this candidate's clock
-// before which it cannot have been written (zero when unknown).
+// annotation (zero when none), a reading of this candidate's clock before
+// which it cannot have been written (zero when unknown) and the uid of the
+// object that carried it.
 type sighting struct {
 	req   requestID
 	after time.Time
+	uid   string
 }
 
 // requestID tells requests apart: the same candidate asking again writes
@@ -387,7 +389,8 @@ func (p *Protocol) Successor(now time.Time) *lockmeta.Handover {
 
 // stale reports whether a request is too old to act on. A request that
 // this candidate's own write of the lock object did not carry and a later
-// object does was written after that write was sent: while that was at
+// version of the same object (the same uid) does was written after that
+// write was sent: while that was at
 // most a lease ago by this candidate's own clock, the request is fresh,
 // however far apart the two candidates' wall clocks are. Otherwise (the
 // write was longer ago, or there is no such write: the request was met
@@ -396,14 +399,16 @@ func (p *Protocol) Successor(now time.Time) *lockmeta.Handover {
 // candidate's: a request more than a lease before or after now, or
 // without a time, is stale. So the witness proves freshness only, never
 // staleness: a holder that has not written the lock for a while (with
-// sessions, for a whole term) judges as before.
+// sessions, for a whole term) judges as before, and so does one that finds
+// the request in another object than it wrote, which may have been created
+// from a copy saved before that write (a restore).
 func (p *Protocol) stale(h lockmeta.Handover, now time.Time) bool {
 	if h.RequestTime == nil {
 		return true
 	}
-	if req := requestOf(h); p.sight.req != req {
-		p.sight = sighting{req: req}
-		if !p.wrote.after.IsZero() && p.wrote.req != req {
+	if req, uid := requestOf(h), lockcap.ObjectUID(p.cfg.Lock); p.sight.req != req || p.sight.uid != uid {
+		p.sight = sighting{req: req, uid: uid}
+		if !p.wrote.after.IsZero() && p.wrote.req != req && p.wrote.uid == uid {
 			p.sight.after = p.wrote.after
 		}
 	}
@@ -417,7 +422,7 @@ func (p *Protocol) stale(h lockmeta.Handover, now time.Time) bool {
 // Wrote notes a successful write of the lock object sent at now: the
 // object it wrote carries the request the annotation holds now.
 func (p *Protocol) Wrote(now time.Time) {
-	p.wrote = sighting{req: requestOf(p.cfg.Lock.Handover()), after: now}
+	p.wrote = sighting{req: requestOf(p.cfg.Lock.Handover()), after: now, uid: lockcap.ObjectUID(p.cfg.Lock)}
 }
 
 // write stores h in the annotation, counting the request.

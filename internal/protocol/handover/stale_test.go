@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
 
@@ -96,5 +97,62 @@ func TestRequestAgeIsBoundedByTheHoldersOwnWrite(t *testing.T) {
 				t.Fatalf("a request that may be more than a lease old was acted on: Answer returned %+v, the lock carries %+v", got, stored)
 			}
 		})
+	}
+}
+
+// TestARequestFoundInAReplacedObjectIsJudgedByItsTime: the witness rule
+// takes a request that the holder's own write did not carry, and a later
+// version of the object does, for one written after that write. That holds
+// within one object's history only. An object deleted and created again
+// from a copy saved an hour ago (a restore, a replace of a saved manifest)
+// carries, under a new uid, a request from a candidate that may be long
+// gone; the holder judges it by its time, as stale, and does not hand the
+// lock to nobody for a lease.
+func TestARequestFoundInAReplacedObjectIsJudgedByItsTime(t *testing.T) {
+	const lease = 4 * time.Second
+	ctx := context.Background()
+	t0 := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	client := fake.NewClientset()
+	holderLock, err := resourcelock.NewLeaseLock(client.CoordinationV1(), "ns", "lock", resourcelock.Config{Identity: "holder", Key: "stable", Cooperative: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := resourcelock.Record{HolderIdentity: "holder", HolderKey: "stable", LeaseDurationSeconds: 4,
+		AcquireTime: metav1.NewTime(t0), RenewTime: metav1.NewTime(t0)}
+	if err := holderLock.Create(ctx, rec); err != nil {
+		t.Fatal(err)
+	}
+	p := New(Config{Name: "lock", Lock: holderLock, Grace: 2 * time.Second,
+		Accept:        func(key string) bool { return key == "canary" },
+		LeaseDuration: lease, RetryPeriod: time.Second})
+	p.Wrote(t0) // the holder's write (its renewal) at t0, carrying no request
+
+	// An old copy of the object, saved an hour ago while "gone" had a
+	// request pending, replaces the lock object.
+	old, err := client.CoordinationV1().Leases("ns").Get(ctx, "lock", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	asked := metav1.NewTime(t0.Add(-time.Hour))
+	restored := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "lock", Namespace: "ns", UID: "restored",
+		Annotations: map[string]string{}}, Spec: old.Spec}
+	meta := metav1.ObjectMeta{Annotations: restored.Annotations}
+	lockmeta.WriteHandover(&meta, lockmeta.Handover{Holder: "holder", Candidate: "gone", CandidateKey: "canary", RequestTime: &asked, HonoursFence: true})
+	restored.Annotations = meta.Annotations
+	if err := client.CoordinationV1().Leases("ns").Delete(ctx, "lock", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := client.CoordinationV1().Leases("ns").Create(ctx, restored, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := holderLock.Get(ctx); err != nil {
+		t.Fatal(err)
+	}
+	got, err := p.Answer(ctx, t0.Add(time.Second), time.Second, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got != nil {
+		t.Fatalf("accepted a request an hour old (%v, now %v) found in a replaced object: handed to %q", asked.UTC(), t0.Add(time.Second), got.Candidate)
 	}
 }

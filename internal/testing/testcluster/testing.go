@@ -28,10 +28,12 @@ var shared *Cluster
 // binaries: run make kube-bins) and exits with status 1, so the package
 // fails instead of silently skipping. With -test.list no cluster is started.
 func Main(m *testing.M) {
-	os.Exit(run(m))
+	os.Exit(Run(m))
 }
 
-func run(m *testing.M) int {
+// Run is Main without the exit: it returns the tests' status, for a
+// TestMain that has its own clean-up to do after the tests.
+func Run(m *testing.M) int {
 	flag.Parse()
 	if f := flag.Lookup("test.list"); f != nil && f.Value.String() != "" {
 		return m.Run()

@@ -122,3 +122,30 @@ func TestATermBegunOnAnotherProcesssRecordRenewsAboveIt(t *testing.T) {
 		t.Fatalf("%d renewals in 6 s, want at least 3", renewals)
 	}
 }
+
+// TestATermBegunAtTheLastStorableSecondStaysReadable: a record naming c1
+// carries the last renew time a record can store, 9999-12-31T23:59:59Z.
+// Going on with that term, c1 must not store the second after it (the year
+// 10000), which EncodeRecord writes and no reader decodes: the lock would
+// read as corrupt to every candidate.
+func TestATermBegunAtTheLastStorableSecondStaysReadable(t *testing.T) {
+	h := newHarness(t)
+	last := time.Date(9999, 12, 31, 23, 59, 59, 0, time.UTC)
+	rec := held("c1", "stable", 4)
+	rec.RenewTime = metav1.NewTime(last)
+	h.writeRecord(rec)
+	if _, err := resourcelock.DecodeRecord([]byte(annotationsOf(h.lockObject())[resourcelock.LeaderAnnotationKey])); err != nil {
+		t.Fatalf("the starting record does not decode: %v", err)
+	}
+	le := h.elector("c1", "stable", nil, nil)
+	for i := 0; i < 10; i++ {
+		if out, _ := le.attempt(t.Context(), false); out == acquired {
+			break
+		}
+		h.clock.Step(time.Second)
+	}
+	raw := annotationsOf(h.lockObject())[resourcelock.LeaderAnnotationKey]
+	if _, err := resourcelock.DecodeRecord([]byte(raw)); err != nil {
+		t.Fatalf("c1 continued a decodable record and wrote one no reader can decode: %s: %v", raw, err)
+	}
+}
