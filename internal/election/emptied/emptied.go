@@ -32,22 +32,28 @@ import "time"
 type Since struct {
 	at      time.Time // zero while the object holds a record
 	missing bool      // the object was missing at the last look
+	uid     string    // the object's uid at the last look; empty when unknown
 }
 
 // Note follows a read or delivery at now: hasRecord tells whether the
 // object exists and holds a record, missing whether it does not exist,
-// and replaced whether the object read is another than the one read
-// before it (its uid changed). An emptied object keeps the time it was
-// first seen so, unless it was created since (replaced, or found where
-// there was none); a record clears it.
-func (s *Since) Note(hasRecord, missing, replaced bool, now time.Time) {
+// and uid is the object's uid (empty when missing or unknown). An emptied
+// object keeps the time it was first seen so, unless it was created since
+// the last look (another uid than that look's, or found where that look
+// found none); a record clears it. The same object looked at again, with
+// no version between, is no new object.
+func (s *Since) Note(hasRecord, missing bool, uid string, now time.Time) {
+	replaced := !missing && uid != "" && s.uid != "" && uid != s.uid
 	switch {
 	case hasRecord:
 		s.at = time.Time{}
 	case s.at.IsZero() || !missing && (replaced || s.missing):
 		s.at = now
 	}
-	s.missing = missing
+	s.missing, s.uid = missing, uid
+	if missing {
+		s.uid = ""
+	}
 }
 
 // Clear forgets an emptied object: the caller wrote its record into it.

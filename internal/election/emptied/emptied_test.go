@@ -11,7 +11,7 @@ var t0 = time.Unix(1000, 0)
 
 func TestAnEmptiedObjectCountsAsHeldForALeaseFromFirstSight(t *testing.T) {
 	var s Since
-	s.Note(false, false, false, t0)
+	s.Note(false, false, "", t0)
 	if held, fresh := s.Held(t0.Add(time.Second), lease, false); !held || fresh {
 		t.Fatalf("a second after first sight: held %v, fresh %v; want held, not fresh", held, fresh)
 	}
@@ -25,8 +25,8 @@ func TestAnEmptiedObjectCountsAsHeldForALeaseFromFirstSight(t *testing.T) {
 
 func TestSeeingItEmptiedAgainDoesNotRestartTheWait(t *testing.T) {
 	var s Since
-	s.Note(false, false, false, t0)
-	s.Note(false, false, false, t0.Add(5*time.Second))
+	s.Note(false, false, "", t0)
+	s.Note(false, false, "", t0.Add(5*time.Second))
 	if got := s.WakeAt(t0.Add(6*time.Second), lease); !got.Equal(t0.Add(lease)) {
 		t.Fatalf("WakeAt = %v, want %v", got, t0.Add(lease))
 	}
@@ -34,11 +34,11 @@ func TestSeeingItEmptiedAgainDoesNotRestartTheWait(t *testing.T) {
 
 func TestARecordOrAnOwnWriteStartsTheCountAfresh(t *testing.T) {
 	for name, refill := range map[string]func(*Since){
-		"record":    func(s *Since) { s.Note(true, false, false, t0.Add(time.Second)) },
+		"record":    func(s *Since) { s.Note(true, false, "", t0.Add(time.Second)) },
 		"own write": func(s *Since) { s.Clear() },
 	} {
 		var s Since
-		s.Note(false, false, false, t0)
+		s.Note(false, false, "", t0)
 		refill(&s)
 		if s.Seen() {
 			t.Errorf("%s: still seen emptied", name)
@@ -65,7 +65,7 @@ func TestWakeAtIsZeroOnceTheWaitIsOver(t *testing.T) {
 	if !s.WakeAt(t0, lease).IsZero() {
 		t.Fatal("WakeAt without an emptied object is not zero")
 	}
-	s.Note(false, false, false, t0)
+	s.Note(false, false, "", t0)
 	if !s.WakeAt(t0.Add(lease), lease).IsZero() {
 		t.Fatal("WakeAt at the end of the wait is not zero")
 	}
@@ -79,28 +79,35 @@ func TestWakeAtIsZeroOnceTheWaitIsOver(t *testing.T) {
 // the new object beside that holder's work (simulation classic seed
 // 5400266087). The same object seen again, or missing again, does not.
 func TestAnObjectCreatedSinceStartsTheCountAfresh(t *testing.T) {
-	type look struct{ missing, replaced bool }
+	type look struct {
+		missing bool
+		uid     string
+	}
 	cases := []struct {
 		name   string
-		first  look
-		then   look
+		looks  []look
 		wakeAt time.Time
 	}{
-		{"same object, emptied again", look{}, look{}, t0.Add(lease)},
-		{"another uid", look{}, look{replaced: true}, t0.Add(5*time.Second + lease)},
-		{"missing, then an object", look{missing: true}, look{}, t0.Add(5*time.Second + lease)},
-		{"missing, then missing", look{missing: true}, look{missing: true}, t0.Add(lease)},
-		// A deletion seen in between: the lock cannot compare uids and
-		// says replaced is false; what counts is that it went missing.
-		{"object, then missing", look{}, look{missing: true}, t0.Add(lease)},
-		// A stale replaced flag on a missing read is no new object.
-		{"missing, then missing with replaced", look{missing: true}, look{missing: true, replaced: true}, t0.Add(lease)},
+		{"same object, emptied again", []look{{uid: "a"}, {uid: "a"}}, t0.Add(lease)},
+		{"another uid", []look{{uid: "a"}, {uid: "b"}}, t0.Add(5*time.Second + lease)},
+		// The object the count restarted for, looked at again: no version
+		// between, the count goes on (simulation session seed 16200032913:
+		// every candidate restarted it at every look, and none ever took
+		// the emptied lock).
+		{"another uid, then the same again", []look{{uid: "a"}, {uid: "b"}, {uid: "b"}}, t0.Add(5*time.Second + lease)},
+		{"uids unknown", []look{{}, {}}, t0.Add(lease)},
+		{"missing, then an object", []look{{missing: true}, {uid: "a"}}, t0.Add(5*time.Second + lease)},
+		{"missing, then missing", []look{{missing: true}, {missing: true}}, t0.Add(lease)},
+		// A deletion seen in between: what counts is that it went missing.
+		{"object, then missing", []look{{uid: "a"}, {missing: true}}, t0.Add(lease)},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			var s Since
-			s.Note(false, tc.first.missing, tc.first.replaced, t0)
-			s.Note(false, tc.then.missing, tc.then.replaced, t0.Add(5*time.Second))
+			at := []time.Time{t0, t0.Add(5 * time.Second), t0.Add(5500 * time.Millisecond)}
+			for i, l := range tc.looks {
+				s.Note(false, l.missing, l.uid, at[i])
+			}
 			if got := s.WakeAt(t0.Add(6*time.Second), lease); !got.Equal(tc.wakeAt) {
 				t.Fatalf("WakeAt = %v, want %v", got.Sub(t0), tc.wakeAt.Sub(t0))
 			}
@@ -110,15 +117,15 @@ func TestAnObjectCreatedSinceStartsTheCountAfresh(t *testing.T) {
 	// the uids across the deletion, and the object found after it counts
 	// as created since.
 	var s Since
-	s.Note(false, false, false, t0)
-	s.Note(false, true, false, t0.Add(2*time.Second))
-	s.Note(false, false, false, t0.Add(5*time.Second))
+	s.Note(false, false, "", t0)
+	s.Note(false, true, "", t0.Add(2*time.Second))
+	s.Note(false, false, "", t0.Add(5*time.Second))
 	if got, want := s.WakeAt(t0.Add(6*time.Second), lease), t0.Add(5*time.Second+lease); !got.Equal(want) {
 		t.Fatalf("object, missing, object: WakeAt = %v, want %v", got.Sub(t0), want.Sub(t0))
 	}
 	// A record clears the look too.
-	s.Note(true, false, false, t0.Add(7*time.Second))
-	s.Note(false, false, false, t0.Add(8*time.Second))
+	s.Note(true, false, "", t0.Add(7*time.Second))
+	s.Note(false, false, "", t0.Add(8*time.Second))
 	if got, want := s.WakeAt(t0.Add(9*time.Second), lease), t0.Add(8*time.Second+lease); !got.Equal(want) {
 		t.Fatalf("after a record: WakeAt = %v, want %v", got.Sub(t0), want.Sub(t0))
 	}

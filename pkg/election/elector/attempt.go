@@ -41,11 +41,15 @@ func (le *LeaderElector) attempt(ctx context.Context, renewing bool) (outcome, e
 		return out, err
 	}
 	fromCache := !renewing && le.watch != nil && le.watch.Healthy()
+	le.loop.conflicted = false
 	out, err := le.readAndDecide(ctx, renewing, fromCache)
 	if fromCache && (apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err)) {
 		// Someone else wrote a version the watch had not delivered yet: a
 		// read now would only race the watch, which wakes the loop with it.
+		// Should the watch deliver nothing (a conflict with no write behind
+		// it), the loop tries again a RetryPeriod on (followerWait).
 		le.log.Debug("another write came first; waiting for the watch to deliver it", zap.Error(err))
+		le.loop.conflicted = true
 		return heldByOther, nil
 	}
 	return out, err

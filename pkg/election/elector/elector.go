@@ -114,6 +114,7 @@ type loopState struct {
 	warnedLease    string             // holder and lease of the last over-long lease reported
 	watchEpoch     uint64             // the watch's Epoch before this candidate's last successful write of its record (session mode)
 	writeEpoch     uint64             // the watch's Epoch before the write under way (session mode)
+	conflicted     bool               // the last attempt's write conflicted with a version the watch had not delivered
 }
 
 // fenceState is the fence as a value: when the run callback of the coming
@@ -363,14 +364,14 @@ func (le *LeaderElector) jitter(d time.Duration) time.Duration {
 }
 
 // followerWait is how long a follower sleeps before its next attempt when
-// nothing happens meanwhile. Polling, it is the jittered retry period; with a
-// working watch, it is the time until the lease runs out by this
-// candidate's observation, or until the handover protocol or the steal
-// damper may let it act, whichever comes first (see package
-// internal/election/wake).
+// nothing happens meanwhile. Polling, or after an attempt whose write
+// conflicted, it is the jittered retry period; with a working watch, it is
+// the time until the lease runs out by this candidate's observation, or
+// until the handover protocol or the steal damper may let it act,
+// whichever comes first (see package internal/election/wake).
 func (le *LeaderElector) followerWait() time.Duration {
 	poll := le.jitter(le.cfg.RetryPeriod)
-	if le.watch == nil || !le.watch.Healthy() {
+	if le.watch == nil || !le.watch.Healthy() || le.loop.conflicted {
 		return poll
 	}
 	o := le.seen()

@@ -180,7 +180,7 @@ func (le *LeaderElector) noteEmpty(rec *resourcelock.Record, now time.Time) {
 	if hasRecord {
 		le.fenceNamedOver(rec, now)
 	}
-	le.loop.emptied.Note(hasRecord, rec == nil, lockcap.Replaced(le.cfg.Lock), now)
+	le.loop.emptied.Note(hasRecord, rec == nil, lockcap.ObjectUID(le.cfg.Lock), now)
 }
 
 // fenceNamedOver is called with a record read or delivered, before it is
