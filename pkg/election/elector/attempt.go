@@ -333,6 +333,13 @@ func (le *LeaderElector) stole(rec *resourcelock.Record, fence, now time.Time) {
 	le.damper.Stole(now)
 	le.metrics.Stole(le.cfg.Name)
 	le.fenceAt(fence, now)
+	if le.cfg.StartAtOnceAfterSteal && fence.After(le.fence.startAt) && !le.cfg.KeyComparison(rec.HolderKey) {
+		// The comparison changed while the write was under way (a new
+		// default seen meanwhile, a pause between the decision and the
+		// write): starting at once is a privilege of a candidate that
+		// outranks the holder, so the work waits for the fence.
+		le.fence.startAt = fence
+	}
 	msg := fmt.Sprintf("%s took the lock from %s (key %q)", le.cfg.Lock.Identity(), rec.HolderIdentity, rec.HolderKey)
 	le.log.Info("took the lock from a lower-priority holder", zap.String("holder", rec.HolderIdentity),
 		zap.String("holderKey", rec.HolderKey), zap.Time("workStartsAt", le.fence.startAt))

@@ -98,7 +98,9 @@ type Config struct {
 	// callback only when the old holder's work must have stopped: its last
 	// renew as observed here plus the lease it announced. This is zero
 	// overlap on the same clock argument as lease expiry; setting this
-	// field trades it for speed, as istiod does.
+	// field trades it for speed, as istiod does. A candidate that no longer
+	// outranks the holder by KeyComparison once its write has returned
+	// waits for that time all the same.
 	StartAtOnceAfterSteal bool
 
 	// Watch follows the lock object with a watch instead of polling it. A

@@ -364,14 +364,15 @@ func (le *LeaderElector) jitter(d time.Duration) time.Duration {
 }
 
 // followerWait is how long a follower sleeps before its next attempt when
-// nothing happens meanwhile. Polling, or after an attempt whose write
-// conflicted, it is the jittered retry period; with a working watch, it is
-// the time until the lease runs out by this candidate's observation, or
-// until the handover protocol or the steal damper may let it act,
-// whichever comes first (see package internal/election/wake).
+// nothing happens meanwhile. Polling, it is the jittered retry period; with
+// a working watch, it is the time until the lease runs out by this
+// candidate's observation, or until the handover protocol or the steal
+// damper may let it act, whichever comes first (see package
+// internal/election/wake), and at most the retry period after an attempt
+// whose write conflicted.
 func (le *LeaderElector) followerWait() time.Duration {
 	poll := le.jitter(le.cfg.RetryPeriod)
-	if le.watch == nil || !le.watch.Healthy() || le.loop.conflicted {
+	if le.watch == nil || !le.watch.Healthy() {
 		return poll
 	}
 	o := le.seen()
@@ -387,7 +388,10 @@ func (le *LeaderElector) followerWait() time.Duration {
 	if !o.corrupt {
 		lease = honouredLease(o.record)
 	}
-	return le.heldWait(poll, o.time.Add(lease))
+	if w := le.heldWait(poll, o.time.Add(lease)); !le.loop.conflicted || w < poll {
+		return w
+	}
+	return poll
 }
 
 // heldWait is followerWait for a lock held by another holder whose record

@@ -348,3 +348,43 @@ func TestFencedHolderNamesAFenceAwareCandidateAtOnce(t *testing.T) {
 		t.Fatalf("c's work started %v; holder %q", cStarted.Load(), h.holderOrNone())
 	}
 }
+
+// TestStartAtOnceNeedsTheComparisonWhenTheStealLands: with
+// StartAtOnceAfterSteal a candidate that takes the lock by force starts its
+// work at once, beside the old holder's until that holder notices. That is
+// a privilege of a candidate that outranks the holder: one whose
+// comparison no longer says so by the time its write returns (it saw a new
+// default meanwhile, or was paused between its decision and its write)
+// waits for the old holder's lease like any other. In simulation session
+// seed 16300180079 a candidate decided at 15.0 s, was paused, and its
+// write landed at 16.9 s, after the default had flipped: it started at once
+// beside the work of the holder that outranked it again.
+func TestStartAtOnceNeedsTheComparisonWhenTheStealLands(t *testing.T) {
+	h := newHarness(t)
+	h.writeRecord(held("istiod-a", "stable", 4))
+	var entitled, started atomic.Bool
+	entitled.Store(true)
+	h.client.PrependReactor("update", "configmaps", func(k8stesting.Action) (bool, runtime.Object, error) {
+		entitled.Store(false) // the default flips while c's write is under way
+		return false, nil, nil
+	})
+	c := h.start(candidateOpts{identity: "c", key: "canary", startAtOnce: true,
+		stealFn: func(string) bool { return entitled.Load() },
+		work:    func(ctx context.Context) error { started.Store(true); <-ctx.Done(); return nil }})
+	waitFor(t, "c to take the lock", func() bool { return h.holderOrNone() == "c" })
+	took := h.clock.Now()
+	for h.clock.Since(took) < 3*time.Second {
+		if started.Load() {
+			t.Fatalf("c's work started %v after its steal landed, though it no longer outranked the holder", h.clock.Since(took))
+		}
+		h.steps(1, 250*time.Millisecond)
+	}
+	for i := 0; i < 12 && !started.Load(); i++ {
+		h.steps(1, 250*time.Millisecond)
+	}
+	if !started.Load() {
+		t.Fatal("c's work did not start once the old holder's lease had run out")
+	}
+	c.stop()
+	<-c.done
+}

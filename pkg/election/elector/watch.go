@@ -69,7 +69,10 @@ func (w *lockWatch) ingestOne(obj any, deleted bool) bool {
 	le := w.le
 	now := le.clock.Now()
 	rec, raw, err := w.lock.Observe(obj, deleted)
-	if err == nil {
+	switch {
+	case err == nil && deleted:
+		le.noteEmpty(nil, now) // a look that found no object
+	case err == nil:
 		le.noteEmpty(rec, now)
 	}
 	mine := le.GetLeader() == le.cfg.Lock.Identity()

@@ -1,0 +1,83 @@
+package elector
+
+import (
+	"errors"
+	"math/rand"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	k8stesting "k8s.io/client-go/testing"
+
+	"go.uber.org/zap/zaptest"
+
+	"github.com/meshd-io/meshd/pkg/resourcelock"
+)
+
+// TestAConflictDoesNotDelayAnEarlierWakeUp: a watching follower whose
+// write conflicted tries again within a RetryPeriod, but that bound must
+// not replace a wake-up that comes sooner. Here the holder it lost to
+// renews every RetryPeriod, so the follower makes no attempt for a while,
+// and then names a successor that has gone with the brief lease of one
+// RetryPeriod: the follower takes the lock when that second runs out, not
+// a jittered RetryPeriod (1.6 s here) on.
+func TestAConflictDoesNotDelayAnEarlierWakeUp(t *testing.T) {
+	h := newHarness(t)
+	h.writeRecord(resourcelock.Record{LeaseDurationSeconds: 1, LeaderTransitions: 1}) // released
+	var conflicts atomic.Int32
+	h.client.PrependReactor("update", "configmaps", func(k8stesting.Action) (bool, runtime.Object, error) {
+		if conflicts.Load() == 0 {
+			conflicts.Add(1)
+			return true, nil, apierrors.NewConflict(schema.GroupResource{Resource: "configmaps"}, lockName, errors.New("h wrote first"))
+		}
+		return false, nil, nil
+	})
+	lock, err := resourcelock.New(resourcelock.ConfigMapsResourceLock, ns, lockName, h.client, resourcelock.Config{Identity: "c", Key: "canary"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	le, err := New(Config{
+		Name: lockName, Lock: lock,
+		LeaseDuration: 4 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: time.Second,
+		Callbacks:       Callbacks{OnStartedLeading: waitDone},
+		ReleaseOnCancel: true, Watch: true, Clock: h.clock,
+		Rand:   rand.New(fixedSource{}), // poll = 1.6 s
+		Logger: zaptest.NewLogger(t).Named("c"),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := h.run(le)
+	waitFor(t, "c's write to conflict", func() bool { return conflicts.Load() == 1 })
+	// The write c lost to: h's record, then h renews every second.
+	hrec := held("h", "stable", 4)
+	hrec.LeaderTransitions = 2
+	for i := 0; i < 8; i++ {
+		h.renewAs(hrec)
+		renewed := h.clock.Now().Truncate(time.Second)
+		waitFor(t, "c to see h's renewal", func() bool {
+			rec, _ := c.le.Observed()
+			return rec.HolderIdentity == "h" && rec.RenewTime.Time.Equal(renewed)
+		})
+		h.steps(4, 250*time.Millisecond)
+	}
+	// h hands over to s, which asked a while ago and has gone, with a brief lease.
+	succ := held("s", "stable", 1)
+	succ.LeaderTransitions = 3
+	succ.AcquireTime.Time, succ.RenewTime.Time = h.clock.Now(), h.clock.Now()
+	h.writeRecord(succ)
+	waitFor(t, "c to see s", func() bool { return c.le.GetLeader() == "s" })
+	start := h.clock.Now()
+	for !c.le.IsLeader() && h.clock.Since(start) < 3*time.Second {
+		h.steps(1, 250*time.Millisecond)
+		time.Sleep(20 * time.Millisecond)
+	}
+	took := h.clock.Since(start)
+	t.Logf("c led %v after s's brief 1 s lease was written", took)
+	if !c.le.IsLeader() || took > 1250*time.Millisecond {
+		t.Fatalf("c took the lock %v after the brief 1 s lease of a gone successor was written, want by 1.25 s (its wake-up at the lease end was replaced by a jittered RetryPeriod of 1.6 s)", took)
+	}
+}
