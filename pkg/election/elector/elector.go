@@ -428,19 +428,21 @@ func (le *LeaderElector) worthTrying() bool {
 // withdraw is how a candidate that stops without leading leaves: if it
 // asked for a handover, it takes the request back, and if the holder has
 // already handed it the lock, it releases the lock, so that nobody waits out
-// a lease that no one renews.
+// a lease that no one renews; unless the record carries a fence to it that
+// has not passed (the previous holder took the lock by force, and the work
+// of the holder before may still run): then it leaves the lock to expire,
+// as holdUntilFence does, so that nobody starts beside that work.
 func (le *LeaderElector) withdraw() {
-	me := le.cfg.Lock.Identity()
 	asked := !le.proto.handover.AskedAt().IsZero()
-	if !asked && le.GetLeader() != me {
+	if !asked && le.GetLeader() != le.cfg.Lock.Identity() {
 		return // never asked, never named: nothing to undo
 	}
-	if asked {
-		ctx, cancel := context.WithTimeout(context.Background(), le.cfg.RenewDeadline)
-		defer cancel()
-		if !le.retract(ctx) {
-			return
-		}
+	if asked && !le.retract() {
+		return
+	}
+	if now := le.clock.Now(); le.proto.handover.CarriedFence(le.fence.startAt, now, true).After(now) {
+		le.leaveSession()
+		return
 	}
 	le.release()
 }

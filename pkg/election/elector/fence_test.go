@@ -388,3 +388,30 @@ func TestStartAtOnceNeedsTheComparisonWhenTheStealLands(t *testing.T) {
 	c.stop()
 	<-c.done
 }
+
+// TestACandidateNamedWithAFenceThatStopsLeavesTheLockToExpire: a holder
+// that took the lock by force named c before its fence, carrying the time
+// left to it (fenceMillis). c stops before it has acted on that record: it
+// takes its request back, finds itself named, and must not release the
+// lock, which would let anyone take it and start beside the work of the
+// holder the lock was taken from; it leaves it to expire. Before, it
+// released it, and in simulation session seed 16300223144 a third
+// candidate took the released lock and started beside istiod's work.
+func TestACandidateNamedWithAFenceThatStopsLeavesTheLockToExpire(t *testing.T) {
+	h := newHarness(t)
+	h.writeRecord(held("b", "canary", 4))
+	h.setHandover(`{"holder":"b"}`)
+	c := h.start(candidateOpts{identity: "c", key: "stable", steal: true, poll: true})
+	waitFor(t, "c's request", func() bool { return h.handover().Candidate == "c" })
+	// b accepts, names c before its fence and carries 3 s of it; c, which
+	// polls, has not read the lock since.
+	named := held("c", "stable", 4)
+	named.LeaderTransitions = 3
+	h.writeRecord(named)
+	h.setHandover(`{"holder":"c","fenceMillis":3000}`)
+	c.stop()
+	<-c.done
+	if rec := h.record(); rec.HolderIdentity != "c" || rec.LeaseDurationSeconds != 4 {
+		t.Fatalf("c released a lock named to it with a fence of 3 s to go: %+v", rec)
+	}
+}

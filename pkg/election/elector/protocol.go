@@ -22,7 +22,9 @@ func (le *LeaderElector) namedSince(askedAt time.Time, rec *resourcelock.Record,
 // retract takes this candidate's request back when it stops contending.
 // It returns whether the record names this candidate (the holder handed
 // the lock to it meanwhile), in which case the caller releases the lock.
-func (le *LeaderElector) retract(ctx context.Context) bool {
+func (le *LeaderElector) retract() bool {
+	ctx, cancel := context.WithTimeout(context.Background(), le.cfg.RenewDeadline)
+	defer cancel()
 	for i := 0; i < releaseAttempts; i++ {
 		rec, raw, err := le.get(ctx)
 		if err != nil {
