@@ -1,16 +1,9 @@
 package elector
 
 import (
-	"errors"
 	"math/rand"
-	"sync/atomic"
 	"testing"
 	"time"
-
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
-	k8stesting "k8s.io/client-go/testing"
 
 	"go.uber.org/zap/zaptest"
 
@@ -27,14 +20,7 @@ import (
 func TestAConflictDoesNotDelayAnEarlierWakeUp(t *testing.T) {
 	h := newHarness(t)
 	h.writeRecord(resourcelock.Record{LeaseDurationSeconds: 1, LeaderTransitions: 1}) // released
-	var conflicts atomic.Int32
-	h.client.PrependReactor("update", "configmaps", func(k8stesting.Action) (bool, runtime.Object, error) {
-		if conflicts.Load() == 0 {
-			conflicts.Add(1)
-			return true, nil, apierrors.NewConflict(schema.GroupResource{Resource: "configmaps"}, lockName, errors.New("h wrote first"))
-		}
-		return false, nil, nil
-	})
+	conflicts := h.conflictOnce()
 	lock, err := resourcelock.New(resourcelock.ConfigMapsResourceLock, ns, lockName, h.client, resourcelock.Config{Identity: "c", Key: "canary"})
 	if err != nil {
 		t.Fatal(err)

@@ -110,14 +110,7 @@ func TestCandidateAsksAgainAfterAConflictTheWatchDoesNotExplain(t *testing.T) {
 	h := newHarness(t)
 	h.writeRecord(held("h", "canary", 30))
 	h.setHandover(`{"holder":"h"}`)
-	var conflicts atomic.Int32
-	h.client.PrependReactor("update", "configmaps", func(k8stesting.Action) (bool, runtime.Object, error) {
-		if conflicts.Load() == 0 {
-			conflicts.Add(1)
-			return true, nil, apierrors.NewConflict(schema.GroupResource{Resource: "configmaps"}, lockName, errors.New("injected"))
-		}
-		return false, nil, nil
-	})
+	conflicts := h.conflictOnce()
 	c := h.start(candidateOpts{identity: "c", key: "stable", steal: true})
 	waitFor(t, "c's first request to conflict", func() bool { return conflicts.Load() == 1 })
 	asked := func() bool { return h.handover().Candidate == "c" }
@@ -129,4 +122,18 @@ func TestCandidateAsksAgainAfterAConflictTheWatchDoesNotExplain(t *testing.T) {
 	}
 	c.stop()
 	<-c.done
+}
+
+// conflictOnce makes the next update of the lock's ConfigMap fail with a
+// conflict that no write stands behind, as an API server may answer; the
+// count tells whether it has happened.
+func (h *harness) conflictOnce() *atomic.Int32 {
+	var conflicts atomic.Int32
+	h.client.PrependReactor("update", "configmaps", func(k8stesting.Action) (bool, runtime.Object, error) {
+		if conflicts.CompareAndSwap(0, 1) {
+			return true, nil, apierrors.NewConflict(schema.GroupResource{Resource: "configmaps"}, lockName, errors.New("injected"))
+		}
+		return false, nil, nil
+	})
+	return &conflicts
 }
