@@ -55,6 +55,8 @@ func ruleOf(name string) (func(e election) string, bool) {
 		return followsDefaultOnly, true
 	case "WithRevisionWebhook":
 		return revisionWebhookApplies, true
+	case "testknobs.ReleaseYieldStep":
+		return yieldStepApplies, true
 	case "WithSessions":
 		return sessionsApply, true
 	case "WithBinaryVersion":
@@ -120,6 +122,16 @@ func stealingOnly(e election) string {
 		return "WithPrioritized(false): no candidate takes the lock from its holder"
 	}
 	return ""
+}
+
+// yieldStepApplies: only a prioritized election ranks its candidates after
+// a release; the coordinator's own election follows the default revision
+// for its coordinator, not to rank itself.
+func yieldStepApplies(e election) string {
+	if e.coordinator {
+		return "the coordinator's own election does not rank its candidates"
+	}
+	return followsDefaultOnly(e)
 }
 
 func followsDefaultOnly(e election) string {

@@ -116,6 +116,7 @@ func comboOptions() []comboOption {
 		{"testknobs.StartAtOnceAfterSteal", func(*comboWorld) Option { return withStartAtOnceAfterSteal(true) }},
 		{"WithHandover", func(*comboWorld) Option { return WithHandover(false, 0) }},
 		{"testknobs.RunBackoff", func(*comboWorld) Option { return withRunBackoff(2*time.Second, 2*time.Minute) }},
+		{"testknobs.ReleaseYieldStep", func(*comboWorld) Option { return withReleaseYieldStep(50 * time.Millisecond) }},
 		{"WithDefaultWatcher", func(*comboWorld) Option { return WithDefaultWatcher(defaultwatch.NewStatic("prod")) }},
 		{"WithRevisionWebhook", func(*comboWorld) Option { return WithRevisionWebhook(customWebhook, customLabel) }},
 		{"testknobs.Metrics", func(w *comboWorld) Option { return withMetrics(w.metrics) }},

@@ -43,6 +43,7 @@ type LeaderElection struct {
 	log            *zap.Logger
 	clock          clock.WithTicker
 	backoff        backoff
+	yieldStep      time.Duration          // see releaseYield
 	metrics        metrics.Metrics        // counts failed run functions; nil when disabled
 	lock           resourcelock.Interface // records the Event of a failed run function; nil when disabled
 
@@ -160,6 +161,7 @@ func build(client kubernetes.Interface, spec Spec, o *options, newWatcher watche
 		enabled:        o.enabled,
 		clock:          o.clock,
 		backoff:        backoff{initial: o.backoff, max: o.maxBackoff},
+		yieldStep:      o.yieldStep,
 	}
 	l.log = o.logger.With(zap.String("election", l.lockName), zap.String("revision", spec.Revision), zap.Bool("remote", spec.Remote))
 	if !l.enabled {

@@ -90,7 +90,7 @@ func TestGroupSharesOneWatcherAndOneRegistration(t *testing.T) {
 
 func TestNewReportsEveryProblemAtOnce(t *testing.T) {
 	_, err := New(nil, Spec{Namespace: "Bad NS", Revision: "Not_A_Revision", Lock: ConfigMapLock, PerRevision: true, Remote: true},
-		WithTTL(time.Millisecond), WithStopTimeout(-time.Second), withRunBackoff(0, 0), WithDefaultLock("etcd"),
+		WithTTL(time.Millisecond), WithStopTimeout(-time.Second), withRunBackoff(0, 0), withReleaseYieldStep(-time.Millisecond), WithDefaultLock("etcd"),
 		WithRevisionWebhook("Bad Name", "bad label!"))
 	if err == nil {
 		t.Fatal("accepted")
@@ -98,7 +98,7 @@ func TestNewReportsEveryProblemAtOnce(t *testing.T) {
 	for _, want := range []string{
 		`invalid namespace "Bad NS"`, "election ID must not be empty", `invalid revision "Not_A_Revision"`,
 		"per-revision election needs a Lease", "Remote applies only to prioritized", "ttl 1ms",
-		"stop timeout -1s", "run back-off", `default lock kind "etcd"`, `webhook name "Bad Name"`,
+		"stop timeout -1s", "run back-off", "release yield step -1ms", `default lock kind "etcd"`, `webhook name "Bad Name"`,
 		`revision label "bad label!"`, "client is required",
 	} {
 		if !strings.Contains(err.Error(), want) {

@@ -88,7 +88,7 @@ func (l *LeaderElection) releaseYield() time.Duration {
 	if l.candidate.Remote {
 		steps++
 	}
-	return time.Duration(steps) * releaseYieldStep
+	return time.Duration(steps) * l.yieldStep
 }
 
 // defaultRevision is the default revision as this election knows it; ""

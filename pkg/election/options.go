@@ -65,6 +65,7 @@ type options struct {
 	startAtOnce     bool // after a forced steal, as istiod does
 	backoff         time.Duration
 	maxBackoff      time.Duration
+	yieldStep       time.Duration // releaseYieldStep unless a test sets it
 
 	watcher       revisions.DefaultWatcher
 	webhookName   string
@@ -113,6 +114,7 @@ func defaultOptions() options {
 		handoverGrace:   DefaultHandoverGrace,
 		backoff:         defaultRunBackoff,
 		maxBackoff:      defaultMaxRunBackoff,
+		yieldStep:       releaseYieldStep,
 	}
 }
 
@@ -176,6 +178,9 @@ func (o *options) validate() error {
 	}
 	if o.backoff <= 0 || o.maxBackoff < o.backoff {
 		add("run back-off %v (at most %v) must be positive and not above its maximum", o.backoff, o.maxBackoff)
+	}
+	if o.yieldStep < 0 {
+		add("release yield step %v must not be negative", o.yieldStep)
 	}
 	if o.webhookName != "" {
 		if msgs := validation.IsDNS1123Subdomain(o.webhookName); len(msgs) > 0 {
@@ -360,6 +365,13 @@ func withRunBackoff(initial, max time.Duration) Option {
 	return func(o *options) { o.backoff, o.maxBackoff = initial, max; o.mark("testknobs.RunBackoff") }
 }
 
+// withReleaseYieldStep sets the step of releaseYield in place of
+// releaseYieldStep, for tests of the order in which candidates take a
+// released lock that must not depend on the host's scheduling.
+func withReleaseYieldStep(step time.Duration) Option {
+	return func(o *options) { o.yieldStep = step; o.mark("testknobs.ReleaseYieldStep") }
+}
+
 // WithDefaultWatcher makes prioritized elections read the default revision
 // from w, which the caller runs. Without it, the prioritized elections of
 // one Shared (of one Group, see WithShared) that read the same webhook and
@@ -430,6 +442,9 @@ func WithTestKnobs(k knobs.Set) Option {
 	}
 	if k.EventRecorder != nil {
 		opts = append(opts, withEventRecorder(k.EventRecorder))
+	}
+	if k.ReleaseYieldStep != nil {
+		opts = append(opts, withReleaseYieldStep(*k.ReleaseYieldStep))
 	}
 	return func(o *options) { o.applyEach(opts) }
 }

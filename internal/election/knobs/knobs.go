@@ -26,6 +26,8 @@ type Set struct {
 	Metrics metrics.Metrics
 	// EventRecorder: see testknobs.EventRecorder.
 	EventRecorder resourcelock.EventRecorder
+	// ReleaseYieldStep: see testknobs.ReleaseYieldStep.
+	ReleaseYieldStep *time.Duration
 }
 
 // Activity counts what an election.Shared runs at one moment.

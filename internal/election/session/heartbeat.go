@@ -263,18 +263,41 @@ func (h *heartbeat) object(l *coordinationv1.Lease, now time.Time) *coordination
 // end closes the session: it clears the holder (followers then know at once
 // that its holders stopped) and deletes the Lease. Only called once every
 // election of the session has stopped its work.
+//
+// A renew whose answer was lost when the heartbeat stopped may have moved
+// the Lease past the version this process holds; end then reads it again
+// once and ends it if it still carries this session's token. A Lease that
+// another session of the same identity has taken over is left alone.
 func (h *heartbeat) end() {
-	if h.lease == nil {
-		return
+	if h.lease == nil && h.renewed().IsZero() {
+		return // never written
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), h.cfg.RenewDeadline)
 	defer cancel()
 	leases := h.cfg.Client.CoordinationV1().Leases(h.cfg.Namespace)
-	ended := h.lease.DeepCopy()
-	ended.Spec.HolderIdentity = nil
-	ended.Spec.RenewTime = &metav1.MicroTime{Time: h.cfg.Clock.Now()}
-	updated, err := leases.Update(ctx, ended, metav1.UpdateOptions{})
-	if err != nil {
+	cur, updated := h.lease, (*coordinationv1.Lease)(nil)
+	var err error
+	for range 2 {
+		if cur == nil {
+			if cur, err = leases.Get(ctx, h.name, metav1.GetOptions{}); err != nil {
+				break
+			}
+			if cur.Annotations[TokenAnnotation] != h.token {
+				return
+			}
+		}
+		ended := cur.DeepCopy()
+		ended.Spec.HolderIdentity = nil
+		ended.Spec.RenewTime = &metav1.MicroTime{Time: h.cfg.Clock.Now()}
+		if updated, err = leases.Update(ctx, ended, metav1.UpdateOptions{}); !apierrors.IsConflict(err) {
+			break
+		}
+		cur = nil
+	}
+	switch {
+	case apierrors.IsNotFound(err):
+		return
+	case err != nil:
 		h.log.Warn("could not end the session; its records expire by their leases", zap.Error(err))
 		return
 	}

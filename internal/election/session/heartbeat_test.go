@@ -236,3 +236,58 @@ func TestEchoedSinceNeedsAHeartbeatSentAfterT(t *testing.T) {
 	clk.Step(10 * time.Millisecond)
 	waitFor(t, "a heartbeat sent after the judgement to come back", func() bool { return m.EchoedSince(judged, nil) })
 }
+
+// A renew whose answer was lost (the heartbeat stopped while it was in
+// flight) leaves the Lease at a version the heartbeat has not seen. Ending
+// the session then reads the Lease again and ends it while it still
+// carries this session's token; a Lease another session of the same
+// identity has taken over is left as it is.
+func TestEndAfterALostRenewReadsTheLeaseAgain(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		token     func(h *heartbeat) string
+		want      []string
+		wantGone  bool
+		wantOwner string
+	}{
+		{"still this session's", func(h *heartbeat) string { return h.token },
+			[]string{"update leases", "get leases", "update leases", "delete leases"}, true, ""},
+		{"taken over by another session", func(*heartbeat) string { return "other-token" },
+			[]string{"update leases", "get leases"}, false, "a"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			client := kubetest.NewClientset()
+			clk := clocktesting.NewFakeClock(t0)
+			h := newHeartbeat(testConfig(client, clk), zapNop())
+			ctx := context.Background()
+			if !h.renewOnce(ctx) {
+				t.Fatal("the first heartbeat failed")
+			}
+			leases := client.CoordinationV1().Leases("ns")
+			l, err := leases.Get(ctx, h.name, metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			// The write the heartbeat never heard back from.
+			l.Annotations[TokenAnnotation] = tc.token(h)
+			l.Spec.RenewTime = &metav1.MicroTime{Time: clk.Now().Add(time.Second)}
+			if _, err := leases.Update(ctx, l, metav1.UpdateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			client.ClearActions()
+			h.end()
+			if got := leaseVerbs(client); !slices.Equal(got, tc.want) {
+				t.Errorf("end sent %v, want %v", got, tc.want)
+			}
+			l, err = leases.Get(ctx, h.name, metav1.GetOptions{})
+			switch {
+			case tc.wantGone && !apierrors.IsNotFound(err):
+				t.Errorf("the session's Lease is still there after end: %v", err)
+			case !tc.wantGone && err != nil:
+				t.Errorf("end removed another session's Lease: %v", err)
+			case !tc.wantGone && (l.Spec.HolderIdentity == nil || *l.Spec.HolderIdentity != tc.wantOwner):
+				t.Errorf("end cleared another session's holder: %+v", l.Spec)
+			}
+		})
+	}
+}

@@ -51,6 +51,14 @@ func EventRecorder(r resourcelock.EventRecorder) election.Option {
 	return election.WithTestKnobs(knobs.Set{EventRecorder: r})
 }
 
+// ReleaseYieldStep sets how long a racing candidate waits per class below
+// the best before it takes a released or expired lock (15ms by default).
+// A test of the order in which candidates take a lock lengthens it so that
+// the order does not depend on the host's scheduling.
+func ReleaseYieldStep(step time.Duration) election.Option {
+	return election.WithTestKnobs(knobs.Set{ReleaseYieldStep: &step})
+}
+
 // Activity counts what an election.Shared runs at one moment.
 type Activity = knobs.Activity
 
