@@ -69,8 +69,6 @@ SIM_LONG_BASE ?= 100000001
 SIM_LONG_CHUNK ?= 20000
 SIM_LONG_JOBS ?= $(shell nproc)
 SIM_TEST := $(GO) test -count=1 -timeout 2h -run 'TestSimulation$$' ./internal/testing/sim
-# Packages with fuzz targets.
-FUZZ_PKGS := ./pkg/... ./internal/election/... ./internal/tools/chaos/... ./internal/multicluster/...
 # Packages whose tests need no API server.
 UNIT_PKGS := ./pkg/... ./internal/testing/kubetest/... ./internal/testing/sim/... ./internal/testing/faultproxy/... ./internal/ledger/... ./internal/lockstatus/... ./internal/monitoring/...
 
@@ -169,10 +167,11 @@ fuzz: fuzz-decoders
 	@if [ "$(SIM_FUZZ_SESSION_SEEDS)" -gt 0 ]; then $(SIM_TEST) -sim.mode=sessions -sim.seeds=$(SIM_FUZZ_SESSION_SEEDS) -sim.seed=$(SIM_FUZZ_SEED); fi
 
 fuzz-decoders:
-	@for target in $$($(GO) test -list '^Fuzz' $(FUZZ_PKGS) 2>/dev/null | grep '^Fuzz'); do \
-		pkg=$$(grep -rl "func $$target(" pkg internal --include='*_test.go' | head -1 | xargs dirname); \
-		echo "fuzz $$target in ./$$pkg for $(FUZZTIME)"; \
-		$(GO) test -run='^$$' -fuzz="^$$target$$" -fuzztime=$(FUZZTIME) ./$$pkg || exit 1; \
+	@for pkg in $$(grep -rl --include='*_test.go' '^func Fuzz' pkg internal | xargs -n1 dirname | sort -u); do \
+		for target in $$(sed -n 's/^func \(Fuzz[A-Za-z0-9_]*\)(.*/\1/p' $$pkg/*_test.go); do \
+			echo "fuzz $$target in ./$$pkg for $(FUZZTIME)"; \
+			$(GO) test -run='^$$' -fuzz="^$$target$$" -fuzztime=$(FUZZTIME) ./$$pkg || exit 1; \
+		done; \
 	done
 
 demo: kube-bins build

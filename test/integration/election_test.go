@@ -21,6 +21,7 @@ import (
 )
 
 func TestOneLeaderAmongThreeAndFailoverOnStop(t *testing.T) {
+	t.Parallel()
 	c := testcluster.Get(t)
 	ns := c.NewNamespace(t)
 	var ins []*instance
@@ -49,6 +50,7 @@ func TestOneLeaderAmongThreeAndFailoverOnStop(t *testing.T) {
 }
 
 func TestDefaultRevisionStealsAndFollowsTheWebhookLabel(t *testing.T) {
+	t.Parallel()
 	c := testcluster.Get(t)
 	ns := c.NewNamespace(t)
 	le, err := election.NewLeaderElection(ns, "canary-1", election.NamespaceController, "canary", c.Client, opts(t)...)
@@ -76,6 +78,7 @@ func TestDefaultRevisionStealsAndFollowsTheWebhookLabel(t *testing.T) {
 }
 
 func TestLocalStealsFromRemoteButNotTheOtherWay(t *testing.T) {
+	t.Parallel()
 	c := testcluster.Get(t)
 	ns := c.NewNamespace(t)
 	le, err := election.NewLeaderElectionMulticluster(ns, "remote-1", election.NamespaceController, "stable", true, c.Client, opts(t)...)
@@ -97,6 +100,7 @@ func TestLocalStealsFromRemoteButNotTheOtherWay(t *testing.T) {
 }
 
 func TestPerRevisionElectionsAreIndependent(t *testing.T) {
+	t.Parallel()
 	c := testcluster.Get(t)
 	ns := c.NewNamespace(t)
 	setDefaultRevision(t, c.Client, ns, "stable")
@@ -189,6 +193,7 @@ func TestCrashedHolderIsReplacedOnlyAfterLeaseDuration(t *testing.T) {
 }
 
 func TestLockKeepsUnrelatedContentAcrossRenewals(t *testing.T) {
+	t.Parallel()
 	c := testcluster.Get(t)
 	ns := c.NewNamespace(t)
 	ctx := context.Background()
@@ -224,6 +229,7 @@ func TestLockKeepsUnrelatedContentAcrossRenewals(t *testing.T) {
 }
 
 func TestIstiodRecordIsRespectedAndTakenOver(t *testing.T) {
+	t.Parallel()
 	c := testcluster.Get(t)
 	ns := c.NewNamespace(t)
 	ctx := context.Background()

@@ -51,6 +51,7 @@ func runElector(t *testing.T, cfg elector.Config, l *ledger.Ledger, holder strin
 // keeps transitions to at most two per RetryPeriod, and the disagreement
 // shows in Preemption.
 func TestDisagreeingCandidatesAreDampedOnTheAPIServer(t *testing.T) {
+	t.Parallel()
 	c := testcluster.Get(t)
 	ns := c.NewNamespace(t)
 	l := &ledger.Ledger{}
@@ -87,33 +88,37 @@ func TestDisagreeingCandidatesAreDampedOnTheAPIServer(t *testing.T) {
 
 // A holder of client-go's shape (client-go's own elector, which knows
 // nothing of holder keys or handover) is preempted by force; meshd's work
-// starts only once the holder's work must have stopped. 20 trials, no
-// overlap.
+// starts only once the holder's work must have stopped. 20 trials, each on
+// a lock of its own, run side by side: no overlap in any.
 func TestForcedStealFromClientGoHolderNeverOverlaps(t *testing.T) {
+	t.Parallel()
 	c := testcluster.Get(t)
 	ns := c.NewNamespace(t)
 	lease, renew, retry := elector.TimingFromTTL(ttl)
 	const trials = 20
 	for i := 0; i < trials; i++ {
-		l := &ledger.Ledger{}
 		name := fmt.Sprintf("lock-%d", i)
-		stopHolder := runClientGoHolder(t, c, ns, name, l, lease, renew, retry)
-		lock, err := resourcelock.New(resourcelock.LeasesResourceLock, ns, name, c.Client, resourcelock.Config{Identity: "meshd", Key: "stable"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		le, stop := runElector(t, elector.Config{Name: name, Lock: lock, LeaseDuration: lease, RenewDeadline: renew,
-			RetryPeriod: retry, Watch: true, ReleaseOnCancel: true,
-			KeyComparison: func(holderKey string) bool { return holderKey == "" }}, l, "meshd")
-		testutil.Eventually(t, 3*lease, testutil.Check("meshd's work to start", func() bool { return l.Starts(name) >= 2 && le.IsLeader() }))
-		stop()
-		stopHolder()
-		if o := l.Overlaps(); len(o) != 0 {
-			t.Fatalf("trial %d: the works overlapped: %+v", i, o)
-		}
-		if n := l.Starts(name); n != 2 {
-			t.Fatalf("trial %d: %d terms, want 2", i, n)
-		}
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			l := &ledger.Ledger{}
+			stopHolder := runClientGoHolder(t, c, ns, name, l, lease, renew, retry)
+			lock, err := resourcelock.New(resourcelock.LeasesResourceLock, ns, name, c.Client, resourcelock.Config{Identity: "meshd", Key: "stable"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			le, stop := runElector(t, elector.Config{Name: name, Lock: lock, LeaseDuration: lease, RenewDeadline: renew,
+				RetryPeriod: retry, Watch: true, ReleaseOnCancel: true,
+				KeyComparison: func(holderKey string) bool { return holderKey == "" }}, l, "meshd")
+			testutil.Eventually(t, 3*lease, testutil.Check("meshd's work to start", func() bool { return l.Starts(name) >= 2 && le.IsLeader() }))
+			stop()
+			stopHolder()
+			if o := l.Overlaps(); len(o) != 0 {
+				t.Fatalf("the works overlapped: %+v", o)
+			}
+			if n := l.Starts(name); n != 2 {
+				t.Fatalf("%d terms, want 2", n)
+			}
+		})
 	}
 }
 

@@ -31,6 +31,7 @@ func ledgered(t *testing.T, l *ledger.Ledger, name string, le *election.LeaderEl
 }
 
 func TestRepeatedDefaultFlipsHandOverWithoutOverlap(t *testing.T) {
+	t.Parallel()
 	c := testcluster.Get(t)
 	ns := c.NewNamespace(t)
 	l := &ledger.Ledger{}

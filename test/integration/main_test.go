@@ -5,6 +5,7 @@ package integration
 
 import (
 	"context"
+	"flag"
 	"sync"
 	"testing"
 	"time"
@@ -20,7 +21,18 @@ import (
 	"github.com/meshd-io/meshd/pkg/resourcelock"
 )
 
-func TestMain(m *testing.M) { testcluster.Main(m) }
+// TestMain runs the package against one control plane. The tests marked
+// parallel spend their time waiting for 2s leases, not computing, so up to
+// six of them run at once unless -test.parallel says otherwise.
+func TestMain(m *testing.M) {
+	flag.Parse()
+	set := false
+	flag.Visit(func(f *flag.Flag) { set = set || f.Name == "test.parallel" })
+	if !set {
+		_ = flag.Set("test.parallel", "6")
+	}
+	testcluster.Main(m)
+}
 
 const ttl = 2 * time.Second
 

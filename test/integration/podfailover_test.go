@@ -172,6 +172,7 @@ func TestPodFailoverOnTheKubeletsReportOfTheHoldersEnd(t *testing.T) {
 // (a StatefulSet's replacement) whose container is then reported
 // terminated, while the holder's process runs on: no early takeover.
 func TestPodFailoverIgnoresAForcedDelete(t *testing.T) {
+	t.Parallel()
 	c := testcluster.Get(t)
 	ns := c.NewNamespace(t)
 	k := kubelet{t: t, client: c.Client, ns: ns}
@@ -198,6 +199,7 @@ func TestPodFailoverIgnoresAForcedDelete(t *testing.T) {
 // plane) while the holder's process runs on and renews: no early
 // takeover.
 func TestPodFailoverIgnoresAPartitionedNode(t *testing.T) {
+	t.Parallel()
 	c := testcluster.Get(t)
 	ns := c.NewNamespace(t)
 	k := kubelet{t: t, client: c.Client, ns: ns}
@@ -266,6 +268,7 @@ func overlap(x, y *instance) bool {
 // restart, and the restarted holder never runs its work beside it, whether
 // it starts after the successor took over or before the report.
 func TestPodFailoverOnARestartUnderTheSameName(t *testing.T) {
+	t.Parallel()
 	for _, restartedFirst := range []bool{false, true} {
 		name := "successor first"
 		if restartedFirst {
@@ -395,6 +398,7 @@ func waitForLeaseMark(t *testing.T, client kubernetes.Interface, ns, name, holde
 // kubelet's report of the holder's end, not a lease (and a session) later,
 // and the two never run their work at once.
 func TestPodFailoverWithSessions(t *testing.T) {
+	t.Parallel()
 	c := testcluster.Get(t)
 	ns := c.NewNamespace(t)
 	k := kubelet{t: t, client: c.Client, ns: ns}

@@ -7,11 +7,18 @@ import (
 	"time"
 
 	"github.com/meshd-io/meshd/internal/election/defaultwatch"
+	"github.com/meshd-io/meshd/internal/election/testknobs"
 	"github.com/meshd-io/meshd/internal/testing/testcluster"
 	"github.com/meshd-io/meshd/internal/testing/testutil"
 	"github.com/meshd-io/meshd/pkg/election"
 	"github.com/meshd-io/meshd/pkg/revisions"
 )
+
+// orderStep is the yield per class of the tests of the order in which
+// candidates take a lock: longer than the default 15ms, so that the order
+// they check holds on a loaded host too (the step's default is sized for
+// the spread of watch delivery, which a loaded test host can exceed).
+const orderStep = 200 * time.Millisecond
 
 // A racing holder that stops hands its lock to whoever writes first. The
 // candidates a better one outranks yield for a moment, so that the lock
@@ -27,7 +34,7 @@ func TestReleasedLockGoesStraightToTheBestCandidate(t *testing.T) {
 			Remote: remote, Lock: election.LeaseLock}
 	}
 	start := func(identity, revision string, remote bool) *instance {
-		le, err := election.New(client, spec(identity, revision, remote), opts(t)...)
+		le, err := election.New(client, spec(identity, revision, remote), opts(t, testknobs.ReleaseYieldStep(orderStep))...)
 		return newInstance(t, identity, le, err)
 	}
 	remote := start("stable-remote-1", "stable", true)
@@ -65,7 +72,7 @@ func TestDefaultFlipGoesStraightToTheBestCandidate(t *testing.T) {
 	client := cluster.Client
 	start := func(identity, revision string, remote bool, w revisions.DefaultWatcher) *instance {
 		le, err := election.New(client, election.Spec{Namespace: ns, ElectionID: "flip-order", Identity: identity,
-			Revision: revision, Remote: remote, Lock: election.LeaseLock}, opts(t, election.WithDefaultWatcher(w))...)
+			Revision: revision, Remote: remote, Lock: election.LeaseLock}, opts(t, election.WithDefaultWatcher(w), testknobs.ReleaseYieldStep(orderStep))...)
 		return newInstance(t, identity, le, err)
 	}
 	seenBy := map[string]*defaultwatch.Static{}

@@ -216,6 +216,7 @@ func leaseSpec(ns, id, identity string) election.Spec {
 // all along and a follower that starts while the Lease is gone both keep
 // away, and the holder keeps leading through its recreated Lease.
 func TestSessionLeaseDeletedWhileHolding(t *testing.T) {
+	t.Parallel()
 	c := testcluster.Get(t)
 	ns := c.NewNamespace(t)
 	l := &ledger.Ledger{}
@@ -269,6 +270,7 @@ func TestSessionLeaseDeletedWhileHolding(t *testing.T) {
 // renews its record itself: it keeps leading, the follower keeps away, and
 // once the heartbeat works again the record names the session again.
 func TestHeartbeatFailsRecordWritesWork(t *testing.T) {
+	t.Parallel()
 	c := testcluster.Get(t)
 	ns := c.NewNamespace(t)
 	l := &ledger.Ledger{}
@@ -314,6 +316,7 @@ func TestHeartbeatFailsRecordWritesWork(t *testing.T) {
 // record expire first, the follower or the restarted process, which then
 // names its new session; two leaders never run at once.
 func TestRestartUnderSameIdentity(t *testing.T) {
+	t.Parallel()
 	c := testcluster.Get(t)
 	ns := c.NewNamespace(t)
 	const n = 3
@@ -394,6 +397,7 @@ func TestRestartUnderSameIdentity(t *testing.T) {
 // and the follower takes over within a lease although a's records are
 // older than that (a graceful end counts at once: see TestViewJudgesEachTokenByItsOwnRenewals).
 func TestGracefulStopEndsSession(t *testing.T) {
+	t.Parallel()
 	c := testcluster.Get(t)
 	ns := c.NewNamespace(t)
 	const n = 3
@@ -436,6 +440,7 @@ func TestGracefulStopEndsSession(t *testing.T) {
 // overlap and no forced steal; the settled holder makes no requests for its
 // lock (sessions need a Lease lock, whose watch also carries the sessions).
 func TestLeaseSessionFlips(t *testing.T) {
+	t.Parallel()
 	runSessionFlips(t, election.LeaseLock, "/leases/"+election.NamespaceController)
 }
 
@@ -494,6 +499,7 @@ func runSessionFlips(t *testing.T, kind election.LockKind, lockPath string) {
 // sessions whose watch stalls still notices a forced steal at its next
 // renew, before the stealer's fence, so the two never run together.
 func TestStalledWatchWithoutSessionsNoticesSteal(t *testing.T) {
+	t.Parallel()
 	runStalledWatchSteal(t, false, true)
 }
 
@@ -501,6 +507,7 @@ func TestStalledWatchWithoutSessionsNoticesSteal(t *testing.T) {
 // the stealer's fence covers the holder's session, and the holder stops
 // when it sees the steal, before the stealer starts.
 func TestForcedStealFromSessionHolder(t *testing.T) {
+	t.Parallel()
 	runStalledWatchSteal(t, true, false)
 }
 
@@ -556,6 +563,7 @@ func jsonUnmarshal(raw string, v any) error { return json.Unmarshal([]byte(raw),
 // sessions whose watch stalls keeps away from a live holder, because its
 // write over the version it last saw conflicts with the holder's renewals.
 func TestStalledFollowerWithoutSessionsKeepsAway(t *testing.T) {
+	t.Parallel()
 	runStalledFollower(t, false)
 }
 

@@ -22,6 +22,7 @@ import (
 // fence (a lease after it last saw the session renewed) passes and both
 // run their work.
 func TestStalledWatchSessionHolderNoticesSteal(t *testing.T) {
+	t.Parallel()
 	runStalledWatchSteal(t, true, true)
 }
 
@@ -31,6 +32,7 @@ func TestStalledWatchSessionHolderNoticesSteal(t *testing.T) {
 // session alive: the stopped election's record still names the live
 // session, so the follower must still take it within about a lease.
 func TestStoppedElectionWithoutReleaseExpires(t *testing.T) {
+	t.Parallel()
 	c := testcluster.Get(t)
 	ns := c.NewNamespace(t)
 	l := &ledger.Ledger{}
@@ -61,6 +63,7 @@ func TestStoppedElectionWithoutReleaseExpires(t *testing.T) {
 // session Leases; both round up to 2s and share one Lease name, so their
 // two heartbeats (different timing, different tokens) fight over it.
 func TestTwoTTLsUseTwoSessionLeases(t *testing.T) {
+	t.Parallel()
 	c := testcluster.Get(t)
 	ns := c.NewNamespace(t)
 	link := newFaultLink(t, c)
@@ -82,6 +85,7 @@ func TestTwoTTLsUseTwoSessionLeases(t *testing.T) {
 // wait a lease from that write, as for a holder without sessions, and not
 // for as long as its session (or, here, its end) decides.
 func TestStopWithoutReleaseLeavesLocksToExpire(t *testing.T) {
+	t.Parallel()
 	c := testcluster.Get(t)
 	ns := c.NewNamespace(t)
 	const n = 4
@@ -116,6 +120,7 @@ func TestStopWithoutReleaseLeavesLocksToExpire(t *testing.T) {
 // make it conflict). The holder sees the write through its own watch and
 // stops, but the follower, which took an expired lock, started at once.
 func TestStalledFollowerWithSessionsKeepsAway(t *testing.T) {
+	t.Parallel()
 	runStalledFollower(t, true)
 }
 
@@ -127,6 +132,7 @@ func TestStalledFollowerWithSessionsKeepsAway(t *testing.T) {
 // judges the holder by its record, which the holder stopped rewriting long
 // ago, and takes the lock at once from the live holder.
 func TestGarbageMarkDoesNotEndLiveHolder(t *testing.T) {
+	t.Parallel()
 	for _, edit := range []struct {
 		name string
 		set  func(annotations map[string]string)

@@ -58,6 +58,7 @@ func (p *sessionProcess) leadsAny() bool {
 // With sessions, a process leading many elections renews one Lease per
 // retry period, and its followers make no requests.
 func TestSessionRenewsEveryRecordWithOneLease(t *testing.T) {
+	t.Parallel()
 	c := testcluster.Get(t)
 	ns := c.NewNamespace(t)
 	const n = 20
@@ -97,6 +98,7 @@ func TestSessionRenewsEveryRecordWithOneLease(t *testing.T) {
 // holder's session has run out by its own observation, so no election has
 // two leaders at once.
 func TestSessionLossStopsWorkBeforeAFollowerTakesOver(t *testing.T) {
+	t.Parallel()
 	c := testcluster.Get(t)
 	ns := c.NewNamespace(t)
 	const n = 10
@@ -192,6 +194,7 @@ func onlyTo(counts map[string]int, key string) (n, total int) {
 // the holder works. The follower judges other sessions only while its
 // watch shows it its own heartbeats.
 func TestStalledFollowerDoesNotTakeALockHeldThroughALiveSession(t *testing.T) {
+	t.Parallel()
 	c := testcluster.Get(t)
 	ns := c.NewNamespace(t)
 	a := startSessionProcess(t, c, ns, "a", 1, election.WithReleaseOnCancel(false))
