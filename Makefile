@@ -119,11 +119,13 @@ test-tools: kube-bins
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
-	cd tools/image && $(GO) vet ./...
-	cd tools/helm && $(GO) vet ./...
-	cd tools/kube && $(GO) vet .
-	cd tools/monitoring && $(GO) vet ./...
-	cd examples/controller-runtime && $(GO) vet ./...
+	@# The separate modules at once: each vet is mostly one chain of packages.
+	@status=0; pids=; \
+	for mod in tools/image:./... tools/helm:./... tools/kube:. tools/monitoring:./... examples/controller-runtime:./...; do \
+		dir=$${mod%%:*}; pkgs=$${mod#*:}; \
+		(cd $$dir && $(GO) vet $$pkgs || { echo "go vet failed in $$dir"; exit 1; }) & pids="$$pids $$!"; \
+	done; \
+	for pid in $$pids; do wait $$pid || status=1; done; exit $$status
 
 test-unit:
 	$(GO) test -race -count=1 $(UNIT_PKGS)
@@ -137,8 +139,13 @@ test-integration: kube-bins
 # detector, and a short fuzzing pass of every decoder. The pass is a count
 # of inputs, not a duration: a duration that runs out while a worker is
 # busy can end the pass with "context deadline exceeded" and no finding.
+#
+# The packages whose tests take longest are named first, so that they start
+# first; three test binaries run at once (-p 3), as those spend most of
+# their time waiting for leases and processes rather than computing.
+SLOW_TEST_PKGS := ./test/reliability ./test/e2e ./test/integration ./pkg/election/elector
 test: lint kube-bins
-	$(GO) test -race -count=1 ./...
+	$(GO) test -race -count=1 -p 3 $(SLOW_TEST_PKGS) ./...
 	$(MAKE) --no-print-directory test-tools
 	$(MAKE) --no-print-directory sim
 	$(MAKE) --no-print-directory fuzz-decoders FUZZTIME=10000x
