@@ -160,9 +160,9 @@ sim:
 	@GO=$(GO) $(CURDIR)/hack/sim-budget.sh "classic 1 $(SIM_SEEDS)" "sessions 1 $(SIM_SESSION_SEEDS)" \
 		"classic $(SIM_FRESH_BASE) $(SIM_FRESH_SEEDS)" "sessions $(SIM_FRESH_BASE) $(SIM_FRESH_SESSION_SEEDS)"
 
-# A long search of the simulation, in parallel chunks. On 2 cores, 300,000
-# classic and 700,000 session schedules took 84 minutes; classic schedules
-# are the slower ones, so the default budget takes longer. Writes its
+# A long search of the simulation, in parallel chunks. On 2 cores the
+# default budget (700,000 classic and 300,000 session schedules) took 90
+# minutes, other tests running beside it for a third of that. Writes its
 # summary into docs/reliability.md.
 sim-long:
 	@SEEDS=$(SIM_LONG_SEEDS) SESSION_SEEDS=$(SIM_LONG_SESSION_SEEDS) BASE=$(SIM_LONG_BASE) \
