@@ -275,7 +275,8 @@ func (h *heartbeat) end() {
 	ctx, cancel := context.WithTimeout(context.Background(), h.cfg.RenewDeadline)
 	defer cancel()
 	leases := h.cfg.Client.CoordinationV1().Leases(h.cfg.Namespace)
-	cur, updated := h.lease, (*coordinationv1.Lease)(nil)
+	cur := h.lease
+	var updated *coordinationv1.Lease
 	var err error
 	for range 2 {
 		if cur == nil {
