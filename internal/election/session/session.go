@@ -209,8 +209,15 @@ func NewMember(cfg Config) (*Member, error) {
 	return &Member{cfg: cfg}, nil
 }
 
-// LeaseName is the name of the member's session Lease.
-func (m *Member) LeaseName() string { return LeaseName(m.cfg.Identity, m.cfg.LeaseDuration) }
+// LeaseName is the name of the member's session Lease. While the member
+// runs it is the one its session computed once, so that frequent callers
+// (Status, health checks) hash nothing.
+func (m *Member) LeaseName() string {
+	if l := m.current(); l != nil {
+		return l.hb.name
+	}
+	return LeaseName(m.cfg.Identity, m.cfg.LeaseDuration)
+}
 
 // Start joins the session of its Config's Sessions, starting it when this
 // is its first member, until the returned function is called. That function returns once

@@ -35,8 +35,12 @@ func Problems(c protocol.Coordination, lock resourcelock.Interface, preempts boo
 // a vacant lock, waits for nothing and names no successor, so the core
 // calls it without asking which kind of election it runs. It holds the
 // lock (to read the preferred holder) and a logger, never the core.
-type Role struct {
-	c    protocol.Coordination // nil: a racing election
+type Role struct{ *coordinated } // nil: a racing election
+
+// coordinated is the coordination of a candidate that follows a
+// coordinator.
+type coordinated struct {
+	c    protocol.Coordination
 	lock lockcap.CoordinatedLock
 	me   string
 	log  *zap.Logger
@@ -46,24 +50,23 @@ type Role struct {
 // is nil for a racing election. Validation (Problems) has checked that the
 // lock of a coordinated one carries a preferred holder.
 func NewRole(c protocol.Coordination, lock resourcelock.Interface, log *zap.Logger) Role {
-	r := Role{c: c, me: lock.Identity(), log: log}
-	if c != nil {
-		r.lock = lock.(lockcap.CoordinatedLock)
+	if c == nil {
+		return Role{}
 	}
-	return r
+	return Role{&coordinated{c: c, lock: lock.(lockcap.CoordinatedLock), me: lock.Identity(), log: log}}
 }
 
 // Coordinated reports whether this candidate follows a coordinator.
-func (r Role) Coordinated() bool { return r.c != nil }
+func (r Role) Coordinated() bool { return r.coordinated != nil }
 
 // LeaveVacant reports whether a coordinated candidate that found the lock
 // vacant at now must leave it to the coordinator. Racing candidates never
 // leave it.
-func (r Role) LeaveVacant(now time.Time) bool { return r.c != nil && r.c.LeaveVacant(now) }
+func (r Role) LeaveVacant(now time.Time) bool { return r.coordinated != nil && r.c.LeaveVacant(now) }
 
 // Occupied notes that the lock names a holder.
 func (r Role) Occupied() {
-	if r.c != nil {
+	if r.coordinated != nil {
 		r.c.Occupied()
 	}
 }
@@ -71,7 +74,7 @@ func (r Role) Occupied() {
 // Acquired notes that this candidate took the lock: a coordinated one that
 // took a vacant lock no coordinator assigned says so.
 func (r Role) Acquired() {
-	if r.c != nil && r.c.Acquired() {
+	if r.coordinated != nil && r.c.Acquired() {
 		r.log.Warn("no coordinator assigned the vacant lock within the patience; took it as a racing candidate would",
 			zap.Duration("patience", r.c.Patience()))
 	}
@@ -80,7 +83,7 @@ func (r Role) Acquired() {
 // WakeAt is when a coordinated candidate that saw the lock vacant may take
 // it itself; zero when it waits for nothing.
 func (r Role) WakeAt() time.Time {
-	if r.c == nil {
+	if r.coordinated == nil {
 		return time.Time{}
 	}
 	return r.c.WakeAt()
@@ -89,7 +92,7 @@ func (r Role) WakeAt() time.Time {
 // Preferred returns the candidate named as preferred holder in the lock
 // object last seen, when it is a live one other than this holder.
 func (r Role) Preferred() *lockmeta.Handover {
-	if r.c == nil {
+	if r.coordinated == nil {
 		return nil
 	}
 	name, key := r.lock.PreferredHolder()
@@ -106,7 +109,7 @@ func (r Role) Directed() *lockmeta.Handover {
 	if h := r.Preferred(); h != nil {
 		return h
 	}
-	if r.c == nil {
+	if r.coordinated == nil {
 		return nil
 	}
 	name, key, ok := r.c.Successor()

@@ -55,7 +55,6 @@ type Config struct {
 // holder's side while it leads. It is used by one election loop only.
 type Protocol struct {
 	cfg Config
-	me  string
 	log *zap.Logger
 
 	ask askState
@@ -115,8 +114,11 @@ func New(cfg Config) *Protocol {
 	if cfg.Metrics == nil {
 		cfg.Metrics = noMetrics{}
 	}
-	return &Protocol{cfg: cfg, me: cfg.Lock.Identity(), log: log}
+	return &Protocol{cfg: cfg, log: log}
 }
+
+// me is this candidate's identity.
+func (p *Protocol) me() string { return p.cfg.Lock.Identity() }
 
 // Grace is how long a candidate waits for an answer before it takes the
 // lock by force.
@@ -135,7 +137,7 @@ func (p *Protocol) Ask(ctx context.Context, rec *resourcelock.Record, now time.T
 		p.ask = askState{term: t}
 	}
 	a := &p.ask
-	if !a.askedAt.IsZero() && h.Candidate == p.me && !p.mayAskAgain(h, now) {
+	if !a.askedAt.IsZero() && h.Candidate == p.me() && !p.mayAskAgain(h, now) {
 		return p.followUp(h, now), nil
 	}
 	if p.deferToOther(h, now) || p.yielding(now) {
@@ -205,7 +207,7 @@ func (p *Protocol) promiseBroken(h lockmeta.Handover) time.Time {
 // fresh by its own clock, and a candidate that replaced it would make the
 // holder, its work stopped, release the lock instead of naming anyone.
 func (p *Protocol) deferToOther(h lockmeta.Handover, now time.Time) bool {
-	if !h.Requested(h.Holder) || h.Candidate == p.me || h.Answer == lockmeta.AnswerRefused {
+	if !h.Requested(h.Holder) || h.Candidate == p.me() || h.Answer == lockmeta.AnswerRefused {
 		return false
 	}
 	if h.Answer != lockmeta.AnswerAccepted && p.stale(h, now) {
@@ -224,7 +226,7 @@ func (p *Protocol) deferToOther(h lockmeta.Handover, now time.Time) bool {
 func (p *Protocol) request(ctx context.Context, rec *resourcelock.Record, now time.Time) error {
 	req := lockmeta.Handover{
 		Holder:       rec.HolderIdentity,
-		Candidate:    p.me,
+		Candidate:    p.me(),
 		CandidateKey: p.cfg.Lock.Key(),
 		RequestTime:  &metav1.Time{Time: now},
 		HonoursFence: true,
@@ -297,7 +299,7 @@ func (p *Protocol) WakeAt(now time.Time) time.Time {
 		// no longer carries this candidate's accepted request (it was
 		// handed the lock, or the holder's term moved on).
 		h := p.cfg.Lock.Handover()
-		if h.Candidate != p.me || h.Answer != lockmeta.AnswerAccepted {
+		if h.Candidate != p.me() || h.Answer != lockmeta.AnswerAccepted {
 			return time.Time{}
 		}
 		for _, at := range []time.Time{a.answeredAt.Add(time.Duration(h.StopWithinMillis) * time.Millisecond), p.promiseBroken(h)} {
@@ -317,7 +319,7 @@ func (p *Protocol) WakeAt(now time.Time) time.Time {
 // is fresh).
 func (p *Protocol) Answer(ctx context.Context, now time.Time, stopWithin, fenceLeft time.Duration) (*lockmeta.Handover, error) {
 	h := p.cfg.Lock.Handover()
-	if !h.Requested(p.me) {
+	if !h.Requested(p.me()) {
 		return nil, nil
 	}
 	// An accepted request seen by a holder that leads and is not stopping
@@ -327,7 +329,7 @@ func (p *Protocol) Answer(ctx context.Context, now time.Time, stopWithin, fenceL
 	// when the holder no longer agrees.
 	if p.stale(h, now) {
 		p.log.Info("ignoring a stale handover request", zap.String("candidate", h.Candidate), zap.Any("requestTime", h.RequestTime))
-		return nil, p.write(ctx, lockmeta.Handover{Holder: p.me}, now)
+		return nil, p.write(ctx, lockmeta.Handover{Holder: p.me()}, now)
 	}
 	if !p.accepts(h) {
 		if h.Answer == lockmeta.AnswerRefused {
@@ -364,7 +366,7 @@ func (p *Protocol) Accepts(candidateKey string) bool {
 // accepted in a term whose end could not name the candidate.
 func (p *Protocol) Reconsiders(now time.Time) bool {
 	h := p.cfg.Lock.Handover()
-	if !h.Requested(p.me) || p.stale(h, now) {
+	if !h.Requested(p.me()) || p.stale(h, now) {
 		return false
 	}
 	switch h.Answer {
@@ -381,7 +383,7 @@ func (p *Protocol) Reconsiders(now time.Time) bool {
 // entitled now. Nil when there is none.
 func (p *Protocol) Successor(now time.Time) *lockmeta.Handover {
 	h := p.cfg.Lock.Handover()
-	if !h.Requested(p.me) || p.stale(h, now) || !p.accepts(h) {
+	if !h.Requested(p.me()) || p.stale(h, now) || !p.accepts(h) {
 		return nil
 	}
 	return &h
@@ -441,7 +443,7 @@ func (p *Protocol) write(ctx context.Context, h lockmeta.Handover, now time.Time
 // retries.
 func (p *Protocol) Retract(ctx context.Context) (retry bool) {
 	h := p.cfg.Lock.Handover()
-	if h.Candidate != p.me {
+	if h.Candidate != p.me() {
 		return false
 	}
 	err := p.write(ctx, lockmeta.Handover{Holder: h.Holder}, time.Time{}) // no reading: the write bounds no request

@@ -39,34 +39,36 @@ type Timing struct {
 }
 
 // Role is handover as the elector core calls it: the elector's
-// Config.Handover (embedded; nil when the candidate is not cooperative)
-// with the decisions the core takes on the annotation, the record and its
-// timings. Without handover it is the null object for every method it
-// defines itself: nothing was asked, nothing is pending, promised or
-// waited for. The protocol's own methods (Ask, Answer, Retract, Grace) are
-// called only when On. Role holds the lock and the timings, never the
-// core; the record writes stay the core's.
-type Role struct {
+// Config.Handover with the decisions the core takes on the annotation, the
+// record and its timings. Without handover it is the null object for every
+// method it defines itself: nothing was asked, nothing is pending, promised
+// or waited for. The protocol's own methods (Ask, Answer, Retract, Grace,
+// Reconsiders) are called only when On. Role holds the lock and the
+// timings, never the core; the record writes stay the core's. It is one
+// pointer, nil when the candidate is not cooperative, so that the many
+// electors that do not hand over carry no handover state.
+type Role struct{ *cooperative }
+
+// cooperative is the handover of a cooperative candidate.
+type cooperative struct {
 	protocol.Handover
-	lock resourcelock.Interface
-	hl   lockcap.HandoverLock // the lock's annotation; nil without handover
-	t    Timing
-	log  *zap.Logger
+	hl  lockcap.HandoverLock // the lock, with its annotation
+	t   Timing
+	log *zap.Logger
 }
 
 // NewRole returns the handover of the candidate whose lock is lock; p is
 // nil when it is not cooperative. Validation (Problems) has checked that
 // the lock of a cooperative one carries the annotation.
 func NewRole(p protocol.Handover, lock resourcelock.Interface, t Timing, log *zap.Logger) Role {
-	r := Role{Handover: p, lock: lock, t: t, log: log}
-	if p != nil {
-		r.hl = lock.(lockcap.HandoverLock)
+	if p == nil {
+		return Role{}
 	}
-	return r
+	return Role{&cooperative{Handover: p, hl: lock.(lockcap.HandoverLock), t: t, log: log}}
 }
 
 // On reports whether this candidate is cooperative.
-func (r Role) On() bool { return r.Handover != nil }
+func (r Role) On() bool { return r.cooperative != nil }
 
 // Triggered tells the protocol that the elector was triggered.
 func (r Role) Triggered() {
@@ -113,7 +115,7 @@ func (r Role) Wrote(now time.Time) {
 // request addressed to this holder that it has not answered yet. Refused
 // requests are reconsidered at every renew and on Trigger.
 func (r Role) Pending() bool {
-	return r.On() && r.hl.Handover().Pending(r.lock.Identity())
+	return r.On() && r.hl.Handover().Pending(r.hl.Identity())
 }
 
 // ToAnswer reports whether the holder has a request to answer now: one not answered yet, or a fresh one it
@@ -158,7 +160,7 @@ func (r Role) Respond(ctx context.Context, now, fence time.Time) (*lockmeta.Hand
 // or when the fence has moved later since the answer; the holder then
 // names the candidate at its fence.
 func (r Role) CarriesFence(h *lockmeta.Handover, wait time.Duration) bool {
-	if h == nil || !h.HonoursFence || time.Duration(h.FenceMillis)*time.Millisecond < wait {
+	if !r.On() || h == nil || !h.HonoursFence || time.Duration(h.FenceMillis)*time.Millisecond < wait {
 		return false
 	}
 	r.log.Info("handing over before the fence; the successor's work waits it out",
@@ -171,11 +173,11 @@ func (r Role) CarriesFence(h *lockmeta.Handover, wait time.Duration) bool {
 // fence the handover annotation carries to it; fence otherwise. The
 // annotation is the one of the object version that carries the record.
 func (r Role) CarriedFence(fence, now time.Time, named bool) time.Time {
-	if !named || r.hl == nil {
+	if !named || !r.On() {
 		return fence
 	}
 	h := r.hl.Handover()
-	if h.Holder != r.lock.Identity() || h.FenceMillis <= 0 {
+	if h.Holder != r.hl.Identity() || h.FenceMillis <= 0 {
 		return fence
 	}
 	if at := now.Add(time.Duration(h.FenceMillis) * time.Millisecond); at.After(fence) {
@@ -239,9 +241,9 @@ func (r Role) StopWithin(fence, now time.Time) time.Duration {
 // record written by the old holder does not: there it writes first.
 func (r Role) NamedSince(askedAt time.Time, rec *resourcelock.Record, lease time.Duration, now time.Time, held bool) (since time.Time, ok bool) {
 	switch {
-	case askedAt.IsZero() || now.Sub(askedAt) >= r.t.RenewDeadline/2:
+	case !r.On() || askedAt.IsZero() || now.Sub(askedAt) >= r.t.RenewDeadline/2:
 		return time.Time{}, false
-	case rec.HolderKey != r.lock.Key() || lease < r.t.LeaseDuration:
+	case rec.HolderKey != r.hl.Key() || lease < r.t.LeaseDuration:
 		return time.Time{}, false
 	case held:
 		return time.Time{}, false

@@ -28,7 +28,7 @@ package preemption
 import (
 	"context"
 	"fmt"
-	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -71,9 +71,11 @@ type Config struct {
 
 // Rule is one candidate's side of the priority protocol.
 type Rule struct {
-	cfg   Config
-	mu    sync.Mutex
-	state damping.Preemption // guarded by mu
+	cfg Config
+	// state is the preemption state last reported; nil until the first
+	// change, so that the many candidates that never meet a cycle carry
+	// only the pointer.
+	state atomic.Pointer[damping.Preemption]
 }
 
 // New returns the rule for cfg.
@@ -83,9 +85,10 @@ func New(cfg Config) *Rule { return &Rule{cfg: cfg} }
 // outranks, or has suspended preemption after a steal cycle. It may be
 // called from any goroutine.
 func (r *Rule) State() damping.Preemption {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.state
+	if st := r.state.Load(); st != nil {
+		return *st
+	}
+	return damping.Preemption{}
 }
 
 // MayTake decides whether this candidate takes the unexpired lock rec from
@@ -127,9 +130,8 @@ func (r *Rule) MayTake(ctx context.Context, rec *resourcelock.Record, now, termS
 // report records a change of this candidate's preemption state in the
 // log, an event, a metric and State.
 func (r *Rule) report(suspended bool, msg string) {
-	r.mu.Lock()
-	r.state = r.cfg.Damper.State()
-	r.mu.Unlock()
+	st := r.cfg.Damper.State()
+	r.state.Store(&st)
 	r.cfg.Metrics.SetPreemptionSuspended(r.cfg.Name, suspended)
 	if suspended {
 		r.cfg.Logger.Warn(msg)

@@ -38,23 +38,31 @@ func Problems(s protocol.Sessions, lock resourcelock.Interface, watch, coordinat
 // core passes in what it owns: the holder it observed, the session its
 // record named, the lease end it computed. Role holds the protocol and
 // this candidate's identity, never the core.
-type Role struct {
-	s  protocol.Sessions // nil: not in session mode
+type Role struct{ *member } // nil: not in session mode
+
+// member is session mode of one candidate.
+type member struct {
+	s  protocol.Sessions
 	me string
 }
 
 // NewRole returns session mode for the candidate called me; s is nil
 // outside session mode.
-func NewRole(s protocol.Sessions, me string) Role { return Role{s: s, me: me} }
+func NewRole(s protocol.Sessions, me string) Role {
+	if s == nil {
+		return Role{}
+	}
+	return Role{&member{s: s, me: me}}
+}
 
 // On reports whether this elector may renew through a session.
-func (r Role) On() bool { return r.s != nil }
+func (r Role) On() bool { return r.member != nil }
 
 // Mark sets the session mark that goes with a write of a record naming
 // holder, and reports whether it did (in session mode, where the core notes
 // the watch's Epoch before the write).
 func (r Role) Mark(holder string) bool {
-	if r.s == nil {
+	if r.member == nil {
 		return false
 	}
 	r.s.Mark(holder == r.me)
@@ -65,7 +73,7 @@ func (r Role) Mark(holder string) bool {
 // when its mark names none or belongs to another holder, or outside
 // session mode.
 func (r Role) HolderRef(holder string) string {
-	if r.s == nil {
+	if r.member == nil {
 		return ""
 	}
 	return r.s.HolderRef(holder)
@@ -77,7 +85,7 @@ func (r Role) HolderRef(holder string) string {
 // lease runs out; wake is called at the echo of this process's own
 // heartbeat that settles a session judged over.
 func (r Role) HolderUntil(now, recordEnd time.Time, holder, ref string, wake func()) time.Time {
-	if r.s == nil || holder == "" || holder == r.me || ref == "" {
+	if r.member == nil || holder == "" || holder == r.me || ref == "" {
 		return time.Time{}
 	}
 	return r.s.HolderUntil(now, recordEnd, ref, wake)
@@ -89,7 +97,7 @@ func (r Role) HolderUntil(now, recordEnd time.Time, holder, ref string, wake fun
 // the lock object last seen does not name this candidate (leader, as
 // observed) with this process's session.
 func (r Role) Heartbeat(leader string) (sent time.Time, current, ok bool) {
-	if r.s == nil || r.s.Mixed() {
+	if r.member == nil || r.s.Mixed() {
 		return time.Time{}, false, false
 	}
 	ref := r.s.Ref()
@@ -103,7 +111,7 @@ func (r Role) Heartbeat(leader string) (sent time.Time, current, ok bool) {
 // HeldThrough reports whether this candidate, leader as observed, holds
 // the lock through a session: a lock it leaves must then be detached.
 func (r Role) HeldThrough(leader string) bool {
-	return r.s != nil && leader == r.me && r.s.HolderRef(r.me) != ""
+	return r.member != nil && leader == r.me && r.s.HolderRef(r.me) != ""
 }
 
 // Detach marks the next write as naming no session.
@@ -111,15 +119,15 @@ func (r Role) Detach() { r.s.Detach() }
 
 // Mixed reports whether this candidate, in session mode, renews its record
 // itself because it saw a holder that does not use sessions.
-func (r Role) Mixed() bool { return r.s != nil && r.s.Mixed() }
+func (r Role) Mixed() bool { return r.member != nil && r.s.Mixed() }
 
 // EarlierProcess reports whether, in session mode, the lock's mark names
 // another session of this identity (a record written before a restart).
-func (r Role) EarlierProcess() bool { return r.s != nil && r.s.EarlierProcess() }
+func (r Role) EarlierProcess() bool { return r.member != nil && r.s.EarlierProcess() }
 
 // NoteHolder tells session mode of a holder observed.
 func (r Role) NoteHolder(holder string) {
-	if r.s != nil {
+	if r.member != nil {
 		r.s.NoteHolder(holder)
 	}
 }

@@ -73,7 +73,7 @@ func (le *LeaderElector) renewFast(ctx context.Context) (outcome, error) {
 	if err == nil || ctx.Err() != nil {
 		return out, err
 	}
-	le.metrics.SlowPath(le.cfg.Name)
+	le.cfg.Metrics.SlowPath(le.cfg.Name)
 	le.log.Debug("renew without read failed; reading the lock", zap.Error(err))
 	return readNeeded, nil
 }
@@ -331,7 +331,7 @@ func (le *LeaderElector) mayPreempt(ctx context.Context, rec *resourcelock.Recor
 // here plus its lease), unless Config.StartAtOnceAfterSteal.
 func (le *LeaderElector) stole(rec *resourcelock.Record, fence, now time.Time) {
 	le.damper.Stole(now)
-	le.metrics.Stole(le.cfg.Name)
+	le.cfg.Metrics.Stole(le.cfg.Name)
 	le.fenceAt(fence, now)
 	if le.cfg.StartAtOnceAfterSteal && fence.After(le.fence.startAt) && !le.cfg.KeyComparison(rec.HolderKey) {
 		// The comparison changed while the write was under way (a new
@@ -416,18 +416,18 @@ func (le *LeaderElector) overwriteCorrupt(ctx context.Context, renewing bool, ra
 
 // get, create and update call the lock and count the request.
 func (le *LeaderElector) get(ctx context.Context) (*resourcelock.Record, []byte, error) {
-	le.metrics.Request(le.cfg.Name, "get")
+	le.cfg.Metrics.Request(le.cfg.Name, "get")
 	return le.cfg.Lock.Get(ctx)
 }
 
 func (le *LeaderElector) create(ctx context.Context, r resourcelock.Record) error {
 	le.markSession(r)
-	le.metrics.Request(le.cfg.Name, "create")
+	le.cfg.Metrics.Request(le.cfg.Name, "create")
 	return le.cfg.Lock.Create(ctx, r)
 }
 
 func (le *LeaderElector) update(ctx context.Context, r resourcelock.Record) error {
 	le.markSession(r)
-	le.metrics.Request(le.cfg.Name, "update")
+	le.cfg.Metrics.Request(le.cfg.Name, "update")
 	return le.cfg.Lock.Update(ctx, r)
 }

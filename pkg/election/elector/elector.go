@@ -71,7 +71,6 @@ type LeaderElector struct {
 	cfg     Config
 	log     *zap.Logger
 	clock   clock.WithTicker
-	metrics metrics.Metrics
 	trigger chan struct{}
 
 	// watch is set when Config.Watch is; see watch.go.
@@ -156,15 +155,14 @@ func New(cfg Config) (*LeaderElector, error) {
 		cfg:     cfg,
 		log:     electionlog.For(cfg.Logger, cfg.Name, cfg.Lock),
 		clock:   cfg.Clock,
-		metrics: cfg.Metrics,
 		trigger: make(chan struct{}, 1),
 		damper:  damping.New(cfg.RetryPeriod, cfg.LeaseDuration),
 	}
 	if le.clock == nil {
 		le.clock = clock.RealClock{}
 	}
-	if le.metrics == nil {
-		le.metrics = metrics.Nop{}
+	if le.cfg.Metrics == nil {
+		le.cfg.Metrics = metrics.Nop{}
 	}
 	le.proto = plugins{
 		handover: handover.NewRole(cfg.Handover, cfg.Lock, handover.Timing{LeaseDuration: cfg.LeaseDuration,
@@ -175,13 +173,13 @@ func New(cfg Config) (*LeaderElector, error) {
 		pacer:   pacing.NewFirst(cfg.Pacer),
 	}
 	le.proto.priority = preemption.New(preemption.Config{Name: cfg.Name, Lock: cfg.Lock,
-		Damper: le.damper, Handover: &le.proto.handover, Metrics: le.metrics, Logger: le.log})
+		Damper: le.damper, Handover: &le.proto.handover, Metrics: le.cfg.Metrics, Logger: le.log})
 	if cfg.Watch && le.cfg.Hub == nil {
 		le.cfg.Hub = lockwatch.NewWatchHub()
 	}
 	// A sink that can create an election's series at 0 does so now, so that
 	// rates and alerts see a zero rather than no data.
-	if m, ok := le.metrics.(interface{ Init(name string) }); ok {
+	if m, ok := le.cfg.Metrics.(interface{ Init(name string) }); ok {
 		m.Init(cfg.Name)
 	}
 	if cfg.Watch {
@@ -463,5 +461,5 @@ func (le *LeaderElector) setLeading(v bool) {
 	le.mu.Lock()
 	le.state.leading = v
 	le.mu.Unlock()
-	le.metrics.SetLeading(le.cfg.Name, v)
+	le.cfg.Metrics.SetLeading(le.cfg.Name, v)
 }

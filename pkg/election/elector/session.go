@@ -77,7 +77,7 @@ func (le *LeaderElector) leaveSession() {
 	rec := le.desired(now)
 	le.continueTerm(&rec, prev, true, now)
 	le.proto.session.Detach()
-	le.metrics.Request(le.cfg.Name, "update")
+	le.cfg.Metrics.Request(le.cfg.Name, "update")
 	if err := le.cfg.Lock.Update(ctx, rec); err != nil {
 		le.log.Warn("could not detach the lock from the session; candidates wait until the session ends", zap.Error(err))
 		return

@@ -57,7 +57,7 @@ func (le *LeaderElector) lead(ctx context.Context) {
 	t.ctx, t.cancel = context.WithCancel(ctx)
 	defer t.cancel()
 	le.setLeading(true)
-	le.metrics.Acquired(le.cfg.Name)
+	le.cfg.Metrics.Acquired(le.cfg.Name)
 	le.cfg.Lock.RecordEvent(corev1.EventTypeNormal, reasonLeaderElection, le.cfg.Lock.Identity()+" became leader")
 
 	end := le.renew(ctx, t)
@@ -262,7 +262,7 @@ func (le *LeaderElector) renewOnce(ctx context.Context) *termEnd {
 		if ctx.Err() != nil {
 			return &termEnd{stillHeld: true}
 		}
-		le.metrics.RenewFailed(le.cfg.Name)
+		le.cfg.Metrics.RenewFailed(le.cfg.Name)
 		le.log.Warn("failed to renew", zap.Error(err))
 	}
 	return nil
@@ -430,7 +430,7 @@ func (le *LeaderElector) holdWhileStopping(end *termEnd) {
 func (le *LeaderElector) finish(end termEnd) {
 	switch {
 	case !end.stillHeld:
-		le.metrics.Lost(le.cfg.Name)
+		le.cfg.Metrics.Lost(le.cfg.Name)
 	case end.expire:
 		le.leaveSession()
 	case end.handTo != nil && end.handTo.RequestTime == nil:
@@ -476,7 +476,7 @@ func (le *LeaderElector) handOverOrRelease(h *lockmeta.Handover, brief bool) {
 // brief is set.
 func (le *LeaderElector) handOver(h lockmeta.Handover, brief bool) {
 	if le.writeSuccessor(h, brief, "handed the lock over") {
-		le.metrics.HandedOver(le.cfg.Name)
+		le.cfg.Metrics.HandedOver(le.cfg.Name)
 		le.cfg.Lock.RecordEvent(corev1.EventTypeNormal, reasonLeaderElection,
 			fmt.Sprintf("%s handed the lock over to %s (key %q)", le.cfg.Lock.Identity(), h.Candidate, h.CandidateKey))
 	}
