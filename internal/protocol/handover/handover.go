@@ -58,10 +58,26 @@ type Protocol struct {
 	log *zap.Logger
 
 	ask askState
-	// sight bounds the age of the request the annotation carries by this
-	// candidate's own clock, when it can (see stale); wrote is its latest
-	// successful write of the lock object.
+	// w bounds the age of requests by this candidate's own clock (see
+	// stale); nil until this candidate first writes the lock object or
+	// meets a request, so that a follower that does neither carries only
+	// the pointer.
+	w *witness
+}
+
+// witness is what stale judges a request's age by: sight is the request
+// the annotation carries as this candidate met it, wrote its latest
+// successful write of the lock object.
+type witness struct {
 	sight, wrote sighting
+}
+
+// witness returns p.w, made on first use.
+func (p *Protocol) witness() *witness {
+	if p.w == nil {
+		p.w = &witness{}
+	}
+	return p.w
 }
 
 // sighting is a request as this candidate met it: the request in the
@@ -408,13 +424,14 @@ func (p *Protocol) stale(h lockmeta.Handover, now time.Time) bool {
 	if h.RequestTime == nil {
 		return true
 	}
-	if req, uid := requestOf(h), lockcap.ObjectUID(p.cfg.Lock); p.sight.req != req || p.sight.uid != uid {
-		p.sight = sighting{req: req, uid: uid}
-		if !p.wrote.after.IsZero() && p.wrote.req != req && p.wrote.uid == uid {
-			p.sight.after = p.wrote.after
+	w := p.witness()
+	if req, uid := requestOf(h), lockcap.ObjectUID(p.cfg.Lock); w.sight.req != req || w.sight.uid != uid {
+		w.sight = sighting{req: req, uid: uid}
+		if !w.wrote.after.IsZero() && w.wrote.req != req && w.wrote.uid == uid {
+			w.sight.after = w.wrote.after
 		}
 	}
-	if !p.sight.after.IsZero() && now.Sub(p.sight.after) <= p.cfg.LeaseDuration {
+	if !w.sight.after.IsZero() && now.Sub(w.sight.after) <= p.cfg.LeaseDuration {
 		return false
 	}
 	age := now.Sub(h.RequestTime.Time)
@@ -424,7 +441,7 @@ func (p *Protocol) stale(h lockmeta.Handover, now time.Time) bool {
 // Wrote notes a successful write of the lock object sent at now: the
 // object it wrote carries the request the annotation holds now.
 func (p *Protocol) Wrote(now time.Time) {
-	p.wrote = sighting{req: requestOf(p.cfg.Lock.Handover()), after: now, uid: lockcap.ObjectUID(p.cfg.Lock)}
+	p.witness().wrote = sighting{req: requestOf(p.cfg.Lock.Handover()), after: now, uid: lockcap.ObjectUID(p.cfg.Lock)}
 }
 
 // write stores h in the annotation, counting the request.
