@@ -12,7 +12,6 @@ import (
 	"errors"
 	"io"
 	"math/big"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -27,6 +26,7 @@ import (
 
 	"github.com/meshd-io/meshd/internal/controllers/revision"
 	"github.com/meshd-io/meshd/internal/controllers/status"
+	"github.com/meshd-io/meshd/internal/testing/meshdproc"
 	"github.com/meshd-io/meshd/internal/testing/testcluster"
 	"github.com/meshd-io/meshd/pkg/election"
 	"github.com/meshd-io/meshd/pkg/resourcelock"
@@ -70,11 +70,10 @@ func TestProcessSIGTERM(t *testing.T) {
 		t.Fatal(err)
 	}
 	bin := meshdBinary(t)
-	addr := freeAddress(t)
 
 	var stderr syncBuffer
 	cmd := exec.Command(bin, "run", "--kubeconfig", kubeconfig, "--namespace", ns, "--identity", "meshd-proc",
-		"--ttl", "2s", "--monitoring-address", addr)
+		"--ttl", "2s", "--monitoring-address", meshdproc.AnyPort)
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -88,6 +87,10 @@ func TestProcessSIGTERM(t *testing.T) {
 
 	client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
 	get := func(path string) (int, []byte, error) {
+		addr, ok := meshdproc.MonitoringAddress([]byte(stderr.String()))
+		if !ok {
+			return 0, nil, errors.New("no monitoring address logged yet")
+		}
 		resp, err := client.Get("http://" + addr + path)
 		if err != nil {
 			return 0, nil, err
@@ -172,18 +175,6 @@ func TestProcessSIGTERM(t *testing.T) {
 			t.Errorf("Lease %s after SIGTERM: %+v", name, rec)
 		}
 	}
-}
-
-// freeAddress returns a loopback address with a port that was free a moment
-// ago.
-func freeAddress(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
 }
 
 // createCASecret creates the Secret cacerts in ns holding a fresh

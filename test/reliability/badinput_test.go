@@ -21,6 +21,7 @@ import (
 
 	"github.com/meshd-io/meshd/internal/election/testknobs"
 	"github.com/meshd-io/meshd/internal/ledger"
+	"github.com/meshd-io/meshd/internal/testing/meshdproc"
 	"github.com/meshd-io/meshd/internal/testing/testutil"
 	"github.com/meshd-io/meshd/pkg/election"
 	"github.com/meshd-io/meshd/pkg/election/elector"
@@ -361,14 +362,13 @@ func TestMeshdWaitsForItsNamespace(t *testing.T) {
 	t.Cleanup(func() {
 		_ = cluster.Client.CoreV1().Namespaces().Delete(context.Background(), ns, metav1.DeleteOptions{})
 	})
-	addr := freeAddr(t)
 	logFile, err := os.Create(filepath.Join(dir, "meshd.log"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer logFile.Close()
 	cmd := exec.Command(bin, "run", "--kubeconfig", kubeconfig, "--namespace", ns, "--identity", "early",
-		"--ttl", "2s", "--monitoring-address", addr)
+		"--ttl", "2s", "--monitoring-address", meshdproc.AnyPort)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	cmd.SysProcAttr = sysProcAttr()
 	if err := cmd.Start(); err != nil {
@@ -381,6 +381,10 @@ func TestMeshdWaitsForItsNamespace(t *testing.T) {
 		<-exited
 	})
 	statuses := func() []election.Status {
+		addr, ok := meshdproc.MonitoringAddressInFile(logFile.Name(), 0)
+		if !ok {
+			return nil
+		}
 		resp, err := http.Get("http://" + addr + "/debug/elections")
 		if err != nil {
 			return nil

@@ -3,7 +3,6 @@ package reliability
 import (
 	"context"
 	"io"
-	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -149,15 +148,4 @@ func eventRecorder(t *testing.T, client kubernetes.Interface) record.EventRecord
 	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
 	t.Cleanup(b.Shutdown)
 	return b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "meshd-reliability"})
-}
-
-// freeAddr returns 127.0.0.1:<a port that was free>.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
 }

@@ -3,8 +3,9 @@
 // the demo (internal/tools/cmd/demo) use it to start, kill, stop and restart
 // instances and to ask each one which elections it leads.
 //
-// Every process listens for monitoring on its own free port on 127.0.0.1
-// and appends its output to a log file. Children run in their own process
+// Every process listens for monitoring on a port of 127.0.0.1 that the kernel
+// picks when it binds (AnyPort), which the harness reads back from the
+// process's log, and appends its output to a log file. Children run in their own process
 // group, so a Ctrl-C in the terminal reaches only the parent, which decides
 // how to stop them; on Linux they are also killed when the parent dies.
 package meshdproc
@@ -15,11 +16,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -85,9 +84,10 @@ type Process struct {
 	logPath string
 	client  *http.Client
 
-	mu   sync.Mutex
-	run  *proc.Process // the current or last run
-	addr string
+	mu        sync.Mutex
+	run       *proc.Process // the current or last run
+	logOffset int64         // where the current run's output begins in the log
+	addr      string        // the current run's monitoring address, once logged
 }
 
 // Start launches a new instance. It returns once the process runs; use
@@ -120,10 +120,14 @@ func (p *Process) Options() Options { return p.opts }
 // LogPath is the file that collects the instance's output over all its runs.
 func (p *Process) LogPath() string { return p.logPath }
 
-// Addr is the monitoring address of the current run, 127.0.0.1:<port>.
+// Addr is the monitoring address of the current run, 127.0.0.1:<port>, or
+// "" until the run has logged it (WaitReady waits for that).
 func (p *Process) Addr() string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if p.addr == "" && p.run != nil {
+		p.addr, _ = MonitoringAddressInFile(p.logPath, p.logOffset)
+	}
 	return p.addr
 }
 
@@ -145,15 +149,10 @@ func (p *Process) Restart() error {
 	if p.run != nil && p.run.Running() {
 		return fmt.Errorf("meshdproc: %s is already running", p.opts.Name)
 	}
-	port, err := FreePort()
-	if err != nil {
-		return err
-	}
-	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 	args := []string{"run",
 		"--kubeconfig=" + p.opts.Kubeconfig,
 		"--namespace=" + p.opts.Namespace,
-		"--monitoring-address=" + addr,
+		"--monitoring-address=" + AnyPort,
 	}
 	if !p.opts.NoIdentity {
 		args = append(args, "--identity="+p.opts.Name)
@@ -178,12 +177,16 @@ func (p *Process) Restart() error {
 	if err := os.MkdirAll(p.opts.LogDir, 0o755); err != nil {
 		return err
 	}
+	var offset int64
+	if fi, err := os.Stat(p.logPath); err == nil {
+		offset = fi.Size()
+	}
 	run, err := proc.Start(proc.Spec{Name: p.opts.Name, Path: p.opts.Binary, Args: args,
 		Env: append(os.Environ(), p.opts.Env...), LogPath: p.logPath})
 	if err != nil {
 		return fmt.Errorf("meshdproc: %w", err)
 	}
-	p.run, p.addr = run, addr
+	p.run, p.logOffset, p.addr = run, offset, ""
 	return nil
 }
 
@@ -228,25 +231,8 @@ func (p *Process) Stop(grace time.Duration) error {
 }
 
 // WaitReady polls /readyz until it answers 200, the process exits, or ctx
-// ends. A run that lost the race for its monitoring port is started again on
-// another port.
+// ends.
 func (p *Process) WaitReady(ctx context.Context) error {
-	for attempt := 1; ; attempt++ {
-		err := p.pollReady(ctx)
-		if err == nil {
-			return nil
-		}
-		if attempt < 3 && !p.Running() && strings.Contains(p.LogTail(20), "address already in use") {
-			if rerr := p.Restart(); rerr != nil {
-				return rerr
-			}
-			continue
-		}
-		return err
-	}
-}
-
-func (p *Process) pollReady(ctx context.Context) error {
 	exited := p.Exited()
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
@@ -329,7 +315,7 @@ func (p *Process) Metrics(ctx context.Context) (string, error) {
 func (p *Process) get(ctx context.Context, path string) ([]byte, error) {
 	addr := p.Addr()
 	if addr == "" {
-		return nil, fmt.Errorf("meshdproc: %s was never started", p.opts.Name)
+		return nil, fmt.Errorf("meshdproc: %s has not logged its monitoring address yet", p.opts.Name)
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+path, nil)
 	if err != nil {
@@ -361,17 +347,6 @@ func (p *Process) Log() string {
 
 // LogTail returns the last n lines of Log.
 func (p *Process) LogTail(n int) string { return proc.TailFile(p.logPath, n) }
-
-// FreePort returns a TCP port that was free on 127.0.0.1. Another process
-// may take it before the caller binds it; WaitReady retries that case.
-func FreePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("meshdproc: find a free port: %w", err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
 
 // DescribeExit says how a run ended, from the error ExitErr or Wait
 // returned: "exit status 0", "exit status 1", "signal: killed", ...

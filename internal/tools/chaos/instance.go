@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -15,6 +14,7 @@ import (
 	"time"
 
 	"github.com/meshd-io/meshd/internal/testing/faultproxy"
+	"github.com/meshd-io/meshd/internal/testing/meshdproc"
 	"github.com/meshd-io/meshd/internal/testing/proc"
 	"github.com/meshd-io/meshd/pkg/election"
 )
@@ -28,7 +28,6 @@ type instance struct {
 	revision   string
 	proxy      *faultproxy.Proxy
 	kubeconfig string
-	monitoring string // 127.0.0.1:<port>, kept across incarnations
 	args       []string
 	binary     string
 	dir        string
@@ -42,6 +41,8 @@ type instance struct {
 	mu          sync.Mutex
 	incarnation int
 	run         *proc.Process // the current or last incarnation
+	logPath     string        // the current incarnation's output
+	monitoring  string        // its monitoring address, once logged
 	expectExit  bool          // signal was asked to stop the current incarnation
 	ledgers     []LedgerFile  // one per incarnation; End set once it exited
 }
@@ -68,7 +69,8 @@ func (in *instance) start() error {
 		"--kubeconfig", in.kubeconfig,
 		"--identity", in.name,
 		"--revision", in.revision,
-		"--monitoring-address", in.monitoring,
+		// The kernel picks the port; the log says which (see monitoringAddr).
+		"--monitoring-address", meshdproc.AnyPort,
 		"--ledger-file", ledgerPath,
 		// The run checks every namespace gets the one source's root; the
 		// test control plane has no mesh CA, so meshd mints it.
@@ -96,6 +98,7 @@ func (in *instance) start() error {
 	in.incarnation = incarnation
 	in.ledgers = append(in.ledgers, LedgerFile{Path: ledgerPath, Holder: in.holder(incarnation)})
 	in.run, in.expectExit = run, false
+	in.logPath, in.monitoring = base+".log", ""
 	return nil
 }
 
@@ -184,12 +187,27 @@ func (in *instance) logTail(incarnation, n int) string {
 
 var statusClient = &http.Client{Timeout: time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
 
+// monitoringAddr is the current incarnation's monitoring address, read from
+// its log once it has written it; "" before that.
+func (in *instance) monitoringAddr() string {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if in.monitoring == "" && in.logPath != "" {
+		in.monitoring, _ = meshdproc.MonitoringAddressInFile(in.logPath, 0)
+	}
+	return in.monitoring
+}
+
 // statuses asks the current incarnation for /debug/elections.
 func (in *instance) statuses(ctx context.Context) ([]election.Status, error) {
 	if !in.running() {
 		return nil, errors.New("not running")
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+in.monitoring+"/debug/elections", nil)
+	addr := in.monitoringAddr()
+	if addr == "" {
+		return nil, errors.New("has not logged its monitoring address yet")
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/debug/elections", nil)
 	if err != nil {
 		return nil, err
 	}
@@ -210,14 +228,4 @@ func (in *instance) statuses(ctx context.Context) ([]election.Status, error) {
 		return nil, fmt.Errorf("/debug/elections: %w", err)
 	}
 	return out, nil
-}
-
-// freeAddress returns 127.0.0.1:<a port that was free>.
-func freeAddress() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer l.Close()
-	return l.Addr().String(), nil
 }

@@ -342,8 +342,8 @@ func (r *runner) names() []string {
 	return out
 }
 
-// startInstances creates a proxy, kubeconfig and monitoring port per
-// instance and starts them.
+// startInstances creates a proxy and kubeconfig per instance and starts
+// them.
 func (r *runner) startInstances() error {
 	u, err := url.Parse(r.cfg.Cluster.Host())
 	if err != nil {
@@ -362,13 +362,8 @@ func (r *runner) startInstances() error {
 			p.Close()
 			return err
 		}
-		addr, err := freeAddress()
-		if err != nil {
-			p.Close()
-			return err
-		}
 		in := &instance{
-			name: name, revision: rev, proxy: p, kubeconfig: kubeconfig, monitoring: addr,
+			name: name, revision: rev, proxy: p, kubeconfig: kubeconfig,
 			binary: r.cfg.MeshdBinary, dir: r.cfg.Dir,
 			args: r.instanceArgs(),
 		}
