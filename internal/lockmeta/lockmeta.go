@@ -90,11 +90,13 @@ func (h Handover) Pending(holder string) bool {
 
 // ReadHandover decodes the annotation of an object; zero when absent or bad.
 func ReadHandover(annotations map[string]string) Handover {
+	raw, ok := annotations[HandoverAnnotationKey]
+	if !ok {
+		return Handover{}
+	}
 	var h Handover
-	if raw, ok := annotations[HandoverAnnotationKey]; ok {
-		if err := json.Unmarshal([]byte(raw), &h); err != nil {
-			return Handover{}
-		}
+	if err := json.Unmarshal([]byte(raw), &h); err != nil {
+		return Handover{}
 	}
 	return h
 }

@@ -27,26 +27,28 @@ func ownObject(obj any, namespace, name string) (runtime.Object, bool) {
 	return o, true
 }
 
-// advertise is what a record write leaves in the handover annotation: with
-// cooperation on, the new holder, clearing requests addressed to anyone
-// else; otherwise nothing is changed. A request addressed to the holder being
-// written stays: it was made while the lock was handed to that holder, and the
-// holder answers it once it leads. A record naming the candidate whose
-// request the annotation accepts with a fence (Handover.FenceMillis) carries
-// that fence on, so that the candidate finds it with the record naming it.
-func (c Config) advertise(meta *metav1.ObjectMeta, r Record) {
+// advertise is what a record write leaves in the handover annotation of
+// meta, whose decoded value is cur: with cooperation on, the new holder,
+// clearing requests addressed to anyone else; otherwise nothing is changed.
+// A request addressed to the holder being written stays: it was made while
+// the lock was handed to that holder, and the holder answers it once it
+// leads. A record naming the candidate whose request the annotation accepts
+// with a fence (Handover.FenceMillis) carries that fence on, so that the
+// candidate finds it with the record naming it. It returns the annotation's
+// value after the write: next, or cur when it is left as it is.
+func (c Config) advertise(meta *metav1.ObjectMeta, cur lockmeta.Handover, r Record) lockmeta.Handover {
 	if !c.Cooperative {
-		return
+		return cur
 	}
-	cur := lockmeta.ReadHandover(meta.Annotations)
 	if r.HolderIdentity != "" && cur.Requested(r.HolderIdentity) {
-		return
+		return cur
 	}
 	next := lockmeta.Handover{Holder: r.HolderIdentity}
 	if r.HolderIdentity != "" && cur.Candidate == r.HolderIdentity && cur.Answer == lockmeta.AnswerAccepted && cur.HonoursFence {
 		next.FenceMillis = cur.FenceMillis
 	}
 	lockmeta.WriteHandover(meta, next)
+	return next
 }
 
 // newer reports whether resourceVersion a is newer than b. Resource versions

@@ -30,9 +30,9 @@ func TestRecordNamingTheAcceptedCandidateCarriesItsFence(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			meta := &metav1.ObjectMeta{Annotations: map[string]string{"other": "kept"}}
 			lockmeta.WriteHandover(meta, tc.before)
-			Config{Cooperative: true}.advertise(meta, Record{HolderIdentity: tc.holder})
-			if got := lockmeta.ReadHandover(meta.Annotations); got != tc.want {
-				t.Fatalf("annotation after the write %+v, want %+v", got, tc.want)
+			said := Config{Cooperative: true}.advertise(meta, lockmeta.ReadHandover(meta.Annotations), Record{HolderIdentity: tc.holder})
+			if got := lockmeta.ReadHandover(meta.Annotations); got != tc.want || said != tc.want {
+				t.Fatalf("annotation after the write %+v (advertise said %+v), want %+v", got, said, tc.want)
 			}
 			if meta.Annotations["other"] != "kept" {
 				t.Fatalf("another annotation was lost: %v", meta.Annotations)

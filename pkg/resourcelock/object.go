@@ -74,6 +74,12 @@ type objectLock[T kubeObject, L runtime.Object] struct {
 	valid    bool // obj holds an object version
 	partial  bool // obj was built from metadata only: writes read it first
 	replaced bool // obj has another uid than the version it replaced; see Replaced
+	// handoverRead is set once handover holds the decoded handover
+	// annotation of obj: a renewal consults it several times, so it is
+	// decoded at most once per version, and not at all after the lock's own
+	// write, which knows what it wrote.
+	handoverRead bool
+	handover     lockmeta.Handover
 
 	// session is the mark a record of this holder carries, once
 	// SetSession turned marks on (sessionOn); see session.go.
@@ -85,11 +91,13 @@ type objectLock[T kubeObject, L runtime.Object] struct {
 func (l *objectLock[T, L]) set(obj T) {
 	l.replaced = l.valid && l.obj.GetUID() != "" && obj.GetUID() != "" && l.obj.GetUID() != obj.GetUID()
 	l.obj, l.valid, l.partial = obj, true, false
+	l.handover, l.handoverRead = lockmeta.Handover{}, false
 }
 
 func (l *objectLock[T, L]) forget() {
 	var zero T
 	l.obj, l.valid, l.partial = zero, false, false
+	l.handover, l.handoverRead = lockmeta.Handover{}, false
 }
 
 // Get reads the object and decodes its record.
@@ -115,12 +123,13 @@ func (l *objectLock[T, L]) decode() (*Record, []byte, error) {
 func (l *objectLock[T, L]) Create(ctx context.Context, r Record) error {
 	obj := l.kind.newObject(l.namespace, l.name)
 	l.kind.writeRecord(obj, r)
-	l.advertise(obj, r)
+	h := l.advertise(obj, lockmeta.Handover{}, r)
 	created, err := l.client.Create(ctx, obj, metav1.CreateOptions{})
 	if err != nil {
 		return err
 	}
 	l.set(created)
+	l.handover, l.handoverRead = h, true
 	return nil
 }
 
@@ -133,18 +142,24 @@ func (l *objectLock[T, L]) Update(ctx context.Context, r Record) error {
 	}
 	obj := l.kind.copyObject(base)
 	l.kind.writeRecord(obj, r)
-	l.advertise(obj, r)
-	return l.write(ctx, obj)
+	h := l.advertise(obj, l.Handover(), r) // writable left base as the version last seen
+	if err := l.write(ctx, obj); err != nil {
+		return err
+	}
+	l.handover, l.handoverRead = h, true
+	return nil
 }
 
 // advertise applies Config.advertise, the session mark and the holder's
-// Pod mark to an object's metadata.
-func (l *objectLock[T, L]) advertise(obj T, r Record) {
+// Pod mark to an object's metadata; cur is its decoded handover annotation.
+// It returns the handover annotation the object then carries.
+func (l *objectLock[T, L]) advertise(obj T, cur lockmeta.Handover, r Record) lockmeta.Handover {
 	meta := metav1.ObjectMeta{Annotations: obj.GetAnnotations()}
-	l.cfg.advertise(&meta, r)
+	h := l.cfg.advertise(&meta, cur, r)
 	l.markSession(&meta, r)
 	l.markHolderPod(&meta, r)
 	obj.SetAnnotations(meta.Annotations)
+	return h
 }
 
 func (l *objectLock[T, L]) write(ctx context.Context, obj T) error {
@@ -162,7 +177,10 @@ func (l *objectLock[T, L]) Handover() lockmeta.Handover {
 	if !l.valid {
 		return lockmeta.Handover{}
 	}
-	return lockmeta.ReadHandover(l.obj.GetAnnotations())
+	if !l.handoverRead {
+		l.handover, l.handoverRead = lockmeta.ReadHandover(l.obj.GetAnnotations()), true
+	}
+	return l.handover
 }
 
 // RequestHandover implements lockcap.HandoverLock.

@@ -79,3 +79,77 @@ func TestCooperativeWritesAdvertiseTheHolder(t *testing.T) {
 		t.Fatal("a release left the handover annotation behind")
 	}
 }
+
+// Handover is the annotation of the version the lock last saw, whichever
+// way it saw it (a watch, its own write, a deletion), although it decodes
+// each version once.
+func TestHandoverFollowsTheVersionLastSeen(t *testing.T) {
+	client := fake.NewClientset()
+	l, err := NewLeaseLock(client.CoordinationV1(), "ns", "lock", Config{Identity: "a", Cooperative: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lease := func(rv string, h lockmeta.Handover) *coordinationv1.Lease {
+		meta := metav1.ObjectMeta{Name: "lock", Namespace: "ns", ResourceVersion: rv}
+		lockmeta.WriteHandover(&meta, h)
+		holder := "a"
+		return &coordinationv1.Lease{ObjectMeta: meta, Spec: coordinationv1.LeaseSpec{HolderIdentity: &holder}}
+	}
+	if h := l.Handover(); h != (lockmeta.Handover{}) {
+		t.Fatalf("before any version: %+v", h)
+	}
+	asked := lockmeta.Handover{Holder: "a", Candidate: "b", CandidateKey: "k"}
+	if _, _, err := l.Observe(lease("10", asked), false); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 { // the second read comes from the decoded version
+		if h := l.Handover(); h != asked {
+			t.Fatalf("after the watch: %+v, want %+v", h, asked)
+		}
+	}
+	answered := asked
+	answered.Answer = lockmeta.AnswerRefused
+	if _, _, err := l.Observe(lease("11", answered), false); err != nil {
+		t.Fatal(err)
+	}
+	if h := l.Handover(); h != answered {
+		t.Fatalf("after a newer version: %+v, want %+v", h, answered)
+	}
+	if _, _, err := l.Observe(lease("12", lockmeta.Handover{}), false); err != nil {
+		t.Fatal(err)
+	}
+	if h := l.Handover(); h != (lockmeta.Handover{}) {
+		t.Fatalf("after a version without the annotation: %+v", h)
+	}
+	if _, _, err := l.Observe(lease("13", asked), false); err != nil {
+		t.Fatal(err)
+	}
+	_ = l.Handover()
+	if _, _, err := l.Observe(cache.DeletedFinalStateUnknown{Obj: lease("14", asked)}, true); err != nil {
+		t.Fatal(err)
+	}
+	if h := l.Handover(); h != (lockmeta.Handover{}) {
+		t.Fatalf("after the deletion: %+v", h)
+	}
+	// The lock's own write: the request addressed to someone else is
+	// cleared, and Handover says so at once.
+	ctx := t.Context()
+	if err := l.Create(ctx, Record{HolderIdentity: "a", LeaseDurationSeconds: 5}); err != nil {
+		t.Fatal(err)
+	}
+	if h := l.Handover(); h != (lockmeta.Handover{Holder: "a"}) {
+		t.Fatalf("after its create: %+v", h)
+	}
+	if err := l.RequestHandover(ctx, lockmeta.Handover{Holder: "a", Candidate: "b"}); err != nil {
+		t.Fatal(err)
+	}
+	if h := l.Handover(); h.Candidate != "b" {
+		t.Fatalf("after its request: %+v", h)
+	}
+	if err := l.Update(ctx, Record{HolderIdentity: "c", LeaseDurationSeconds: 5}); err != nil {
+		t.Fatal(err)
+	}
+	if h := l.Handover(); h != (lockmeta.Handover{Holder: "c"}) {
+		t.Fatalf("after its update naming c: %+v", h)
+	}
+}
