@@ -116,7 +116,7 @@ func (o *runOptions) register(fs *pflag.FlagSet, env *envBindings) {
 		"publish the mesh root in the ClusterTrustBundle "+rootcert.ClusterTrustBundleName+" (certificates.k8s.io/v1beta1) instead of a ConfigMap in every namespace")
 	env.boolVar(fs, &o.externalCP, "external-control-plane", "EXTERNAL_ISTIOD", false,
 		"with --multicluster, join a remote cluster's election only when its mesh namespace lists this cluster in "+multicluster.ControlPlaneClustersAnnotation)
-	fs.StringVar(&o.monitoringAddress, "monitoring-address", monitoring.DefaultAddress, "address of the health, readiness, metrics and debug endpoints")
+	fs.StringVar(&o.monitoringAddress, "monitoring-address", monitoring.DefaultAddress, "address of the health, readiness, metrics and debug endpoints; port 0 takes a free port, which the \"meshd running\" log line names")
 	fs.DurationVar(&o.ttl, "ttl", 0, "lease duration of every election; renew deadline ttl/2, retry period ttl/4 (default $LEADER_ELECTION_TTL, else "+
 		election.DefaultTTL.String()+")")
 	env.stringVarP(fs, &o.electionMode, "election-mode", "", "LEADER_ELECTION_MODE", string(election.Racing),
