@@ -41,10 +41,14 @@ type instance struct {
 	mu          sync.Mutex
 	incarnation int
 	run         *proc.Process // the current or last incarnation
-	logPath     string        // the current incarnation's output
-	monitoring  string        // its monitoring address, once logged
+	monitoring  string        // the current incarnation's monitoring address, once logged
 	expectExit  bool          // signal was asked to stop the current incarnation
 	ledgers     []LedgerFile  // one per incarnation; End set once it exited
+}
+
+// base is the path of an incarnation's files without their extension.
+func (in *instance) base(incarnation int) string {
+	return filepath.Join(in.dir, fmt.Sprintf("%s.%d", in.name, incarnation))
 }
 
 // holder names an incarnation in the ledger analysis.
@@ -63,7 +67,7 @@ func (in *instance) start() error {
 		return fmt.Errorf("%s is already running", in.name)
 	}
 	incarnation := in.incarnation + 1
-	base := filepath.Join(in.dir, fmt.Sprintf("%s.%d", in.name, incarnation))
+	base := in.base(incarnation)
 	ledgerPath := base + ".ledger.jsonl"
 	args := append([]string{"run",
 		"--kubeconfig", in.kubeconfig,
@@ -98,7 +102,7 @@ func (in *instance) start() error {
 	in.incarnation = incarnation
 	in.ledgers = append(in.ledgers, LedgerFile{Path: ledgerPath, Holder: in.holder(incarnation)})
 	in.run, in.expectExit = run, false
-	in.logPath, in.monitoring = base+".log", ""
+	in.monitoring = ""
 	return nil
 }
 
@@ -175,7 +179,7 @@ func (in *instance) logTail(incarnation, n int) string {
 		incarnation = in.incarnation
 		in.mu.Unlock()
 	}
-	b, err := os.ReadFile(filepath.Join(in.dir, fmt.Sprintf("%s.%d.log", in.name, incarnation)))
+	b, err := os.ReadFile(in.base(incarnation) + ".log")
 	if err != nil {
 		return err.Error()
 	}
@@ -192,8 +196,8 @@ var statusClient = &http.Client{Timeout: time.Second, Transport: &http.Transport
 func (in *instance) monitoringAddr() string {
 	in.mu.Lock()
 	defer in.mu.Unlock()
-	if in.monitoring == "" && in.logPath != "" {
-		in.monitoring, _ = meshdproc.MonitoringAddressInFile(in.logPath, 0)
+	if in.monitoring == "" && in.incarnation > 0 {
+		in.monitoring, _ = meshdproc.MonitoringAddressInFile(in.base(in.incarnation)+".log", 0)
 	}
 	return in.monitoring
 }
