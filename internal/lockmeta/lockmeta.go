@@ -64,7 +64,8 @@ type Handover struct {
 	// not started: the work of the holder before it may run for this many
 	// milliseconds more, counted from when the answer was written. The
 	// holder then names the candidate at once, and the record naming it
-	// carries the value on (see resourcelock): the candidate's work starts
+	// carries the value on, as do requests and withdrawals other candidates
+	// write while it names it (see resourcelock): the candidate's work starts
 	// no earlier than this many milliseconds after it sees that record, by
 	// its own clock, which is after the fence whatever the clocks say.
 	FenceMillis int64 `json:"fenceMillis,omitempty"`

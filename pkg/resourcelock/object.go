@@ -189,6 +189,13 @@ func (l *objectLock[T, L]) RequestHandover(ctx context.Context, h lockmeta.Hando
 	if err != nil {
 		return err
 	}
+	// The fence carried to a named holder (Handover.FenceMillis) stays
+	// while another candidate asks or takes its request back: that holder
+	// may not have seen the record naming it yet, and its work must still
+	// wait the fence out. Only the holder's own writes drop it.
+	if cur := l.Handover(); h.Holder != l.cfg.Identity && cur.Holder == h.Holder {
+		h.FenceMillis = cur.FenceMillis
+	}
 	obj := l.kind.copyObject(base)
 	meta := metav1.ObjectMeta{Annotations: obj.GetAnnotations()}
 	lockmeta.WriteHandover(&meta, h)

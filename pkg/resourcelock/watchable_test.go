@@ -153,3 +153,63 @@ func TestHandoverFollowsTheVersionLastSeen(t *testing.T) {
 		t.Fatalf("after its update naming c: %+v", h)
 	}
 }
+
+// The fence a record carries to the holder it names stays in the annotation
+// when another candidate asks that holder to hand over or takes its request
+// back; the holder's own writes are the ones that drop it.
+func TestAnotherCandidatesRequestKeepsTheCarriedFence(t *testing.T) {
+	client := fake.NewClientset()
+	ctx := t.Context()
+	newLock := func(id string) *LeaseLock {
+		l, err := NewLeaseLock(client.CoordinationV1(), "ns", "lock", Config{Identity: id, Cooperative: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l
+	}
+	// write reads the lock's object and writes h into its annotation.
+	write := func(l *LeaseLock, h lockmeta.Handover) {
+		t.Helper()
+		if _, _, err := l.Get(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := l.RequestHandover(ctx, h); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fence := func() int64 {
+		t.Helper()
+		l := newLock("reader")
+		if _, _, err := l.Get(ctx); err != nil {
+			t.Fatal(err)
+		}
+		return l.Handover().FenceMillis
+	}
+	old, other, named := newLock("old"), newLock("other"), newLock("named")
+	if err := old.Create(ctx, Record{HolderIdentity: "old", LeaseDurationSeconds: 5}); err != nil {
+		t.Fatal(err)
+	}
+	asked := metav1.Now()
+	req := lockmeta.Handover{Holder: "old", Candidate: "named", CandidateKey: "k", RequestTime: &asked, HonoursFence: true}
+	write(named, req)
+	req.Answer, req.FenceMillis = lockmeta.AnswerAccepted, 2500
+	write(old, req)
+	if err := old.Update(ctx, Record{HolderIdentity: "named", LeaseDurationSeconds: 5}); err != nil {
+		t.Fatal(err)
+	}
+	if got := fence(); got != 2500 {
+		t.Fatalf("the record naming the candidate carries fence %d, want 2500", got)
+	}
+	write(other, lockmeta.Handover{Holder: "named", Candidate: "other", CandidateKey: "k2", RequestTime: &asked, HonoursFence: true})
+	if got := fence(); got != 2500 {
+		t.Fatalf("after another candidate's request: fence %d, want 2500", got)
+	}
+	write(other, lockmeta.Handover{Holder: "named"})
+	if got := fence(); got != 2500 {
+		t.Fatalf("after that candidate took its request back: fence %d, want 2500", got)
+	}
+	write(named, lockmeta.Handover{Holder: "named"})
+	if got := fence(); got != 0 {
+		t.Fatalf("after the named holder's own write: fence %d, want 0", got)
+	}
+}
