@@ -70,8 +70,15 @@ func (l *LeaderElection) AddRunFunction(f func(stop <-chan struct{})) *LeaderEle
 // Run is RunContext with a stop channel, as in istiod's leaderelection
 // package.
 func (l *LeaderElection) Run(stop <-chan struct{}) {
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := contextUntil(stop)
 	defer cancel()
+	l.logRunError(l.RunContext(ctx)) // a small frame: Run is on the stack of a waiting candidate
+}
+
+// contextUntil returns a context that is cancelled when stop is closed or
+// cancel is called.
+func contextUntil(stop <-chan struct{}) (ctx context.Context, cancel context.CancelFunc) {
+	ctx, cancel = context.WithCancel(context.Background())
 	go func() {
 		select {
 		case <-stop:
@@ -79,7 +86,12 @@ func (l *LeaderElection) Run(stop <-chan struct{}) {
 		case <-ctx.Done():
 		}
 	}()
-	if err := l.RunContext(ctx); err != nil {
+	return ctx, cancel
+}
+
+// logRunError logs what RunContext returned, if it failed.
+func (l *LeaderElection) logRunError(err error) {
+	if err != nil {
 		l.log.Error("Run failed", zap.Error(err))
 	}
 }
@@ -90,44 +102,65 @@ func (l *LeaderElection) Run(stop <-chan struct{}) {
 // the lock is released. It returns only after everything it started has
 // returned; it returns ErrStarted when called a second time.
 func (l *LeaderElection) RunContext(ctx context.Context) error {
+	ctx, stop, err := l.begin(ctx)
+	if err != nil {
+		return err
+	}
+	defer stop()
+	inARow := 0 // terms ended by a failure, one after the other
+	for ctx.Err() == nil {
+		// One contention: from the first attempt to the end of the term it
+		// may win. Written out here rather than in a function of its own:
+		// this loop is on the stack of a waiting candidate (see below).
+		t := l.beginContention()
+		if l.enabled {
+			l.elector.Run(ctx)
+		} else {
+			_ = l.runLeading(ctx)
+		}
+		if !l.endContention(ctx, t, &inARow) {
+			break
+		}
+	}
+	return nil
+}
+
+// begin starts what RunContext runs besides contending: the owned
+// watchers, the event recorder, the session and the candidacy. It returns
+// the context to contend with and the function that stops all of it, or
+// ErrStarted.
+//
+// RunContext, the loop of contentions and the elector's wait are on the
+// stack of every waiting candidate, thousands of them in a large process.
+// The runtime halves a goroutine's stack only while less than a quarter
+// of it is in use, so these frames are kept small, and what runs once per
+// RunContext or per contention is in functions that have returned by the
+// time the candidate waits (package elector's doc: The stack of a waiting
+// candidate).
+func (l *LeaderElection) begin(ctx context.Context) (context.Context, func(), error) {
 	l.mu.Lock()
 	started := l.started
 	l.started = true
 	l.mu.Unlock()
 	if started {
-		return ErrStarted
+		return ctx, nil, ErrStarted
 	}
 	l.running.Store(true)
-	defer l.running.Store(false)
 	if !l.enabled {
 		l.log.Info("leader election disabled; run functions start at once")
 	}
-	defer l.startOwned()()
+	stopOwned := l.startOwned()
 	ctx, withdrawn := l.runCandidacy(ctx)
-	defer withdrawn()
 	if l.session != nil && l.enabled {
 		// Bounded: without a working session the election renews its
 		// record itself.
 		l.session.AwaitStart(ctx, l.sessionWait)
 	}
-
-	inARow := 0 // terms ended by a failure, one after the other
-	for ctx.Err() == nil {
-		l.cycle.Add(1)
-		started, failed := l.contend(ctx)
-		if !failed {
-			inARow = 0
-			continue
-		}
-		if l.clock.Since(started) >= l.backoff.max {
-			inARow = 0 // the work ran well for a while: start the back-off afresh
-		}
-		inARow++
-		if !l.sleep(ctx, l.backoff.after(inARow)) {
-			break
-		}
-	}
-	return nil
+	return ctx, func() {
+		withdrawn()
+		stopOwned()
+		l.running.Store(false)
+	}, nil
 }
 
 // startOwned starts what a standalone election runs besides its elector:
@@ -203,22 +236,34 @@ type termRun struct {
 	failed  bool      // a run function failed and ended the term
 }
 
-// contend takes part in the election for one term. It reports when the
-// term's work started and whether a failed run function ended the term.
-func (l *LeaderElection) contend(ctx context.Context) (started time.Time, failed bool) {
+// beginContention counts a contention and makes it the current one.
+func (l *LeaderElection) beginContention() *termRun {
+	l.cycle.Add(1)
 	t := &termRun{}
 	l.mu.Lock()
 	l.term = t
 	l.mu.Unlock()
-	if l.enabled {
-		l.elector.Run(ctx)
-	} else {
-		_ = l.runLeading(ctx)
-	}
+	return t
+}
+
+// endContention ends the contention t. After a term that a failed run
+// function ended, it backs off: inARow counts such terms one after the
+// other, and the back-off grows with it. It reports false when ctx ended
+// during the back-off.
+func (l *LeaderElection) endContention(ctx context.Context, t *termRun, inARow *int) bool {
 	l.mu.Lock()
-	defer l.mu.Unlock()
 	l.term = nil
-	return t.started, t.failed
+	started, failed := t.started, t.failed
+	l.mu.Unlock()
+	if !failed {
+		*inARow = 0
+		return true
+	}
+	if l.clock.Since(started) >= l.backoff.max {
+		*inARow = 0 // the work ran well for a while: start the back-off afresh
+	}
+	*inARow++
+	return l.sleep(ctx, l.backoff.after(*inARow))
 }
 
 // runLeading runs the term's work until ctx ends or a run function fails,

@@ -207,8 +207,7 @@ func New(cfg Config) (*LeaderElector, error) {
 // transition per RetryPeriod).
 func (le *LeaderElector) Run(ctx context.Context) {
 	if le.watch != nil {
-		stop := le.watch.start()
-		defer stop()
+		defer le.watch.start()()
 	}
 	if !le.acquire(ctx) {
 		if le.cfg.ReleaseOnCancel {

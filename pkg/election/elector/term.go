@@ -22,6 +22,7 @@ type term struct {
 	done    chan struct{}
 	started bool
 	err     error // the callback's result, valid once done is closed
+	renewal       // renew's timers, stopped by endTerm
 }
 
 // doneCh is closed when the callback has returned; nil (never ready) before
@@ -52,19 +53,41 @@ type termEnd struct {
 // lead runs one term: starts the callback (after the fence, when the lock
 // was taken by force), renews until the term ends, stops the callback while
 // still renewing, and then hands the lock over or releases it.
+//
+// lead stays on the stack for the whole term, so what it does besides
+// renewing is in beginTerm and endTerm: a small frame (see the package
+// doc, The stack of a waiting candidate).
 func (le *LeaderElector) lead(ctx context.Context) {
+	t := le.beginTerm(ctx)
+	defer t.cancel()
+	le.endTerm(ctx, t, le.renew(ctx, t))
+}
+
+// beginTerm starts a term: the term's context, the leading state, the metric
+// and the event.
+func (le *LeaderElector) beginTerm(ctx context.Context) *term {
 	t := &term{done: make(chan struct{})}
 	t.ctx, t.cancel = context.WithCancel(ctx)
-	defer t.cancel()
 	le.setLeading(true)
 	le.cfg.Metrics.Acquired(le.cfg.Name)
 	le.cfg.Lock.RecordEvent(corev1.EventTypeNormal, reasonLeaderElection, le.cfg.Lock.Identity()+" became leader")
+	return t
+}
 
-	end := le.renew(ctx, t)
+// endTerm ends a term the way renew says it ended: it stops the callback while
+// still renewing, waits out the fence if the lock is to be given away
+// before it, hands the lock over or releases it, and reports.
+func (le *LeaderElector) endTerm(ctx context.Context, t *term, end *termEnd) {
+	if t.fence != nil {
+		t.fence.Stop()
+	}
+	t.timer.Stop()
 	le.setLeading(false)
-	le.stopWork(t, &end)
-	le.holdUntilFence(ctx, t, &end)
-	le.finish(end)
+	le.loop.stopping = true // renew while the work stops, answer nothing
+	le.stopWork(t, end)
+	le.holdUntilFence(ctx, t, end)
+	le.loop.stopping = false
+	le.finish(*end)
 	le.cfg.Lock.RecordEvent(corev1.EventTypeNormal, reasonLeaderElection, le.cfg.Lock.Identity()+" stopped leading")
 	if le.cfg.Callbacks.OnStoppedLeading != nil {
 		le.cfg.Callbacks.OnStoppedLeading()
@@ -120,37 +143,46 @@ func (le *LeaderElector) fencePassed() *termEnd {
 // renew keeps the lock until ctx is cancelled, the term is lost (another
 // holder appeared, or no renew succeeded for RenewDeadline), a candidate is
 // granted the lock, or the callback returns.
-func (le *LeaderElector) renew(ctx context.Context, t *term) termEnd {
-	r := &renewal{fence: le.fenceTimer(t), timer: le.clock.NewTimer(le.nextRenew())}
-	defer r.stop()
+func (le *LeaderElector) renew(ctx context.Context, t *term) *termEnd {
+	// The timers are the term's, stopped when it ends: no defer here, which
+	// would make this frame larger (see the package doc, The stack of a
+	// waiting candidate).
+	t.renewal = renewal{fence: le.fenceTimer(t), timer: le.clock.NewTimer(le.nextRenew())}
 	// A request may already wait: one addressed to this candidate while the
 	// previous holder was handing the lock to it.
-	answerNow := le.proto.handover.Pending()
-	for {
-		if !answerNow {
-			end, renewNow := le.renewWait(ctx, t, r)
-			if end != nil {
-				return *end
-			}
-			if !renewNow {
-				continue
-			}
-			r.timer.Stop()
+	if le.proto.handover.Pending() {
+		if end := le.renewNow(ctx, t); end != nil {
+			return end
 		}
-		answerNow = false
-		if end := le.renewOnce(ctx); end != nil {
-			return *end
-		}
-		// A renew that did not end the term either succeeded (no error:
-		// still the holder) or failed (try again at the next renew).
-		if r.startOnRenew && le.LastError() == nil {
-			r.startOnRenew = false
-			if r.fence = le.fenceLeft(); r.fence == nil { // else this renew moved the fence
-				le.startCallback(t)
-			}
-		}
-		r.timer.Reset(le.nextRenew())
 	}
+	for {
+		// The wait is made here, and what follows it in renewWoke, so that
+		// a waiting leader's stack is small enough for the runtime to halve
+		// (package doc, The stack of a waiting candidate).
+		woke := ordered.First6(ctx.Done(), le.watchEvents(), t.doneCh(), timerC(t.fence), le.trigger, t.timer.C())
+		if end := le.renewWoke(ctx, woke, t); end != nil {
+			return end
+		}
+	}
+}
+
+// renewNow makes one renew attempt and starts the callback if the fence
+// passed and the renew succeeded; it returns the end of the term, or nil
+// while it goes on.
+func (le *LeaderElector) renewNow(ctx context.Context, t *term) *termEnd {
+	if end := le.renewOnce(ctx); end != nil {
+		return end
+	}
+	// A renew that did not end the term either succeeded (no error: still
+	// the holder) or failed (try again at the next renew).
+	if t.startOnRenew && le.LastError() == nil {
+		t.startOnRenew = false
+		if t.fence = le.fenceLeft(); t.fence == nil { // else this renew moved the fence
+			le.startCallback(t)
+		}
+	}
+	t.timer.Reset(le.nextRenew())
+	return nil
 }
 
 // renewal is the timers of one term's renew loop.
@@ -160,49 +192,44 @@ type renewal struct {
 	startOnRenew bool       // the fence passed; start after the next successful renew
 }
 
-func (r *renewal) stop() {
-	if r.fence != nil {
-		r.fence.Stop()
-	}
-	r.timer.Stop()
-}
-
-// renewWait waits for the next thing that happens to a leader: it returns
-// the end of the term, or whether to renew now (false: wait again). Of
-// several things that happened at once, it takes them in a fixed order
-// (package ordered): cancellation, a watch delivery, the callback's return,
-// the fence, a trigger, the renew timer; a delivery showing the lock taken
-// is seen before a renewal or a start it would prevent.
-func (le *LeaderElector) renewWait(ctx context.Context, t *term, r *renewal) (end *termEnd, renewNow bool) {
-	switch ordered.First6(ctx.Done(), le.watchEvents(), t.doneCh(), timerC(r.fence), le.trigger, r.timer.C()) {
+// renewWoke acts on the next thing that happened to a leader, woke, the
+// index of the channel renew's wait took, renewing now if it calls for a
+// renew: it returns the end of the term, or nil to wait again. Of several
+// things that happened at once, the wait takes them in a fixed order
+// (package ordered): cancellation, a watch delivery, the callback's
+// return, the fence, a trigger, the renew timer; a delivery showing the
+// lock taken is seen before a renewal or a start it would prevent.
+func (le *LeaderElector) renewWoke(ctx context.Context, woke int, t *term) *termEnd {
+	switch woke {
 	case 0:
-		return &termEnd{stillHeld: true}, false
+		return &termEnd{stillHeld: true}
 	case 1:
 		if end := le.leaderSawEvent(); end != nil {
-			return end, false
+			return end
 		}
 		// Renew at once to answer a request, or to write the record again
 		// into a lock object deleted or re-created.
 		if gone := le.watch.takeRecordGone(); !gone && !le.proto.handover.Pending() {
-			return nil, false
+			return nil
 		}
 	case 2:
 		// What the callback returned is the caller's to report (package
 		// election logs it, counts it and backs off).
 		le.log.Debug("the run callback returned; ending the term", zap.Bool("failed", t.err != nil))
-		return &termEnd{stillHeld: true, byCallback: true}, false
+		return &termEnd{stillHeld: true, byCallback: true}
 	case 3:
-		if r.fence = le.fenceLeft(); r.fence != nil {
-			return nil, false // the fence moved (see recordDestroyed)
+		if t.fence = le.fenceLeft(); t.fence != nil {
+			return nil // the fence moved (see recordDestroyed)
 		}
 		if end := le.fencePassed(); end != nil {
-			return end, false
+			return end
 		}
-		r.startOnRenew = true
+		t.startOnRenew = true
 	}
 	// A trigger (the comparison may have changed: reconsider a refused
 	// request), the renew timer, or the fence passed.
-	return nil, true
+	t.timer.Stop()
+	return le.renewNow(ctx, t)
 }
 
 // leaderSawEvent ingests a watch event while leading; it returns the end
@@ -322,8 +349,6 @@ func (le *LeaderElector) stopWork(t *term, end *termEnd) {
 	if !t.started {
 		return
 	}
-	le.loop.stopping = true
-	defer func() { le.loop.stopping = false }()
 	overdue := le.clock.NewTimer(le.cfg.StopTimeout)
 	defer overdue.Stop()
 	renewT := le.clock.NewTimer(le.nextRenew())
@@ -375,8 +400,6 @@ func (le *LeaderElector) holdUntilFence(ctx context.Context, t *term, end *termE
 		return
 	}
 	le.log.Info("giving the lock up once the previous holder's lease has run out", zap.Duration("wait", wait))
-	le.loop.stopping = true
-	defer func() { le.loop.stopping = false }()
 	fence := le.clock.NewTimer(wait)
 	defer fence.Stop()
 	renewT := le.clock.NewTimer(le.nextRenew())
