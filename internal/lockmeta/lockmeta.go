@@ -9,6 +9,7 @@ package lockmeta
 
 import (
 	"encoding/json"
+	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -95,6 +96,9 @@ func ReadHandover(annotations map[string]string) Handover {
 	if !ok {
 		return Handover{}
 	}
+	if holder, ok := cutHolderOnly(raw); ok {
+		return Handover{Holder: holder}
+	}
 	var h Handover
 	if err := json.Unmarshal([]byte(raw), &h); err != nil {
 		return Handover{}
@@ -108,11 +112,54 @@ func WriteHandover(meta *metav1.ObjectMeta, h Handover) {
 		delete(meta.Annotations, HandoverAnnotationKey)
 		return
 	}
-	raw, _ := json.Marshal(h) // strings and a time: cannot fail
+	var raw string
+	if h == (Handover{Holder: h.Holder}) && PlainJSON(h.Holder) {
+		raw = holderOnlyPrefix + h.Holder + holderOnlySuffix
+	} else {
+		b, _ := json.Marshal(h) // strings and a time: cannot fail
+		raw = string(b)
+	}
 	if meta.Annotations == nil {
 		meta.Annotations = map[string]string{}
 	}
-	meta.Annotations[HandoverAnnotationKey] = string(raw)
+	meta.Annotations[HandoverAnnotationKey] = raw
+}
+
+// A holder writes a Handover that names only itself at every renew, and
+// every candidate reads it at every new version of the lock object. Its
+// JSON, {"holder":"..."}, is written and read here without encoding/json,
+// byte for byte as json.Marshal writes it: the reflection of encoding/json
+// costs allocations and, more, a deep stack on the election's goroutine,
+// which the runtime then keeps at twice the size it needs while waiting
+// (see package elector, The stack of a waiting candidate). Anything else
+// goes through encoding/json.
+const (
+	holderOnlyPrefix = `{"holder":"`
+	holderOnlySuffix = `"}`
+)
+
+// cutHolderOnly returns the holder of an annotation that is exactly
+// {"holder":"..."} with a holder that needs no escaping.
+func cutHolderOnly(raw string) (string, bool) {
+	if len(raw) < len(holderOnlyPrefix)+len(holderOnlySuffix) || !strings.HasPrefix(raw, holderOnlyPrefix) || !strings.HasSuffix(raw, holderOnlySuffix) {
+		return "", false
+	}
+	holder := raw[len(holderOnlyPrefix) : len(raw)-len(holderOnlySuffix)]
+	return holder, PlainJSON(holder)
+}
+
+// PlainJSON reports whether json.Marshal writes s as it is between quotes:
+// printable ASCII without a quote, a backslash or the characters it
+// escapes for HTML (<, > and &). Such a string is written into JSON by
+// hand, as the record and the commonest handover annotation are.
+func PlainJSON(s string) bool {
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c < 0x20 || c > 0x7e, c == '"', c == '\\', c == '<', c == '>', c == '&':
+			return false
+		}
+	}
+	return true
 }
 
 // SessionAnnotationKey is the annotation of a lock object in which a holder

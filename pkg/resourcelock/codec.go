@@ -4,9 +4,12 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/meshd-io/meshd/internal/lockmeta"
 )
 
 // maxRecordBytes bounds the size of a record this package will decode; a
@@ -52,8 +55,42 @@ func DecodeRecord(raw []byte) (*Record, error) {
 
 // EncodeRecord returns the canonical JSON encoding of r, as written into the
 // ConfigMap annotation.
+//
+// It is json.Marshal's encoding of r, byte for byte, and is written without
+// encoding/json when the strings need no escaping: every read of a lock
+// object and every renew encode a record, and the reflection of
+// encoding/json costs time, allocations and a deep stack on the election's
+// goroutine (see package elector, The stack of a waiting candidate). Other
+// records go through encoding/json.
 func EncodeRecord(r Record) []byte {
-	// A Record holds only strings, ints and times: encoding cannot fail.
-	raw, _ := json.Marshal(r)
-	return raw
+	if !lockmeta.PlainJSON(r.HolderIdentity) || !lockmeta.PlainJSON(r.HolderKey) {
+		// A Record holds only strings, ints and times: encoding cannot fail.
+		raw, _ := json.Marshal(r)
+		return raw
+	}
+	b := make([]byte, 0, 192)
+	b = append(b, `{"holderIdentity":"`...)
+	b = append(b, r.HolderIdentity...)
+	b = append(b, `","holderKey":"`...)
+	b = append(b, r.HolderKey...)
+	b = append(b, `","leaseDurationSeconds":`...)
+	b = strconv.AppendInt(b, int64(r.LeaseDurationSeconds), 10)
+	b = append(b, `,"acquireTime":`...)
+	b = appendTime(b, r.AcquireTime)
+	b = append(b, `,"renewTime":`...)
+	b = appendTime(b, r.RenewTime)
+	b = append(b, `,"leaderTransitions":`...)
+	b = strconv.AppendInt(b, int64(r.LeaderTransitions), 10)
+	return append(b, '}')
+}
+
+// appendTime appends t as metav1.Time marshals it: null when zero, else
+// RFC 3339 in UTC, in quotes.
+func appendTime(b []byte, t metav1.Time) []byte {
+	if t.IsZero() {
+		return append(b, "null"...)
+	}
+	b = append(b, '"')
+	b = t.UTC().AppendFormat(b, time.RFC3339)
+	return append(b, '"')
 }

@@ -2,7 +2,10 @@ package resourcelock
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
+	"math"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
@@ -279,4 +282,36 @@ func FuzzDecodeRecord(f *testing.F) {
 			t.Fatalf("encoding is not stable: %s then %s", abbrev(enc), abbrev(enc2))
 		}
 	})
+}
+
+// EncodeRecord writes what json.Marshal writes, byte for byte, whether it
+// takes its own path (strings that need no escaping) or encoding/json's:
+// the record is the wire format istiod reads.
+func TestEncodeRecordIsJSONMarshal(t *testing.T) {
+	strs := []string{"", "stable-7d9f-x2", "istiod-canary-1_3f2a", "^remote", "a b", `q"uote`, `back\slash`,
+		"<html>&", "tab\there", "é", "\u2028", "\x7f", "\xff"}
+	base := time.Date(2026, 11, 28, 13, 0, 0, 0, time.UTC)
+	times := []time.Time{{}, base, base.Add(123456789 * time.Nanosecond), base.In(time.FixedZone("x", 5*3600+1800)),
+		time.Date(9999, 12, 31, 23, 59, 59, 0, time.UTC), time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC),
+		time.Date(0, 1, 1, 0, 0, 0, 0, time.UTC), time.Date(-1, 1, 1, 0, 0, 0, 0, time.UTC), base.Local()}
+	ints := []int{0, 1, 15, -3, math.MaxInt32, math.MinInt64}
+	rng := rand.New(rand.NewPCG(1, 2))
+	pick := func(n int) int { return rng.IntN(n) }
+	for i := range 5000 {
+		r := Record{
+			HolderIdentity:       strs[pick(len(strs))],
+			HolderKey:            strs[pick(len(strs))],
+			LeaseDurationSeconds: ints[pick(len(ints))],
+			AcquireTime:          metav1.NewTime(times[pick(len(times))]),
+			RenewTime:            metav1.NewTime(times[pick(len(times))]),
+			LeaderTransitions:    ints[pick(len(ints))],
+		}
+		want, err := json.Marshal(r)
+		if err != nil {
+			t.Fatalf("json.Marshal(%+v): %v", r, err)
+		}
+		if got := EncodeRecord(r); !bytes.Equal(got, want) {
+			t.Fatalf("record %d %+v:\nEncodeRecord %s\njson.Marshal %s", i, r, got, want)
+		}
+	}
 }

@@ -5,6 +5,8 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/meshd-io/meshd/internal/ownstack"
 )
 
 // ownStackClient makes each Get, Create and Update of a lock on a goroutine
@@ -37,29 +39,15 @@ func (c ownStackClient[T, L]) Update(ctx context.Context, obj T, opts metav1.Upd
 	return onOwnStack(func() (T, error) { return c.objectClient.Update(ctx, obj, opts) })
 }
 
-// onOwnStack runs request on a new goroutine and returns its results once
-// it has returned; a panic in request is raised again in the caller.
+// onOwnStack runs request on a goroutine of its own (package ownstack).
 func onOwnStack[T any](request func() (T, error)) (T, error) {
-	type outcome struct {
-		v        T
-		err      error
-		panicked bool
-		panicVal any
+	type result struct {
+		v   T
+		err error
 	}
-	done := make(chan outcome, 1)
-	go func() {
-		var o outcome
-		defer func() {
-			if r := recover(); r != nil {
-				o.panicked, o.panicVal = true, r
-			}
-			done <- o
-		}()
-		o.v, o.err = request()
-	}()
-	o := <-done
-	if o.panicked {
-		panic(o.panicVal)
-	}
-	return o.v, o.err
+	r := ownstack.Call(func() result {
+		v, err := request()
+		return result{v, err}
+	})
+	return r.v, r.err
 }

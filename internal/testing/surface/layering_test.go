@@ -17,7 +17,7 @@ const modulePath = "github.com/meshd-io/meshd"
 // the tools and the test harnesses are not among them.
 var libraryInternal = []string{
 	"internal/lockmeta", "internal/lockcap", "internal/lockwatch",
-	"internal/protocol/", "internal/pacing", "internal/metrics/",
+	"internal/protocol/", "internal/pacing", "internal/metrics/", "internal/ownstack",
 	"internal/election/", "internal/electionlog", "internal/errlist", "internal/refcount",
 }
 

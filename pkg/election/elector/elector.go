@@ -18,6 +18,7 @@ import (
 	"github.com/meshd-io/meshd/internal/lockmeta"
 	"github.com/meshd-io/meshd/internal/lockwatch"
 	"github.com/meshd-io/meshd/internal/metrics"
+	"github.com/meshd-io/meshd/internal/ownstack"
 	"github.com/meshd-io/meshd/internal/pacing"
 	"github.com/meshd-io/meshd/internal/protocol/coordination"
 	"github.com/meshd-io/meshd/internal/protocol/damping"
@@ -297,34 +298,52 @@ func (le *LeaderElector) Check(tolerance time.Duration) error {
 	return nil
 }
 
-// acquire tries until the lock is taken (true) or ctx ends (false).
+// acquire tries until the lock is taken (true) or ctx ends (false). The
+// goroutine running Run only waits here: what follows a wake-up, down to
+// the API requests, runs on a goroutine of its own (package ownstack), so
+// that the waiting goroutine keeps a small stack (see the package doc, The
+// stack of a waiting candidate).
 func (le *LeaderElector) acquire(ctx context.Context) bool {
 	le.log.Debug("contending for leadership")
-	if le.tryFirst(ctx) {
-		return true
-	}
-	tryNow := false
-	for {
-		if tryNow && le.tryAcquire(ctx) {
-			return true
-		}
-		timer := le.clock.NewTimer(le.followerWait())
+	wait := ownstack.Call(func() time.Duration { return le.waitAfter(le.tryFirst(ctx)) })
+	for wait != tookLock {
+		timer := le.clock.NewTimer(wait)
 		// Taken in a fixed order when several happened at once (package
 		// ordered): a delivery is seen before a trigger or the timer acts.
 		which := ordered.First4(ctx.Done(), le.watchEvents(), le.trigger, timer.C())
 		timer.Stop()
-		switch which {
-		case 0:
+		if which == 0 {
 			return false
-		case 1:
-			tryNow = le.watch.ingest() && le.worthTrying() && !le.yieldOnRelease(le.clock.Now())
-		case 2:
-			le.proto.handover.Triggered()
-			tryNow = true
-		default:
-			tryNow = true
 		}
+		wait = ownstack.Call(func() time.Duration { return le.followerWoke(ctx, which) })
 	}
+	return true
+}
+
+// tookLock is the wait after an attempt that took the lock.
+const tookLock time.Duration = -1
+
+// followerWoke acts on what woke a follower, which (as First4 in acquire
+// numbers it): a watch delivery, a trigger or the timer. It returns the
+// wait that follows (see waitAfter).
+func (le *LeaderElector) followerWoke(ctx context.Context, which int) time.Duration {
+	tryNow := true
+	switch which {
+	case 1:
+		tryNow = le.watch.ingest() && le.worthTrying() && !le.yieldOnRelease(le.clock.Now())
+	case 2:
+		le.proto.handover.Triggered()
+	}
+	return le.waitAfter(tryNow && le.tryAcquire(ctx))
+}
+
+// waitAfter is the wait of a follower after an attempt that took the lock
+// (tookLock) or did not (followerWait).
+func (le *LeaderElector) waitAfter(took bool) time.Duration {
+	if took {
+		return tookLock
+	}
+	return le.followerWait()
 }
 
 // tryAcquire makes one attempt to take the lock.

@@ -24,8 +24,7 @@ func (le *LeaderElector) tryFirst(ctx context.Context) bool {
 			return false
 		}
 	}
-	release := le.paceFirstAttempt(ctx)
-	defer release()
+	defer le.paceFirstAttempt(ctx)() // gives the turn back
 	if ctx.Err() != nil {
 		return false
 	}

@@ -15,8 +15,7 @@ import (
 // lead on that record alone (see handover.Role.NamedSince), unless its
 // fence has not passed or it is in session mode.
 func (le *LeaderElector) namedSince(askedAt time.Time, rec *resourcelock.Record, now time.Time) (since time.Time, ok bool) {
-	held := le.fence.startAt.After(now) || le.proto.session.On()
-	return le.proto.handover.NamedSince(askedAt, rec, honouredLease(*rec), now, held)
+	return le.proto.handover.NamedSince(askedAt, rec, honouredLease(*rec), now, le.fence.startAt.After(now) || le.proto.session.On())
 }
 
 // retract takes this candidate's request back when it stops contending.

@@ -12,6 +12,7 @@ import (
 	"github.com/meshd-io/meshd/internal/election/ordered"
 	"github.com/meshd-io/meshd/internal/lockcap"
 	"github.com/meshd-io/meshd/internal/lockmeta"
+	"github.com/meshd-io/meshd/internal/ownstack"
 	"github.com/meshd-io/meshd/internal/protocol/handover"
 )
 
@@ -22,7 +23,10 @@ type term struct {
 	done    chan struct{}
 	started bool
 	err     error // the callback's result, valid once done is closed
-	renewal       // renew's timers, stopped by endTerm
+	// renew's timers, stopped by endTerm
+	fence        clockTimer // fires at the fence; nil once the callback may start
+	timer        clockTimer // fires at the next renew
+	startOnRenew bool       // the fence passed; start after the next successful renew
 }
 
 // doneCh is closed when the callback has returned; nil (never ready) before
@@ -147,7 +151,7 @@ func (le *LeaderElector) renew(ctx context.Context, t *term) *termEnd {
 	// The timers are the term's, stopped when it ends: no defer here, which
 	// would make this frame larger (see the package doc, The stack of a
 	// waiting candidate).
-	t.renewal = renewal{fence: le.fenceTimer(t), timer: le.clock.NewTimer(le.nextRenew())}
+	t.fence, t.timer = le.fenceTimer(t), le.clock.NewTimer(le.nextRenew())
 	// A request may already wait: one addressed to this candidate while the
 	// previous holder was handing the lock to it.
 	if le.proto.handover.Pending() {
@@ -156,11 +160,11 @@ func (le *LeaderElector) renew(ctx context.Context, t *term) *termEnd {
 		}
 	}
 	for {
-		// The wait is made here, and what follows it in renewWoke, so that
-		// a waiting leader's stack is small enough for the runtime to halve
-		// (package doc, The stack of a waiting candidate).
+		// The wait is made here, and what follows it in renewWoke, on a
+		// goroutine of its own, so that a waiting leader's stack stays
+		// small (package doc, The stack of a waiting candidate).
 		woke := ordered.First6(ctx.Done(), le.watchEvents(), t.doneCh(), timerC(t.fence), le.trigger, t.timer.C())
-		if end := le.renewWoke(ctx, woke, t); end != nil {
+		if end := ownstack.Call(func() *termEnd { return le.renewWoke(ctx, woke, t) }); end != nil {
 			return end
 		}
 	}
@@ -183,13 +187,6 @@ func (le *LeaderElector) renewNow(ctx context.Context, t *term) *termEnd {
 	}
 	t.timer.Reset(le.nextRenew())
 	return nil
-}
-
-// renewal is the timers of one term's renew loop.
-type renewal struct {
-	fence        clockTimer // fires at the fence; nil once the callback may start
-	timer        clockTimer // fires at the next renew
-	startOnRenew bool       // the fence passed; start after the next successful renew
 }
 
 // renewWoke acts on the next thing that happened to a leader, woke, the
