@@ -81,8 +81,11 @@ type LeaderElector struct {
 	// damper limits steals; see package internal/protocol/damping.
 	damper *damping.Damper
 
-	loop  loopState  // used only by the goroutine running Run
-	fence fenceState // used only by the goroutine running Run
+	// loop and fence are used only by Run: by the goroutine running it,
+	// and by the work it hands to a goroutine of its own and waits for
+	// (package ownstack), one step at a time.
+	loop  loopState
+	fence fenceState
 
 	mu    sync.Mutex
 	obs   observation // guarded by mu
