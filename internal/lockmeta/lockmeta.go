@@ -202,11 +202,55 @@ func ReadSessionMark(annotations map[string]string) (SessionMark, bool) {
 	if !ok {
 		return SessionMark{}, false
 	}
-	var m SessionMark
-	if err := json.Unmarshal([]byte(raw), &m); err != nil || m.Holder == "" {
+	m, plain := readPlainMark(raw)
+	if !plain {
+		m = SessionMark{} // readPlainMark may have read part of it
+		if err := json.Unmarshal([]byte(raw), &m); err != nil {
+			return SessionMark{}, false
+		}
+	}
+	if m.Holder == "" {
 		return SessionMark{}, false
 	}
 	return m, true
+}
+
+// readPlainMark decodes a mark written exactly as json.Marshal writes a
+// SessionMark whose strings are plain (PlainJSON), without encoding/json:
+// a holder that leaves its renewals to its session reads its mark at every
+// renew tick, on a goroutine that keeps a small stack (see package elector,
+// The stack of a waiting candidate). It returns false for anything else,
+// which the caller decodes with encoding/json; what it returns is what
+// json.Unmarshal returns for the same text.
+func readPlainMark(raw string) (SessionMark, bool) {
+	var m SessionMark
+	rest, ok := strings.CutPrefix(raw, `{"holder":"`)
+	if !ok {
+		return m, false
+	}
+	if m.Holder, rest, ok = strings.Cut(rest, `"`); !ok || !PlainJSON(m.Holder) {
+		return m, false
+	}
+	okSession, okProcess := true, true
+	m.Session, rest, okSession = cutPlainField(rest, `,"session":"`)
+	m.Process, rest, okProcess = cutPlainField(rest, `,"process":"`)
+	if after, mixed := strings.CutPrefix(rest, `,"mixed":true`); mixed {
+		m.Mixed, rest = true, after
+	}
+	return m, okSession && okProcess && rest == "}"
+}
+
+// cutPlainField cuts from the start of raw the string field that begins
+// with key (`,"name":"`) and returns its value and what follows; raw as it
+// is when it does not begin with key. ok is false when the value does not
+// end or is not plain.
+func cutPlainField(raw, key string) (value, rest string, ok bool) {
+	rest, found := strings.CutPrefix(raw, key)
+	if !found {
+		return "", raw, true
+	}
+	value, rest, found = strings.Cut(rest, `"`)
+	return value, rest, found && PlainJSON(value)
 }
 
 // HolderPodAnnotationKey is the annotation of a lock object in which a

@@ -76,3 +76,71 @@ func TestReadHandoverIsJSONUnmarshal(t *testing.T) {
 		}
 	}
 }
+
+// ReadSessionMark reads what json.Unmarshal reads, whether it takes its own
+// path (a mark as json.Marshal writes one with plain strings) or
+// encoding/json's; a mark that does not decode, or names no holder, reads
+// as none. Every mark json.Marshal writes with plain strings takes the own
+// path.
+func TestReadSessionMarkIsJSONUnmarshal(t *testing.T) {
+	check := func(raw string) {
+		t.Helper()
+		var want SessionMark
+		wantOK := json.Unmarshal([]byte(raw), &want) == nil && want.Holder != ""
+		if !wantOK {
+			want = SessionMark{}
+		}
+		got, ok := ReadSessionMark(map[string]string{SessionAnnotationKey: raw})
+		if got != want || ok != wantOK {
+			t.Errorf("%s: ReadSessionMark read %+v, %v; json.Unmarshal %+v, %v", raw, got, ok, want, wantOK)
+		}
+	}
+	values := []string{"", "stable-1", "meshd-session-a/4f2c9e1d", "a b", `q"uote`, `back\slash`, "<b>&", "é", "\x7f", "\xff", "tab\t", "}", `","mixed":true}`}
+	plain := 0
+	for _, holder := range values {
+		for _, session := range values {
+			for _, process := range values {
+				for _, mixed := range []bool{false, true} {
+					m := SessionMark{Holder: holder, Session: session, Process: process, Mixed: mixed}
+					raw, err := json.Marshal(m)
+					if err != nil {
+						t.Fatal(err)
+					}
+					check(string(raw))
+					if PlainJSON(holder) && PlainJSON(session) && PlainJSON(process) {
+						plain++
+						if _, ok := readPlainMark(string(raw)); !ok {
+							t.Errorf("%s: a mark with plain strings was left to encoding/json", raw)
+						}
+					}
+				}
+			}
+		}
+	}
+	if plain == 0 {
+		t.Fatal("no mark with plain strings was generated")
+	}
+	for _, raw := range []string{
+		`{"holder":"a","session":"s","process":"p","mixed":true}`,
+		`{"holder":"a","mixed":false}`,
+		`{"holder":"a","mixed":true,"session":"s"}`,
+		`{"holder":"a","process":"p","session":"s"}`,
+		`{"holder":"a","session":"s","session":"t"}`,
+		`{"session":"s","holder":"a"}`,
+		`{"holder": "a"}`,
+		`{"holder":"a"} `,
+		`{"holder":"a"}}`,
+		`{"holder":"a","session":"s}`,
+		`{"holder":"a","session":"s`,
+		`{"holder":"a","session":"s\"t"}`,
+		`{"holder":"a","session":"\u003c"}`,
+		`{"holder":"a","mixed":true`,
+		`{"Holder":"a"}`,
+		`{"holder":"`,
+		`{"holder":""}`,
+		`null`,
+		``,
+	} {
+		check(raw)
+	}
+}

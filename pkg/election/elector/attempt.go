@@ -128,12 +128,9 @@ func (le *LeaderElector) readAndDecide(ctx context.Context, renewing, fromCache 
 	}
 	switch {
 	case apierrors.IsNotFound(err) || (err == nil && noRecord(rec)):
-		if !renewing && (le.holderMayBeWorking(now) || le.emptyMayBeHeld(now, err != nil)) {
-			// Deleted or re-created without a record, not released: the
-			// holder may still be working.
-			return heldByOther, nil
-		}
-		if !renewing && le.proto.coord.LeaveVacant(now) {
+		// Deleted or re-created without a record, not released: the holder
+		// may still be working. Or a vacancy coordination leaves open.
+		if !renewing && (le.holderMayBeWorking(now) || le.emptyMayBeHeld(now, err != nil) || le.proto.coord.LeaveVacant(now)) {
 			return heldByOther, nil
 		}
 		if renewing {
@@ -406,8 +403,7 @@ func (le *LeaderElector) overwriteCorrupt(ctx context.Context, renewing bool, ra
 	}
 	desired := le.desired(now)
 	if renewing && prev.HolderIdentity == desired.HolderIdentity {
-		desired.AcquireTime = prev.AcquireTime
-		desired.LeaderTransitions = prev.LeaderTransitions
+		desired.AcquireTime, desired.LeaderTransitions = prev.AcquireTime, prev.LeaderTransitions
 	} else {
 		desired.LeaderTransitions = prev.LeaderTransitions + 1
 	}

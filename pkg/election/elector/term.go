@@ -18,24 +18,14 @@ import (
 
 // term is one term of leadership: the run callback and how it ended.
 type term struct {
-	ctx     context.Context
-	cancel  context.CancelFunc
-	done    chan struct{}
-	started bool
-	err     error // the callback's result, valid once done is closed
+	ctx    context.Context
+	cancel context.CancelFunc
+	done   chan struct{} // closed when the callback has returned; nil before it started
+	err    error         // the callback's result, valid once done is closed
 	// renew's timers, stopped by endTerm
 	fence        clockTimer // fires at the fence; nil once the callback may start
 	timer        clockTimer // fires at the next renew
 	startOnRenew bool       // the fence passed; start after the next successful renew
-}
-
-// doneCh is closed when the callback has returned; nil (never ready) before
-// it started.
-func (t *term) doneCh() <-chan struct{} {
-	if !t.started {
-		return nil
-	}
-	return t.done
 }
 
 // termEnd says how a term ended.
@@ -70,7 +60,7 @@ func (le *LeaderElector) lead(ctx context.Context) {
 // beginTerm starts a term: the term's context, the leading state, the metric
 // and the event.
 func (le *LeaderElector) beginTerm(ctx context.Context) *term {
-	t := &term{done: make(chan struct{})}
+	t := &term{}
 	t.ctx, t.cancel = context.WithCancel(ctx)
 	le.setLeading(true)
 	le.cfg.Metrics.Acquired(le.cfg.Name)
@@ -102,7 +92,7 @@ func (le *LeaderElector) endTerm(ctx context.Context, t *term, end *termEnd) {
 // recovered: supervising the work is the caller's (package election
 // recovers every run function and turns a panic into an error).
 func (le *LeaderElector) startCallback(t *term) {
-	t.started = true
+	t.done = make(chan struct{})
 	go func() {
 		defer close(t.done)
 		t.err = le.cfg.Callbacks.OnStartedLeading(t.ctx)
@@ -163,11 +153,27 @@ func (le *LeaderElector) renew(ctx context.Context, t *term) *termEnd {
 		// The wait is made here, and what follows it in renewWoke, on a
 		// goroutine of its own, so that a waiting leader's stack stays
 		// small (package doc, The stack of a waiting candidate).
-		woke := ordered.First6(ctx.Done(), le.watchEvents(), t.doneCh(), timerC(t.fence), le.trigger, t.timer.C())
+		woke := ordered.First6(ctx.Done(), le.watchEvents(), t.done, timerC(t.fence), le.trigger, t.timer.C())
+		if woke == 5 && le.renewedInPlace(t) {
+			continue
+		}
 		if end := ownstack.Call(func() *termEnd { return le.renewWoke(ctx, woke, t) }); end != nil {
 			return end
 		}
 	}
+}
+
+// renewedInPlace takes a renew tick that the session's heartbeat answered
+// (no request, nothing to start) on renew's own goroutine: the check is
+// shallow, and a goroutine of its own would cost a start and a thread
+// woken at every tick of every election. False leaves the tick to
+// renewWoke.
+func (le *LeaderElector) renewedInPlace(t *term) bool {
+	if t.startOnRenew || !le.renewedBySession() || le.clock.Since(le.loop.lastRenew) >= le.cfg.RenewDeadline {
+		return false
+	}
+	t.timer.Reset(le.nextRenew())
+	return true
 }
 
 // renewNow makes one renew attempt and starts the callback if the fence
@@ -343,7 +349,7 @@ func (le *LeaderElector) nextRenew() time.Duration {
 // reported every LeaseDuration; the wait has no other bound.
 func (le *LeaderElector) stopWork(t *term, end *termEnd) {
 	t.cancel()
-	if !t.started {
+	if t.done == nil {
 		return
 	}
 	overdue := le.clock.NewTimer(le.cfg.StopTimeout)
@@ -388,7 +394,7 @@ func (le *LeaderElector) stopWork(t *term, end *termEnd) {
 // the fence.
 func (le *LeaderElector) holdUntilFence(ctx context.Context, t *term, end *termEnd) {
 	wait := le.fence.startAt.Sub(le.clock.Now())
-	if t.started || wait <= 0 || !end.stillHeld || !le.givesAway(*end) || le.proto.handover.CarriesFence(end.handTo, wait) {
+	if t.done != nil || wait <= 0 || !end.stillHeld || !le.givesAway(*end) || le.proto.handover.CarriesFence(end.handTo, wait) {
 		return
 	}
 	if end.handTo == nil || ctx.Err() != nil {
