@@ -16,6 +16,8 @@
 #   make sim               the deterministic simulation: fixed ranges and fresh seeds
 #   make sim-long          a search of at least 1,000,000 schedules, in parallel chunks
 #   make bench             benchmarks against client-go's elector, written to docs/benchmarks.md
+#   make bench-compare     the benchmark of BASE and of the working tree, one after the other:
+#                          docs/bench-compare.md side by side, and docs/benchmarks.md
 #   make chaos             faults injected into several meshd processes; checks safety and liveness
 
 GO       ?= go
@@ -74,7 +76,7 @@ UNIT_PKGS := ./pkg/... ./internal/testing/kubetest/... ./internal/testing/sim/..
 
 include mk/kube.mk
 
-.PHONY: all build image image-name chart test test-unit test-integration test-tools lint fuzz fuzz-decoders sim sim-long demo bench chaos clean
+.PHONY: all build image image-name chart test test-unit test-integration test-tools lint fuzz fuzz-decoders sim sim-long demo bench bench-compare chaos clean
 
 all: build
 
@@ -191,6 +193,13 @@ demo-multicluster: kube-bins build
 # Reports, not tests: about 20 minutes on 2 cores; run it on an idle machine.
 bench: kube-bins
 	$(GO) run ./internal/tools/cmd/bench -out docs/benchmarks.md
+
+# Twice make bench's time: BASE's benchmark from a worktree under .cache,
+# then the working tree's. BASE is the code before the core was split into
+# plug-ins (the commit its issue measured).
+BASE ?= d59a6c8
+bench-compare: kube-bins
+	$(GO) run ./internal/tools/cmd/benchcompare -base $(BASE) -out docs/bench-compare.md -head-out docs/benchmarks.md
 
 chaos: kube-bins build
 	$(GO) run ./internal/tools/cmd/chaos -meshd $(BIN)/meshd -duration $(CHAOS_DURATION) -seed $(CHAOS_SEED) -pods
