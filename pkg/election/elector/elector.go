@@ -117,7 +117,7 @@ type loopState struct {
 	warnedLease    string             // holder and lease of the last over-long lease reported
 	watchEpoch     uint64             // the watch's Epoch before this candidate's last successful write of its record (session mode)
 	writeEpoch     uint64             // the watch's Epoch before the write under way (session mode)
-	conflicted     bool               // the last attempt's write conflicted with a version the watch had not delivered
+	conflicted     bool               // the last attempt's write conflicted, and the watch has delivered no version since
 }
 
 // fenceState is the fence as a value: when the run callback of the coming
@@ -388,7 +388,8 @@ func (le *LeaderElector) jitter(d time.Duration) time.Duration {
 // candidate's observation, or until the handover protocol or the steal
 // damper may let it act, whichever comes first (see package
 // internal/election/wake), and at most the retry period after an attempt
-// whose write conflicted.
+// whose write conflicted, until the watch delivers a version that explains
+// the conflict (see lockWatch.ingest).
 func (le *LeaderElector) followerWait() time.Duration {
 	poll := le.jitter(le.cfg.RetryPeriod)
 	if le.watch == nil || !le.watch.Healthy() {

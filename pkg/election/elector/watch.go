@@ -61,6 +61,12 @@ func (w *lockWatch) ingest() bool {
 	for _, d := range batch {
 		changed = w.ingestOne(d.Obj, d.Deleted) || changed
 	}
+	// A version delivered after a write that conflicted is the write it
+	// conflicted with, or follows it: the conflict is explained, and the
+	// follower waits by what it now sees. Kept, the bound made every
+	// candidate that lost the first race for a lock look again a
+	// RetryPeriod later for nothing.
+	w.le.loop.conflicted = w.le.loop.conflicted && !changed
 	return changed
 }
 
