@@ -77,7 +77,9 @@ func run(base, out, headOut, dir string, benchArgs []string) error {
 	}
 	baseOut := filepath.Join(dir, "base-"+baseCommit[:12]+".md")
 	started := time.Now()
-	if err := benchmark(tree, baseOut, benchArgs); err != nil {
+	// Relative to the base's tree, so that the report's command names no
+	// path of this machine.
+	if err := benchmark(tree, filepath.Join("..", filepath.Base(baseOut)), benchArgs); err != nil {
 		return fmt.Errorf("the base's benchmark: %w", err)
 	}
 	if err := benchmark(".", headOut, benchArgs); err != nil {
