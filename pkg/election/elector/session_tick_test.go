@@ -28,7 +28,8 @@ func goroutinesCreated(t *testing.T) uint64 {
 // thread woken per tick of every election it leads.
 func TestSessionRenewTicksStartNoGoroutine(t *testing.T) {
 	const retry = 20 * time.Millisecond
-	client := kubetest.NewClientset()
+	h := newLeaseHarness(t) // its clientset; the elector keeps the real clock
+	client := h.client
 	lock, err := resourcelock.New(resourcelock.LeasesResourceLock, ns, lockName, client, resourcelock.Config{Identity: "a"})
 	if err != nil {
 		t.Fatal(err)
@@ -44,13 +45,7 @@ func TestSessionRenewTicksStartNoGoroutine(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		le.Run(ctx)
-	}()
-	defer func() { cancel(); <-done }()
+	h.run(le)
 	waitFor(t, "a to lead", le.IsLeader)
 	// Until it has written once with its watch healthy the holder renews
 	// its record itself; then its session renews it.
