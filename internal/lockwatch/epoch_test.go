@@ -49,11 +49,11 @@ func TestEpochNeverRepeatsUnderConcurrentHealthChanges(t *testing.T) {
 	close(stop)
 	wg.Wait()
 	f.SetHealth(false)
-	if f.Epoch() != 0 || f.UnbrokenSince(0) || f.UnbrokenSince(last) {
+	if f.Epoch() != 0 || f.Covers(0, "") || f.Covers(last, "") {
 		t.Fatal("an unhealthy follower claims an epoch")
 	}
 	f.SetHealth(true)
-	if e := f.Epoch(); e <= last || !f.UnbrokenSince(e) {
+	if e := f.Epoch(); e <= last || !f.Covers(e, "") {
 		t.Fatalf("heal gave epoch %d after %d", e, last)
 	}
 }

@@ -42,6 +42,11 @@ type Follower struct {
 	// delivers meanwhile is its cache replayed, which it hands over even
 	// while the shared watch is broken, so it says nothing of its health.
 	joining atomic.Bool
+	// last is the resourceVersion of the latest delivery ("" for a
+	// deletion or an object without one), and lastEpoch the period of
+	// health it was delivered in (0 for a replay while joining); under mu.
+	last      string
+	lastEpoch uint64
 }
 
 // Delivery is one object (or deletion) the watch handed over.
@@ -80,11 +85,22 @@ func (f *Follower) Epoch() uint64 {
 	return f.epoch
 }
 
-// UnbrokenSince reports whether the watch is healthy and has not broken
-// since Epoch returned epoch.
-func (f *Follower) UnbrokenSince(epoch uint64) bool {
-	e := f.Epoch()
-	return e != 0 && e == epoch
+// Covers reports whether the watch has handed over, or will hand over in
+// order, every change of the object made after a write of it: a write
+// before which Epoch returned epoch, with the watch unbroken since; or the
+// write that produced version, when that is the version the watch
+// delivered last, in the current period of health. The second is what a
+// watch that broke during or after the write offers once it has listed
+// again (or resumed) and handed the written version over: the object was
+// still at that version when it did, and every later change comes after
+// it. An empty version covers nothing.
+func (f *Follower) Covers(epoch uint64, version string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !f.ok.Load() {
+		return false
+	}
+	return epoch == f.epoch || (version != "" && version == f.last && f.lastEpoch == f.epoch)
 }
 
 // HealthyNow is closed once the watch is healthy after the last Start.
@@ -173,17 +189,37 @@ func (f *Follower) wake() {
 // shared watch is broken and no watch is open), so a delivery while
 // joining leaves the health to the hub's own report.
 func (f *Follower) Deliver(obj any, deleted bool) {
+	live := !f.joining.Load()
 	f.mu.Lock()
 	if len(f.pending) == MaxPending {
 		f.pending = append(f.pending[:0], f.pending[1:]...)
 		f.dropped = true
 	}
 	f.pending = append(f.pending, Delivery{Obj: obj, Deleted: deleted})
+	f.last, f.lastEpoch = versionOf(obj, deleted), 0
+	if live {
+		// The period SetHealth(true) below is in: a new one if the watch
+		// is not healthy now. Should a break come in between, the period
+		// noted is one that has ended, which covers nothing.
+		f.lastEpoch = f.epoch
+		if !f.ok.Load() {
+			f.lastEpoch++
+		}
+	}
 	f.mu.Unlock()
-	if !f.joining.Load() {
+	if live {
 		f.SetHealth(true)
 	}
 	f.wake()
+}
+
+// versionOf is the resourceVersion of a delivered object; "" for a
+// deletion.
+func versionOf(obj any, deleted bool) string {
+	if o, ok := obj.(interface{ GetResourceVersion() string }); ok && !deleted {
+		return o.GetResourceVersion()
+	}
+	return ""
 }
 
 // Take returns what was delivered since the last Take, oldest first, and

@@ -117,6 +117,7 @@ type loopState struct {
 	warnedLease    string             // holder and lease of the last over-long lease reported
 	watchEpoch     uint64             // the watch's Epoch before this candidate's last successful write of its record (session mode)
 	writeEpoch     uint64             // the watch's Epoch before the write under way (session mode)
+	wroteVersion   string             // the resourceVersion of that write, once made: a watch that hands it over again covers it
 	conflicted     bool               // the last attempt's write conflicted, and the watch has delivered no version since
 }
 

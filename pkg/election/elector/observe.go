@@ -110,7 +110,7 @@ func (le *LeaderElector) refreshObservedLease(now time.Time) {
 // observeOwnWrite remembers a record this candidate just wrote.
 func (le *LeaderElector) observeOwnWrite(rec resourcelock.Record, now time.Time) {
 	le.loop.emptied.Clear()
-	le.loop.watchEpoch = le.loop.writeEpoch // noted before the write: a break during it counts
+	le.loop.watchEpoch, le.loop.wroteVersion = le.loop.writeEpoch, le.cfg.Lock.ResourceVersion() // the epoch noted before the write: a break during it counts
 	le.loop.wrote = lockcap.MarkRenew(rec.RenewTime.Time, now)
 	le.proto.handover.Wrote(now)
 	le.mu.Lock()

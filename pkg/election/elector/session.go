@@ -37,7 +37,7 @@ func (le *LeaderElector) aliveUntil(now, recordEnd time.Time) time.Time {
 // left to it. It cannot when the session is not current, when a request
 // waits for an answer (or a refusal would now be an acceptance), when the
 // watch has broken since the holder last wrote its record (it may still be
-// catching up), or when the lock's Pod mark is pending: the holder then
+// catching up) and has not handed that write over since, or when the lock's Pod mark is pending: the holder then
 // writes its record, which also shows it whether someone took the lock
 // meanwhile.
 func (le *LeaderElector) renewedBySession() bool {
@@ -51,7 +51,7 @@ func (le *LeaderElector) renewedBySession() bool {
 		le.state.sessionRenew = sent
 		le.mu.Unlock()
 	}
-	return current && le.watch.UnbrokenSince(le.loop.watchEpoch) && !le.proto.handover.ToAnswer(le.clock.Now()) &&
+	return current && le.watch.Covers(le.loop.watchEpoch, le.loop.wroteVersion) && !le.proto.handover.ToAnswer(le.clock.Now()) &&
 		le.proto.coord.Preferred() == nil && !lockcap.PodMarkPending(le.cfg.Lock)
 }
 

@@ -129,7 +129,7 @@ func (le *LeaderElector) fencePassed() *termEnd {
 			return end
 		}
 	}
-	le.loop.watchEpoch = 0 // renewedBySession is false until this holder has written
+	le.loop.watchEpoch, le.loop.wroteVersion = 0, "" // renewedBySession is false until this holder has written
 	le.log.Info("the previous holder's lease has run out; renewing before the run callback starts")
 	return nil
 }

@@ -30,9 +30,8 @@ func newLockWatch(le *LeaderElector, lock lockcap.Watchable) *lockWatch {
 }
 
 // takeRecordGone reports and clears recordGone.
-func (w *lockWatch) takeRecordGone() bool {
-	gone := w.recordGone
-	w.recordGone = false
+func (w *lockWatch) takeRecordGone() (gone bool) {
+	gone, w.recordGone = w.recordGone, false
 	return gone
 }
 
