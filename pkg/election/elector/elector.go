@@ -309,7 +309,7 @@ func (le *LeaderElector) Check(tolerance time.Duration) error {
 // stack of a waiting candidate).
 func (le *LeaderElector) acquire(ctx context.Context) bool {
 	le.log.Debug("contending for leadership")
-	wait := ownstack.Call(func() time.Duration { return le.waitAfter(le.tryFirst(ctx)) })
+	wait := le.tryFirst(ctx)
 	for wait != tookLock {
 		timer := le.clock.NewTimer(wait)
 		// Taken in a fixed order when several happened at once (package
