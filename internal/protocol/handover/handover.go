@@ -57,7 +57,10 @@ type Protocol struct {
 	cfg Config
 	log *zap.Logger
 
-	ask askState
+	// ask is nil until this candidate first asks a holder, so that a
+	// candidate that never does (most followers, every leader) carries
+	// only the pointer.
+	ask *askState
 	// w bounds the age of requests by this candidate's own clock (see
 	// stale); nil until this candidate first writes the lock object or
 	// meets a request, so that a follower that does neither carries only
@@ -149,10 +152,10 @@ func (p *Protocol) Ask(ctx context.Context, rec *resourcelock.Record, now time.T
 	if h.Holder != rec.HolderIdentity {
 		return true, nil // an istiod or client-go holder: it cannot answer
 	}
-	if t := TermKey(rec); p.ask.term != t {
-		p.ask = askState{term: t}
+	if t := TermKey(rec); p.ask == nil || p.ask.term != t {
+		p.ask = &askState{term: t}
 	}
-	a := &p.ask
+	a := p.ask
 	if !a.askedAt.IsZero() && h.Candidate == p.me() && !p.mayAskAgain(h, now) {
 		return p.followUp(h, now), nil
 	}
@@ -172,7 +175,7 @@ func (p *Protocol) Ask(ctx context.Context, rec *resourcelock.Record, now time.T
 
 // followUp follows this candidate's own request; true: take the lock.
 func (p *Protocol) followUp(h lockmeta.Handover, now time.Time) bool {
-	a := &p.ask
+	a := p.ask
 	if h.Answer != "" && a.heard != h.Answer {
 		a.heard, a.answeredAt = h.Answer, now
 		p.log.Info("the holder answered the handover request", zap.String("holder", h.Holder),
@@ -250,7 +253,7 @@ func (p *Protocol) request(ctx context.Context, rec *resourcelock.Record, now ti
 	if err := p.write(ctx, req, now); err != nil {
 		return fmt.Errorf("ask %s to hand over %s: %w", rec.HolderIdentity, p.cfg.Lock.Describe(), err)
 	}
-	a := &p.ask
+	a := p.ask
 	if a.unanswered.IsZero() || a.heard != "" {
 		a.unanswered = now
 	}
@@ -285,18 +288,29 @@ func (p *Protocol) yielding(now time.Time) bool {
 
 // Triggered is called when the elector was triggered: a refused request
 // may be repeated at once.
-func (p *Protocol) Triggered() { p.ask.askAgain = true }
+func (p *Protocol) Triggered() {
+	if p.ask != nil {
+		p.ask.askAgain = true
+	}
+}
 
 // AskedAt is when this candidate wrote its request to the current holder's
 // term; zero when it has not asked.
-func (p *Protocol) AskedAt() time.Time { return p.ask.askedAt }
+func (p *Protocol) AskedAt() time.Time {
+	if p.ask == nil {
+		return time.Time{}
+	}
+	return p.ask.askedAt
+}
 
 // WakeAt is when the candidate's handover state changes by itself: the end
 // of the grace period of an unanswered request, or when a refusal may be
 // repeated. Zero when nothing is waited for.
 func (p *Protocol) WakeAt(now time.Time) time.Time {
-	a := &p.ask
+	a := p.ask
 	switch {
+	case a == nil:
+		return time.Time{}
 	case a.askedAt.IsZero():
 		if at := a.entitled.Add(p.yieldDelay()); !a.entitled.IsZero() && at.After(now) {
 			return at
