@@ -53,7 +53,12 @@ func (w *World) excuse(wk work, starter string, now time.Time) string {
 //     stopped, whether its holder already knew it had lost the lock or
 //     not (a holder whose lock was re-created empty and taken by
 //     client-go's shape learns of it only at its next renew), and work of
-//     an earlier process of its own identity that had been told to stop.
+//     an earlier process of its own identity that had been told to stop;
+//   - the thief's work, against the victim starting after the steal on the
+//     record it had been given before it (a handover or a coordinator named
+//     it, and it leads on that record without a write): it sees the steal
+//     at its next look and stops, and that work, too, ends within the lease
+//     the fence would have waited out.
 //
 // Nothing else is: work that ended its term by a handover, by an expired or
 // released lock, or more than a lease ago is checked as before.
@@ -72,19 +77,33 @@ func (w *World) stolenAtOnce(wk work, starter string, now time.Time) bool {
 	if i >= 0 && i+1 < len(w.records) && (wk.actor != starter || !wk.cancelled.IsZero()) && recent(i+1) && w.forcedTakeLocked(i+1) {
 		return true
 	}
-	// The victim's term: the last record naming it, and the take after it.
-	i = len(w.records) - 1
-	for i >= 0 && (w.records[i].Holder != wk.actor || w.records[i].Deleted) {
+	if thief, ok := w.takenByForceLocked(starter, recent); ok && thief == wk.actor {
+		return true
+	}
+	_, ok := w.takenByForceLocked(wk.actor, recent)
+	return ok
+}
+
+// takenByForceLocked reports whether the last record naming victim was
+// followed, less than a lease ago (recent), by a candidate with
+// StartAtOnceAfterSteal taking the lock from it by force, and who. Called
+// with mu held.
+func (w *World) takenByForceLocked(victim string, recent func(int) bool) (thief string, ok bool) {
+	i := len(w.records) - 1
+	for i >= 0 && (w.records[i].Holder != victim || w.records[i].Deleted) {
 		i--
 	}
 	if i < 0 {
-		return false
+		return "", false
 	}
 	j := i + 1
 	for j < len(w.records) && w.records[j].Writer == "" { // the world's writes
 		j++
 	}
-	return j < len(w.records) && recent(j) && w.forcedTakeLocked(j)
+	if j < len(w.records) && recent(j) && w.forcedTakeLocked(j) {
+		return w.records[j].Holder, true
+	}
+	return "", false
 }
 
 // forcedTakeLocked reports whether record j is a candidate with
