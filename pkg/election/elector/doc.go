@@ -192,8 +192,11 @@
 // renewWoke: decisions on the record, API requests, logging) runs on a
 // goroutine of its own (package internal/ownstack), whose stack goes back
 // to the runtime when it returns, instead of growing the waiting
-// goroutine's stack again at every renew and every watch event. One
-// wake-up is the exception: a renew tick of a holder whose session renewed
+// goroutine's stack again at every renew and every watch event. The waits
+// themselves stay on the candidate's goroutine, the first attempt's too
+// (for a healthy watch, for a pacing turn): a Run that waited on a second
+// goroutine would hold two while thousands of elections start together.
+// One wake-up is the exception: a renew tick of a holder whose session renewed
 // its term (renewedInPlace) needs no request and no decision, and runs in
 // place, with no encoding/json on its way (the session mark is read by
 // hand); a goroutine per tick would cost a start and a thread woken at
