@@ -53,16 +53,9 @@ func TestSessionHolderWritesWhenItsWatchBrokeDuringItsWrite(t *testing.T) {
 			if m, ok := h.mark(); !ok || m.Session != "s/1" {
 				t.Fatalf("mark after acquiring: %+v (present %v)", m, ok)
 			}
-			le.loop.lastRenew = t0
-			h.verbs()
-			h.clock.SetTime(t0.Add(time.Second))
-			s.sent = h.clock.Now()
-			if end := le.renewOnce(context.Background()); end != nil {
-				t.Fatalf("renew ended the term: %+v", end)
-			}
 			// After a break since its last write the holder cannot know it
 			// has been handed every write since: it must write its record.
-			assertVerbs(t, h.verbs(), tc.verbs...)
+			assertVerbs(t, renewWithSession(t, h, le, s), tc.verbs...)
 		})
 	}
 }
@@ -130,14 +123,21 @@ func TestSessionHolderCreditsAWatchThatHandedItsWriteOver(t *testing.T) {
 			}
 			tc.back(h, le)
 			le.watch.ingest() // as the loop does when the watch wakes it
-			le.loop.lastRenew = t0
-			h.verbs()
-			h.clock.SetTime(t0.Add(time.Second))
-			s.sent = h.clock.Now()
-			if end := le.renewOnce(context.Background()); end != nil {
-				t.Fatalf("renew ended the term: %+v", end)
-			}
-			assertVerbs(t, h.verbs(), tc.verbs...)
+			assertVerbs(t, renewWithSession(t, h, le, s), tc.verbs...)
 		})
 	}
+}
+
+// renewWithSession runs the holder le's renew one second after t0, with
+// its session s renewed just then, and returns the API verbs it sent.
+func renewWithSession(t *testing.T, h *harness, le *LeaderElector, s *fakeSession) []string {
+	t.Helper()
+	le.loop.lastRenew = t0
+	h.verbs()
+	h.clock.SetTime(t0.Add(time.Second))
+	s.sent = h.clock.Now()
+	if end := le.renewOnce(context.Background()); end != nil {
+		t.Fatalf("renew ended the term: %+v", end)
+	}
+	return h.verbs()
 }
