@@ -244,7 +244,10 @@
 //     from the latest renew, and followers may time the lease from up to a
 //     second before it: that second, plus StopTimeout, can exceed the
 //     margin between RenewDeadline and LeaseDuration. Use a Lease lock
-//     (microseconds) for a ttl under 4s. A candidate that finds its own
+//     (microseconds) for a ttl under 4s where every follower is meshd: a
+//     follower of client-go's shape (istiod) compares records with their
+//     times in whole seconds whatever the lock, so the same limit applies to
+//     a Lease it follows (docs/handover.md). A candidate that finds its own
 //     record after its term ended starts a new term (leaderTransitions one
 //     up) rather than writing the old one again, which with its wall clock
 //     stepped back could leave the stored record unchanged.
