@@ -83,9 +83,34 @@ func TestRenewTimesKeepRisingWhenTheWallClockStepsBack(t *testing.T) {
 	c := h.run(le)
 	defer c.stop()
 	waitFor(t, "a to lead", le.IsLeader)
-	h.steps(3, time.Second)
+	// Each step waits for the leader to park on its renew timer (its only
+	// timer), so every renewal falls due on a step however slow the
+	// machine is.
+	h.parkedSteps(3, time.Second, 1)
 	clk.wall.Store(int64(-4 * time.Second))
-	h.steps(8, time.Second)
+	h.parkedSteps(8, time.Second, 1)
+	// The fake clock now stands still 11 s after the first write, and the
+	// renewal due then may still be on its way. Renew times that follow
+	// the monotonic clock reach 11 s past the first; had they followed the
+	// wall clock back they would stop near 7 s, and no wait would bring
+	// them further.
+	spanOfRenewals := func() time.Duration {
+		mu.Lock()
+		defer mu.Unlock()
+		if len(records) < 2 {
+			return 0
+		}
+		first, err1 := resourcelock.DecodeRecord([]byte(records[0]))
+		last, err2 := resourcelock.DecodeRecord([]byte(records[len(records)-1]))
+		if err1 != nil || err2 != nil {
+			return 0 // reported below, write by write
+		}
+		return last.RenewTime.Sub(first.RenewTime.Time)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for spanOfRenewals() < 11*time.Second && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
 	if !le.IsLeader() {
 		t.Fatal("the leader lost its term to a step of its wall clock")
 	}
@@ -102,15 +127,15 @@ func TestRenewTimesKeepRisingWhenTheWallClockStepsBack(t *testing.T) {
 		}
 		renews = append(renews, rec.RenewTime.Time)
 	}
-	if len(renews) < 8 {
-		t.Fatalf("%d writes in 11 s, want a renewal every second: %q", len(renews), records)
+	if len(renews) != 12 {
+		t.Fatalf("%d writes in 11 s, want the first and a renewal every second: %q", len(renews), records)
 	}
 	for i := 1; i < len(renews); i++ {
 		if renews[i].Before(renews[i-1]) {
 			t.Fatalf("renew time %v stored after %v: renew times went back with the wall clock (%q)", renews[i], renews[i-1], records)
 		}
 	}
-	if first, last := renews[0], renews[len(renews)-1]; last.Sub(first) < 10*time.Second {
-		t.Fatalf("renew times span %v over 11 s of renewals, want them to follow the monotonic clock", last.Sub(first))
+	if first, last := renews[0], renews[len(renews)-1]; last.Sub(first) < 11*time.Second {
+		t.Fatalf("renew times span %v over 11 s of renewals, want them to follow the monotonic clock %q", last.Sub(first), records)
 	}
 }
