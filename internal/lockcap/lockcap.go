@@ -128,31 +128,63 @@ func PodMarkPending(lock resourcelock.Interface) bool {
 	return ok && p.HolderPodPending()
 }
 
-// StoredRenewTime is the renew time of lock's record as the lock stores
-// it, at the lock's precision (whole seconds in a ConfigMap, microseconds
-// in a Lease): what followers compare to notice a renewal. A Watchable lock
-// tells from the object version it last saw (zero when it holds none); a
-// lock that cannot tell is taken to store whole seconds, which never counts
-// an invisible renew as seen, and its record is the one observed returns.
-func StoredRenewTime(lock resourcelock.Interface, observed func() (resourcelock.Record, time.Time)) time.Time {
-	if w, ok := lock.(Watchable); ok {
-		if rec, _, err := w.Peek(); err == nil {
-			return rec.RenewTime.Time
-		}
-		return time.Time{}
-	}
-	rec, _ := observed()
-	return rec.RenewTime.Truncate(time.Second)
-}
-
 // RenewMark is the renew time a holder's write of its record stored (the
 // wall clock, without a monotonic reading) and when the write was sent
-// (the holder's clock, monotonic reading included). The zero value marks
-// no write.
-type RenewMark struct{ renew, at time.Time }
+// (the holder's clock, monotonic reading included), with when the first
+// write was sent that stored the record as a follower comparing whole
+// seconds reads it now (see DeadlineFrom). The zero value marks no write.
+type RenewMark struct{ renew, at, seen time.Time }
 
-// MarkRenew marks a write that stored renew, sent at at.
-func MarkRenew(renew, at time.Time) RenewMark { return RenewMark{renew: renew.Round(0), at: at} }
+// Wrote marks a write after m that stored renew, sent at at; changed
+// tells whether it changed the record as resourcelock.EncodeRecord
+// encodes it, with times in whole seconds.
+func (m RenewMark) Wrote(renew, at time.Time, changed bool) RenewMark {
+	if changed || m.seen.IsZero() {
+		m.seen = at
+	}
+	return RenewMark{renew: renew.Round(0), at: at, seen: m.seen}
+}
+
+// Timing is the timing of an election that its holder's deadlines follow.
+type Timing struct {
+	LeaseDuration, RenewDeadline, RetryPeriod, StopTimeout time.Duration
+}
+
+// minSecondsDeadline is the shortest RenewDeadline that counts whole from
+// the first renew of a second (see DeadlineFrom).
+const minSecondsDeadline = 2 * time.Second
+
+// DeadlineFrom is the time from which the RenewDeadline of the marked
+// write's term counts: the holder stops working when it has renewed for
+// none since, so that its work has stopped, within t.StopTimeout, before
+// any follower may take the lock.
+//
+// A follower of client-go's shape (istiod) tells a renewal by a change of
+// the record it encodes, whose times are whole seconds whatever the lock
+// stores: a renew in the same second as the previous one looks like none,
+// and such a follower times the lease from the first write of the second
+// (seen). With a RenewDeadline of 2 s or more the deadline counts from
+// seen: a renew a RetryPeriod later, in a later second, moves it in time.
+// A shorter deadline counts from the write itself. Either way it ends no
+// later than t.StopTimeout before the lease from seen runs out; the
+// holder's renews, closer together as the deadline nears, move it by
+// writing in a later second. Where that leaves too little room
+// (LeaseDuration − StopTimeout under a second and a quarter RetryPeriod)
+// the deadline is not held to it: followers comparing whole seconds may
+// then time the lease from up to a second before the holder does.
+func (m RenewMark) DeadlineFrom(t Timing) time.Time {
+	from := m.at
+	if t.RenewDeadline >= minSecondsDeadline {
+		from = m.seen
+	}
+	if t.LeaseDuration-t.StopTimeout < time.Second+t.RetryPeriod/4 {
+		return from
+	}
+	if last := m.seen.Add(t.LeaseDuration - t.StopTimeout - t.RenewDeadline); last.Before(from) {
+		return last
+	}
+	return from
+}
 
 // InheritRenew marks a term that began on a record another process wrote,
 // with renew time prev, at now: the term's writes store renew times from

@@ -30,7 +30,7 @@ func TestNextFollowsTheWallClockWhenItDoesNotStep(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			var m RenewMark
 			if !tc.write.IsZero() {
-				m = MarkRenew(tc.write, tc.write)
+				m = RenewMark{}.Wrote(tc.write, tc.write, true)
 			}
 			got := m.Next(tc.now)
 			if !got.Equal(tc.now.Round(0)) {
@@ -46,7 +46,7 @@ func TestRenewTimeRisesAfterAStepBackAndLeadsByNoMoreThanTheStep(t *testing.T) {
 	for _, step := range []time.Duration{-time.Millisecond, -time.Second, -4 * time.Second, -time.Hour} {
 		t.Run(step.String(), func(t *testing.T) {
 			write := at(0, 0)
-			m := MarkRenew(write, write)
+			m := RenewMark{}.Wrote(write, write, true)
 			now := at(time.Second, step)
 			got := m.Next(now)
 			if !got.After(write.Round(0)) {
@@ -72,6 +72,6 @@ func TestRenewTimesOnlyRiseWhenTheWallClockStepsForwardThenBack(t *testing.T) {
 		if i > 0 && !renew.Truncate(time.Second).After(last.Truncate(time.Second)) {
 			t.Fatalf("renewal %d stored %v (whole seconds) after %v: the same or an earlier second", i, renew.Truncate(time.Second), last.Truncate(time.Second))
 		}
-		m, last = MarkRenew(renew, now), renew
+		m, last = m.Wrote(renew, now, true), renew
 	}
 }

@@ -34,9 +34,7 @@ func Problems(p protocol.Handover, lock resourcelock.Interface, retryPeriod time
 }
 
 // Timing is the elector's timings that the core's side of handover needs.
-type Timing struct {
-	LeaseDuration, RenewDeadline, RetryPeriod, StopTimeout time.Duration
-}
+type Timing = lockcap.Timing
 
 // Role is handover as the elector core calls it: the elector's
 // Config.Handover with the decisions the core takes on the annotation, the

@@ -192,6 +192,12 @@ func TimingFromTTL(ttl time.Duration) (leaseDuration, renewDeadline, retryPeriod
 	return ttl, ttl / 2, ttl / 4
 }
 
+// timing is the part of c that the holder's deadlines follow.
+func (c *Config) timing() lockcap.Timing {
+	return lockcap.Timing{LeaseDuration: c.LeaseDuration, RenewDeadline: c.RenewDeadline,
+		RetryPeriod: c.RetryPeriod, StopTimeout: c.StopTimeout}
+}
+
 // Validate reports every problem of c at once.
 func (c *Config) Validate() error {
 	var errs []error

@@ -235,22 +235,22 @@
 //     lead, but with the fenced start only the old one runs its work. The
 //     fence assumes the old holder stops its work within its lease after its
 //     last renew (true of client-go, istiod and meshd unless paused or hung).
-//   - A ConfigMap record stores times in whole seconds: a renew in the same
-//     second as the previous one is invisible to followers, who time the
-//     lease from the earlier one. With a RenewDeadline of 2s or more (ttl
-//     4s and up) the holder's renew deadline counts from the earlier one
-//     too, so its term ends in time. Under 2s a deadline may leave no time
-//     in which a renew changes the stored second, so the deadline counts
-//     from the latest renew, and followers may time the lease from up to a
-//     second before it: that second, plus StopTimeout, can exceed the
-//     margin between RenewDeadline and LeaseDuration. Use a Lease lock
-//     (microseconds) for a ttl under 4s where every follower is meshd: a
-//     follower of client-go's shape (istiod) compares records with their
-//     times in whole seconds whatever the lock, so the same limit applies to
-//     a Lease it follows (docs/handover.md). A candidate that finds its own
-//     record after its term ended starts a new term (leaderTransitions one
-//     up) rather than writing the old one again, which with its wall clock
-//     stepped back could leave the stored record unchanged.
+//   - A follower of client-go's shape (istiod) compares records with their
+//     times in whole seconds, whatever the lock stores (a ConfigMap stores
+//     whole seconds, a Lease microseconds): a renew in the same second as
+//     the previous one is invisible to it, and it times the lease from the
+//     first renew of the second. With a RenewDeadline of 2s or more (ttl
+//     4s and up) the holder's renew deadline counts from that renew too;
+//     a shorter one counts from the latest renew. Either way the term ends
+//     no later than StopTimeout before the lease from the first renew of
+//     the second runs out, unless LeaseDuration − StopTimeout is under a
+//     second and a quarter RetryPeriod: then no renew is sure to fall in a
+//     later second in time, and such a follower may time the lease from up
+//     to a second before the holder does (lockcap.RenewMark.DeadlineFrom,
+//     docs/handover.md). A candidate that finds its own record after its
+//     term ended starts a new term (leaderTransitions one up) rather than
+//     writing the old one again, which with its wall clock stepped back
+//     could leave the stored record unchanged.
 //   - A term already on when a candidate first looks counts as old, so
 //     that a candidate preempts at once when it starts: candidates that
 //     start within one RetryPeriod, each outranking the holder before it,

@@ -170,12 +170,11 @@ func New(cfg Config) (*LeaderElector, error) {
 		le.cfg.Metrics = metrics.Nop{}
 	}
 	le.proto = plugins{
-		handover: handover.NewRole(cfg.Handover, cfg.Lock, handover.Timing{LeaseDuration: cfg.LeaseDuration,
-			RenewDeadline: cfg.RenewDeadline, RetryPeriod: cfg.RetryPeriod, StopTimeout: cfg.StopTimeout}, le.log),
-		coord:   coordination.NewRole(cfg.Coordination, cfg.Lock, le.log),
-		session: sessions.NewRole(cfg.Session, cfg.Lock.Identity()),
-		yield:   yield.New(cfg.YieldOnRelease),
-		pacer:   pacing.NewFirst(cfg.Pacer),
+		handover: handover.NewRole(cfg.Handover, cfg.Lock, cfg.timing(), le.log),
+		coord:    coordination.NewRole(cfg.Coordination, cfg.Lock, le.log),
+		session:  sessions.NewRole(cfg.Session, cfg.Lock.Identity()),
+		yield:    yield.New(cfg.YieldOnRelease),
+		pacer:    pacing.NewFirst(cfg.Pacer),
 	}
 	le.proto.priority = preemption.New(preemption.Config{Name: cfg.Name, Lock: cfg.Lock,
 		Damper: le.damper, Handover: &le.proto.handover, Metrics: le.cfg.Metrics, Logger: le.log})

@@ -111,10 +111,11 @@ func (le *LeaderElector) refreshObservedLease(now time.Time) {
 func (le *LeaderElector) observeOwnWrite(rec resourcelock.Record, now time.Time) {
 	le.loop.emptied.Clear()
 	le.loop.watchEpoch, le.loop.wroteVersion = le.loop.writeEpoch, le.cfg.Lock.ResourceVersion() // the epoch noted before the write: a break during it counts
-	le.loop.wrote = lockcap.MarkRenew(rec.RenewTime.Time, now)
 	le.proto.handover.Wrote(now)
+	raw := resourcelock.EncodeRecord(rec)
 	le.mu.Lock()
-	le.setObserved(&rec, resourcelock.EncodeRecord(rec), now)
+	le.loop.wrote = le.loop.wrote.Wrote(rec.RenewTime.Time, now, !bytes.Equal(raw, le.obs.raw))
+	le.setObserved(&rec, raw, now)
 	le.mu.Unlock()
 	le.reportLeader(rec.HolderIdentity)
 }

@@ -10,7 +10,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	"github.com/meshd-io/meshd/internal/election/ordered"
-	"github.com/meshd-io/meshd/internal/lockcap"
 	"github.com/meshd-io/meshd/internal/lockmeta"
 	"github.com/meshd-io/meshd/internal/ownstack"
 	"github.com/meshd-io/meshd/internal/protocol/handover"
@@ -265,23 +264,13 @@ func (le *LeaderElector) renewOnce(ctx context.Context) *termEnd {
 	if bySession {
 		return nil // the session's heartbeat renewed the term
 	}
-	sent := le.clock.Now()
-	before := lockcap.StoredRenewTime(le.cfg.Lock, le.Observed)
 	attemptCtx, cancel := context.WithTimeout(ctx, remaining)
 	out, err := le.attempt(attemptCtx, true)
 	cancel()
 	le.setLastError(err)
 	switch out {
 	case acquired:
-		if after := lockcap.StoredRenewTime(le.cfg.Lock, le.Observed); before.IsZero() || !after.Equal(before) || le.cfg.RenewDeadline < minSecondsDeadline {
-			le.loop.lastRenew = sent
-		} else {
-			// The lock stores times in whole seconds (a ConfigMap) and this
-			// renew fell in the second of the previous one: the record did
-			// not change, so followers cannot see it and time the lease
-			// from the earlier renew. So does the renew deadline.
-			le.log.Debug("renewed within the second of the previous renew; the renew deadline still counts from that one")
-		}
+		le.loop.lastRenew = le.loop.wrote.DeadlineFrom(le.cfg.timing())
 	case heldByOther:
 		le.lostTo()
 		return &termEnd{}
@@ -297,14 +286,6 @@ func (le *LeaderElector) renewOnce(ctx context.Context) *termEnd {
 	}
 	return nil
 }
-
-// minSecondsDeadline is the shortest renew deadline at which a holder of a
-// lock that stores whole seconds counts its deadline from the last renew
-// its followers can see: only then does every deadline leave at least a
-// second in which a renew changes the stored time. Under it (ttl under 4s
-// on a ConfigMap) the deadline counts from the latest renew, and followers
-// may time the lease from up to a second earlier (see the package doc).
-const minSecondsDeadline = 2 * time.Second
 
 // lostTo notes that another holder took the lock. It counts as stolen, for
 // the steal damper, only while this holder's own lease was still valid: a
