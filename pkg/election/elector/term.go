@@ -270,7 +270,10 @@ func (le *LeaderElector) renewOnce(ctx context.Context) *termEnd {
 	le.setLastError(err)
 	switch out {
 	case acquired:
-		le.loop.lastRenew = le.loop.wrote.DeadlineFrom(le.cfg.timing())
+		// Never back: a session's heartbeat may have moved it further.
+		if from := le.loop.wrote.DeadlineFrom(le.cfg.timing()); from.After(le.loop.lastRenew) {
+			le.loop.lastRenew = from
+		}
 	case heldByOther:
 		le.lostTo()
 		return &termEnd{}
