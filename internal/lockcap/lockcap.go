@@ -171,7 +171,9 @@ const minSecondsDeadline = 2 * time.Second
 // writing in a later second. Where that leaves too little room
 // (LeaseDuration − StopTimeout under a second and a quarter RetryPeriod)
 // the deadline is not held to it: followers comparing whole seconds may
-// then time the lease from up to a second before the holder does.
+// then time the lease from up to a second before the holder does. The
+// holder never takes its deadline back: in session mode the session's
+// heartbeat, which such followers cannot see, may have moved it further.
 func (m RenewMark) DeadlineFrom(t Timing) time.Time {
 	from := m.at
 	if t.RenewDeadline >= minSecondsDeadline {
