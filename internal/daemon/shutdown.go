@@ -2,6 +2,8 @@ package daemon
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"sync"
@@ -46,7 +48,19 @@ type deadlineTransport struct {
 	next    http.RoundTripper
 }
 
+// errPastShutdownDeadline is the error of a request sent after the
+// shutdown deadline.
+var errPastShutdownDeadline = errors.New("the daemon's shutdown deadline has passed")
+
 func (t *deadlineTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if t.expired.Err() != nil {
+		// Fail at once: context.AfterFunc below would cancel the request
+		// from another goroutine, and a quick request may finish first.
+		if req.Body != nil {
+			_ = req.Body.Close()
+		}
+		return nil, fmt.Errorf("%s %s: %w", req.Method, req.URL.Redacted(), errPastShutdownDeadline)
+	}
 	ctx, cancel := context.WithCancel(req.Context())
 	stop := context.AfterFunc(t.expired, cancel)
 	done := func() {
