@@ -352,6 +352,10 @@ func TestHandedCandidateRetriesAfterARetryPeriod(t *testing.T) {
 // Case 6: deleting and re-creating the lock object without a record is not
 // a release while the holder's lease runs; the holder writes its record again.
 func TestRecreatedLockWithoutRecordIsNotARelease(t *testing.T) {
+	synctest.Test(t, testRecreatedLockWithoutRecordIsNotARelease)
+}
+
+func testRecreatedLockWithoutRecordIsNotARelease(t *testing.T) {
 	h := newHarness(t)
 	holder := h.start(candidateOpts{identity: "b"})
 	waitFor(t, "b to lead", holder.le.IsLeader)
@@ -443,6 +447,10 @@ func TestFollowerThatMissedRenewalsWaitsOutAWipedLock(t *testing.T) {
 // Case 7: a request from 2020 naming a candidate that no longer exists made
 // a restarted holder hand the lock to nobody. It is ignored and cleared.
 func TestAncientRequestIsIgnored(t *testing.T) {
+	synctest.Test(t, testAncientRequestIsIgnored)
+}
+
+func testAncientRequestIsIgnored(t *testing.T) {
 	h := newHarness(t)
 	h.writeRecord(held("x", "canary", 4))
 	h.setHandover(`{"holder":"x","candidate":"ghost","candidateKey":"stable","requestTime":"2020-01-01T00:00:00Z"}`)

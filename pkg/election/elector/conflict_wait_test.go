@@ -3,6 +3,7 @@ package elector
 import (
 	"math/rand"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"go.uber.org/zap/zaptest"
@@ -18,6 +19,10 @@ import (
 // RetryPeriod: the follower takes the lock when that second runs out, not
 // a jittered RetryPeriod (1.6 s here) on.
 func TestAConflictDoesNotDelayAnEarlierWakeUp(t *testing.T) {
+	synctest.Test(t, testAConflictDoesNotDelayAnEarlierWakeUp)
+}
+
+func testAConflictDoesNotDelayAnEarlierWakeUp(t *testing.T) {
 	h := newHarness(t)
 	h.writeRecord(resourcelock.Record{LeaseDurationSeconds: 1, LeaderTransitions: 1}) // released
 	conflicts := h.conflictOnce()

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -41,6 +42,10 @@ func recordsNaming(h *harness, holder string) int {
 // holder writes for it: its request is its only write before its work
 // starts, so the handover costs one watched write after the work stopped.
 func TestCandidateHandedTheLockLeadsOnTheHoldersRecord(t *testing.T) {
+	synctest.Test(t, testCandidateHandedTheLockLeadsOnTheHoldersRecord)
+}
+
+func testCandidateHandedTheLockLeadsOnTheHoldersRecord(t *testing.T) {
 	h := newHarness(t)
 	l := &ledger.Ledger{}
 	holder := h.start(candidateOpts{identity: "h", key: "canary", accept: true, ledger: l})

@@ -2,6 +2,7 @@ package elector
 
 import (
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"go.uber.org/zap/zaptest"
@@ -19,6 +20,10 @@ import (
 // renewals store the holder's wall clock, as they would had the holder
 // never led before.
 func TestRenewTimeOfANewTermFollowsTheWallClock(t *testing.T) {
+	synctest.Test(t, testRenewTimeOfANewTermFollowsTheWallClock)
+}
+
+func testRenewTimeOfANewTermFollowsTheWallClock(t *testing.T) {
 	h := newHarness(t)
 	clk := &steppedClock{FakeClock: h.clock}
 	lock, err := resourcelock.New(resourcelock.LeasesResourceLock, ns, lockName, h.client, resourcelock.Config{Identity: "c1", Key: "stable"})
