@@ -206,6 +206,12 @@ func (r *Results) writeFailover(w io.Writer) {
 			fmtOverlap(x.Overlap), trials(len(x.Latency), x.Errors))
 	}
 	t.write(w)
+	for _, x := range r.Failover {
+		if x.UnknownRenew > 0 {
+			fmt.Fprintf(w, "\n%s: %d of %d trials have no \"last renew\" figure: the leader was cancelled with a renewal in\n", x.Impl, x.UnknownRenew, len(x.Latency))
+			fmt.Fprintf(w, "flight, which the API server may have applied at a time the leader never learnt.\n")
+		}
+	}
 }
 
 // fmtCounts prints a per-minute breakdown like "15.0 (update 15.0)".

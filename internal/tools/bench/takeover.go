@@ -15,8 +15,12 @@ type TakeoverResult struct {
 	// Latency is from cancelling the leader to the next run function start.
 	Latency Durations
 	// SinceRenew is from the old leader's last successful write (acquire or
-	// renew) to the next start: what a lease-based failover waits for.
-	SinceRenew Durations
+	// renew) to the next start: what a lease-based failover waits for. A
+	// trial whose old leader had a write in flight when it was cancelled
+	// has none (the API server may have applied it, at a time the leader
+	// never learnt): UnknownRenew counts those.
+	SinceRenew   Durations
+	UnknownRenew int
 	// Named are the latencies of the trials in which the successor started
 	// without a write of its own: the old holder's last write named it.
 	// Relayed are the others: a release, then the successor's write.
@@ -63,7 +67,7 @@ func runTakeover(ctx context.Context, env *Env, cfg Config, impl Impl, release b
 	tr := NewTracker()
 	for i := 0; i < cfg.Trials && ctx.Err() == nil; i++ {
 		lock := fmt.Sprintf("%s-%d", impl, i)
-		lat, sinceRenew, named, err := takeoverTrial(ctx, env, cfg, tr, probe, Spec{
+		lat, sinceRenew, named, known, err := takeoverTrial(ctx, env, cfg, tr, probe, Spec{
 			Impl: impl, Namespace: ns, Lock: lock, TTL: cfg.TTL, ReleaseOnCancel: release,
 		})
 		if err != nil {
@@ -72,7 +76,11 @@ func runTakeover(ctx context.Context, env *Env, cfg Config, impl Impl, release b
 			continue
 		}
 		res.Latency = append(res.Latency, lat)
-		res.SinceRenew = append(res.SinceRenew, sinceRenew)
+		if known {
+			res.SinceRenew = append(res.SinceRenew, sinceRenew)
+		} else {
+			res.UnknownRenew++
+		}
 		how := ""
 		if named {
 			res.Named = append(res.Named, lat)
@@ -87,8 +95,10 @@ func runTakeover(ctx context.Context, env *Env, cfg Config, impl Impl, release b
 }
 
 // takeoverTrial runs one trial; named reports whether the successor
-// started without a write of its own after the old leader was cancelled.
-func takeoverTrial(ctx context.Context, env *Env, cfg Config, tr *Tracker, probe *floorProbe, base Spec) (lat, sinceRenew time.Duration, named bool, err error) {
+// started without a write of its own after the old leader was cancelled,
+// known whether sinceRenew is known (no write of the old leader was in
+// flight when it was cancelled).
+func takeoverTrial(ctx context.Context, env *Env, cfg Config, tr *Tracker, probe *floorProbe, base Spec) (lat, sinceRenew time.Duration, named, known bool, err error) {
 	var g group
 	defer func() {
 		if e := g.stopAll(cfg.stopTimeout()); e != nil && err == nil {
@@ -113,12 +123,12 @@ func takeoverTrial(ctx context.Context, env *Env, cfg Config, tr *Tracker, probe
 		}
 		m, err := startTracedMember(env.Config, spec, tl, fmt.Sprintf("c%d", c))
 		if err != nil {
-			return 0, 0, false, err
+			return 0, 0, false, false, err
 		}
 		g = append(g, m)
 	}
 	if err := waitUntil(ctx, cfg.settleTimeout(), "a leader seen by all", g.settled); err != nil {
-		return 0, 0, false, err
+		return 0, 0, false, false, err
 	}
 	// Let followers reach their steady state, and act at a random phase;
 	// the floor is sampled meanwhile.
@@ -127,11 +137,11 @@ func takeoverTrial(ctx context.Context, env *Env, cfg Config, tr *Tracker, probe
 		pause = probe.sampleDuring
 	}
 	if err := pause(ctx, cfg.steadyPause()); err != nil {
-		return 0, 0, false, err
+		return 0, 0, false, false, err
 	}
 	old := g.leader()
 	if old == nil {
-		return 0, 0, false, fmt.Errorf("leadership changed while settling")
+		return 0, 0, false, false, fmt.Errorf("leadership changed while settling")
 	}
 	t0 := time.Now()
 	if tl != nil {
@@ -146,10 +156,10 @@ func takeoverTrial(ctx context.Context, env *Env, cfg Config, tr *Tracker, probe
 		return iv.Election == base.Lock && iv.Holder != old.id && iv.Start.After(t0)
 	})
 	if err != nil {
-		return 0, 0, false, err
+		return 0, 0, false, false, err
 	}
 	if err := old.stop(cfg.stopTimeout()); err != nil {
-		return 0, 0, false, err
+		return 0, 0, false, false, err
 	}
 	named = true
 	for _, m := range g {
@@ -158,5 +168,5 @@ func takeoverTrial(ctx context.Context, env *Env, cfg Config, tr *Tracker, probe
 			named = !ok || wrote.After(next.Start)
 		}
 	}
-	return next.Start.Sub(t0), next.Start.Sub(old.counter.LastWrite()), named, nil
+	return next.Start.Sub(t0), next.Start.Sub(old.counter.LastWrite()), named, !old.counter.WriteUnknownSince(), nil
 }

@@ -63,6 +63,10 @@ type Counter struct {
 	mu        sync.Mutex
 	counts    Counts
 	lastWrite time.Time // end of the latest successful create or update
+	// unknownWrite is when the latest create or update whose outcome is
+	// unknown was sent: its context ended before an answer came, and the
+	// API server may have applied it.
+	unknownWrite time.Time
 	// updates are the ends of the latest successful updates, oldest first,
 	// at most maxRecentUpdates of them.
 	updates []time.Time
@@ -126,6 +130,16 @@ func (c *Counter) LastWrite() time.Time {
 	return c.lastWrite
 }
 
+// WriteUnknownSince reports whether a create or update was sent after the
+// latest successful one (or after none) and ended with its context, with
+// no answer: the API server may have applied it, so LastWrite may not be
+// the latest write of the object.
+func (c *Counter) WriteUnknownSince() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.unknownWrite.After(c.lastWrite)
+}
+
 // FirstUpdateAfter is when the first successful update that returned after
 // t returned, among the latest maxRecentUpdates; ok is false if there is
 // none.
@@ -154,10 +168,16 @@ func (rt *countingRoundTripper) RoundTrip(req *http.Request) (*http.Response, er
 	if trace != nil {
 		trace(verb, req)
 	}
+	sent := time.Now()
 	resp, err := rt.next.RoundTrip(req)
 	if (err != nil && req.Context().Err() == nil) || (err == nil && resp.StatusCode >= 500) {
 		rt.c.mu.Lock()
 		rt.c.serverErrors++
+		rt.c.mu.Unlock()
+	}
+	if err != nil && req.Context().Err() != nil && (verb == VerbCreate || verb == VerbUpdate) {
+		rt.c.mu.Lock()
+		rt.c.unknownWrite = sent
 		rt.c.mu.Unlock()
 	}
 	if err == nil && resp.StatusCode < 300 && (verb == VerbCreate || verb == VerbUpdate) {

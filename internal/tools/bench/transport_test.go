@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"context"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -96,5 +97,49 @@ func TestCounterFirstUpdateAfter(t *testing.T) {
 	}
 	if n := len(c.updates); n != maxRecentUpdates {
 		t.Fatalf("%d update times kept, want %d", n, maxRecentUpdates)
+	}
+}
+
+// cancelledRT answers nothing: it waits for the request's context to end,
+// as a request in flight when its process is cancelled.
+type cancelledRT struct{}
+
+func (cancelledRT) RoundTrip(req *http.Request) (*http.Response, error) {
+	<-req.Context().Done()
+	return nil, req.Context().Err()
+}
+
+func TestCounterKnowsAWriteCancelledInFlightMayHaveLanded(t *testing.T) {
+	c := NewCounter()
+	ok := &countingRoundTripper{c: c, next: fixedRT(200)}
+	inFlight := &countingRoundTripper{c: c, next: cancelledRT{}}
+	cancelled := func(method string) {
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		req := httptest.NewRequest(method, "/apis/coordination.k8s.io/v1/namespaces/ns/leases/x", nil).WithContext(ctx)
+		_, _ = inFlight.RoundTrip(req)
+	}
+	cancelled("GET")
+	if c.WriteUnknownSince() {
+		t.Fatal("a cancelled GET counted as a write of unknown outcome")
+	}
+	_, _ = ok.RoundTrip(httptest.NewRequest("PUT", "/apis/coordination.k8s.io/v1/namespaces/ns/leases/x", nil))
+	if c.WriteUnknownSince() {
+		t.Fatal("a write of unknown outcome reported after a successful write and nothing else")
+	}
+	last := c.LastWrite()
+	cancelled("PUT")
+	if !c.WriteUnknownSince() {
+		t.Fatal("an update cancelled in flight after the last successful write was not reported")
+	}
+	if !c.LastWrite().Equal(last) {
+		t.Fatal("an update cancelled in flight was recorded as a successful write")
+	}
+	_, _ = ok.RoundTrip(httptest.NewRequest("PUT", "/apis/coordination.k8s.io/v1/namespaces/ns/leases/x", nil))
+	if c.WriteUnknownSince() {
+		t.Fatal("a successful write after the cancelled one did not settle it")
+	}
+	if n := c.ServerErrors(); n != 0 {
+		t.Fatalf("%d server errors counted for requests cancelled by their caller", n)
 	}
 }

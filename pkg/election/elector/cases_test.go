@@ -23,6 +23,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	k8stesting "k8s.io/client-go/testing"
 
+	"github.com/meshd-io/meshd/internal/election/wake"
 	"github.com/meshd-io/meshd/internal/lockmeta"
 	"github.com/meshd-io/meshd/internal/metrics"
 	"github.com/meshd-io/meshd/internal/testing/kubetest"
@@ -559,11 +560,11 @@ func TestWatchingFollowerWakesWhenAWipedLockMayBeTaken(t *testing.T) {
 	if !le.emptyMayBeHeld(h.clock.Now(), false) {
 		t.Fatal("the wiped lock counts as free before a lease from when it was seen so")
 	}
-	if got, want := le.followerWait(), time.Second+expirySlack; got != want {
+	if got, want := le.followerWait(), time.Second+wake.Slack; got != want {
 		t.Fatalf("follower waits %v, want %v: until the wiped lock may be taken", got, want)
 	}
 	h.clock.Step(500 * time.Millisecond) // a later wake-up does not stretch the wait either
-	if got, want := le.followerWait(), 500*time.Millisecond+expirySlack; got != want {
+	if got, want := le.followerWait(), 500*time.Millisecond+wake.Slack; got != want {
 		t.Fatalf("follower waits %v, want %v", got, want)
 	}
 }

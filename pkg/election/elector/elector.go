@@ -41,10 +41,6 @@ const releaseAttempts = 3
 // A record over the cap is reported once per holder with a warning event.
 const MaxLeaseDuration = time.Hour
 
-// expirySlack is added to a computed expiry so that the wake-up lands after
-// it, not on it.
-const expirySlack = wake.Slack
-
 // Event reasons the elector records on the lock object. ReasonCorruptRecord
 // is exported for programs that watch for it; the others are stated in
 // the docs where they arise (RunFunctionFailed is package election's).
