@@ -11,15 +11,8 @@ import (
 // figure; the report says how many, and the target's median and p99 come
 // from the other trials only.
 func TestFailoverReportLeavesOutAnUnknownLastRenew(t *testing.T) {
-	ms := func(v ...int) Durations {
-		var d Durations
-		for _, x := range v {
-			d = append(d, time.Duration(x)*time.Millisecond)
-		}
-		return d
-	}
 	r := &Results{Config: Config{TTL: 4 * time.Second, Trials: 3}, Failover: []TakeoverResult{{
-		Impl: Meshd, Latency: ms(3500, 3900, 4006), SinceRenew: ms(4006, 4007), UnknownRenew: 1,
+		Impl: Meshd, Latency: millis(3500, 3900, 4006), SinceRenew: millis(4006, 4007), UnknownRenew: 1,
 	}}}
 	var buf bytes.Buffer
 	r.WriteMarkdown(&buf)

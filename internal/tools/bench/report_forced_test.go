@@ -8,15 +8,8 @@ import (
 )
 
 func TestForcedStealReport(t *testing.T) {
-	ms := func(v ...int) Durations {
-		var d Durations
-		for _, x := range v {
-			d = append(d, time.Duration(x)*time.Millisecond)
-		}
-		return d
-	}
-	fenced := ForcedResult{Impl: Meshd, Write: ms(4, 6), Start: ms(3600, 3700), Stop: ms(2600, 2700)}
-	atOnce := ForcedResult{Impl: MeshdPolling, Write: ms(7, 7), Start: ms(7, 8), Stop: ms(2100, 2200),
+	fenced := ForcedResult{Impl: Meshd, Write: millis(4, 6), Start: millis(3600, 3700), Stop: millis(2600, 2700)}
+	atOnce := ForcedResult{Impl: MeshdPolling, Write: millis(7, 7), Start: millis(7, 8), Stop: millis(2100, 2200),
 		Overlap: Overlap{Pairs: 2, Total: 4300 * time.Millisecond, Max: 2200 * time.Millisecond}}
 	for _, tc := range []struct {
 		name    string
@@ -24,7 +17,7 @@ func TestForcedStealReport(t *testing.T) {
 		verdict string
 	}{
 		{"fenced start without overlap", fenced, "| met"},
-		{"overlap", ForcedResult{Impl: Meshd, Start: ms(5), Overlap: Overlap{Pairs: 1, Total: time.Second, Max: time.Second}}, "**not met**"},
+		{"overlap", ForcedResult{Impl: Meshd, Start: millis(5), Overlap: Overlap{Pairs: 1, Total: time.Second, Max: time.Second}}, "**not met**"},
 		{"no trial succeeded", ForcedResult{Impl: Meshd, Errors: []string{"timed out"}}, "**not met**"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -8,26 +8,19 @@ import (
 )
 
 func TestKubeletFailoverReport(t *testing.T) {
-	ms := func(v ...int) Durations {
-		var d Durations
-		for _, x := range v {
-			d = append(d, time.Duration(x)*time.Millisecond)
-		}
-		return d
-	}
-	fast := KubeletResult{Impl: Meshd, TTL: 30 * time.Second, Latency: ms(1010, 1012, 1014, 1020, 1090)}
-	clientGo := KubeletResult{Impl: ClientGo, TTL: 30 * time.Second, Latency: ms(31000, 33000, 36000)}
-	short := []KubeletResult{{Impl: Meshd, TTL: 4 * time.Second, Latency: ms(1011)}, {Impl: ClientGo, TTL: 4 * time.Second, Latency: ms(5000)}}
+	fast := KubeletResult{Impl: Meshd, TTL: 30 * time.Second, Latency: millis(1010, 1012, 1014, 1020, 1090)}
+	clientGo := KubeletResult{Impl: ClientGo, TTL: 30 * time.Second, Latency: millis(31000, 33000, 36000)}
+	short := []KubeletResult{{Impl: Meshd, TTL: 4 * time.Second, Latency: millis(1011)}, {Impl: ClientGo, TTL: 4 * time.Second, Latency: millis(5000)}}
 	for _, tc := range []struct {
 		name    string
 		meshd   KubeletResult
 		verdict string
 	}{
 		{"under the report plus 100 ms", fast, "| met"},
-		{"too slow", KubeletResult{Impl: Meshd, TTL: 30 * time.Second, Latency: ms(1200, 1300, 30000)}, "**not met**"},
-		{"overlap", KubeletResult{Impl: Meshd, TTL: 30 * time.Second, Latency: ms(1010),
+		{"too slow", KubeletResult{Impl: Meshd, TTL: 30 * time.Second, Latency: millis(1200, 1300, 30000)}, "**not met**"},
+		{"overlap", KubeletResult{Impl: Meshd, TTL: 30 * time.Second, Latency: millis(1010),
 			Overlap: Overlap{Pairs: 1, Total: time.Second, Max: time.Second}}, "**not met**"},
-		{"a trial failed", KubeletResult{Impl: Meshd, TTL: 30 * time.Second, Latency: ms(1010), Errors: []string{"timed out"}}, "**not met**"},
+		{"a trial failed", KubeletResult{Impl: Meshd, TTL: 30 * time.Second, Latency: millis(1010), Errors: []string{"timed out"}}, "**not met**"},
 		{"no trial succeeded", KubeletResult{Impl: Meshd, TTL: 30 * time.Second, Errors: []string{"timed out"}}, "**not met**"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
