@@ -16,8 +16,12 @@ package wake
 import "time"
 
 // Slack is added to a computed time so that the wake-up lands after it,
-// not on it.
-const Slack = time.Millisecond
+// not on it: a lease ends when now is after its end, and a fake clock
+// fires a timer exactly on its time. A real timer never fires early, so
+// no more is needed than what covers a time read back from a record,
+// which keeps microseconds: one microsecond. Every expiry-driven takeover
+// pays it, so it stays that small.
+const Slack = time.Microsecond
 
 // Free is the wait of a follower that finds the lock free, handed to it,
 // or knows nothing of it: the polling pace poll, cut short by the earliest
