@@ -54,27 +54,38 @@ func NewPacer() *Pacer {
 // Built reports whether p was built by NewPacer.
 func (p *Pacer) Built() bool { return p != nil && p.tokens != nil && p.slots != nil }
 
-// Turn waits for an elector's turn to make its first attempt: a token of
-// the bucket, then a slot of the queue, where it is served in the order of
-// a hash of name (the elector's identity and lock), so that the order
-// differs from one process and identity to the next, then in arrival order. It gives up, handing the token or its
-// place back, when ctx ends or giveUp says the attempt is no longer needed
-// (the elector's watch shows a holder it may not take the lock from);
-// giveUp is asked at the start and at every wake-up. release gives the
-// slot back after the attempt; it is a no-op when Turn gave up, and must be
-// called exactly once either way.
+// Turn waits for an elector's turn to make its first attempt: a slot of
+// the queue, where it is served in the order of a hash of name (the
+// elector's identity and lock), then in arrival order, and then a token of
+// the bucket. It gives up, handing its place or the slot and token back,
+// when ctx ends or giveUp says the attempt is no longer needed (the
+// elector's watch shows a holder it may not take the lock from); giveUp is
+// asked at the start and at every wake-up. release gives the slot back
+// after the attempt; it is a no-op when Turn gave up, and must be called
+// exactly once either way.
+//
+// The slot comes first so that only the few holding one (at most
+// FirstAttemptsInFlight) hold tokens: the rate then paces the attempts that
+// are made, in the hashed order, while a waiter that gives up in the queue
+// has taken no token. Taken the other way round, every starting elector
+// would reserve a token at once, in the order the program started them,
+// the same in every process, and a reservation given up would not bring
+// the later ones forward: processes starting the same elections would
+// walk through them in step, at the rate, however many of their attempts
+// turned out to be unneeded.
 func (p *Pacer) Turn(ctx context.Context, name string, wakeups <-chan struct{}, giveUp func() bool) (release func()) {
 	nothing := func() {}
+	w := p.slots.wait(slotOrder(name))
+	leave := func() { p.slots.leave(w) }
+	if !await(ctx, nil, w.granted, wakeups, giveUp) {
+		leave()
+		return nothing
+	}
 	r := p.tokens.Reserve()
 	wait := time.NewTimer(r.Delay())
 	defer wait.Stop()
 	if !await(ctx, wait.C, nil, wakeups, giveUp) {
 		r.Cancel()
-		return nothing
-	}
-	w := p.slots.wait(slotOrder(name))
-	leave := func() { p.slots.leave(w) }
-	if !await(ctx, nil, w.granted, wakeups, giveUp) {
 		leave()
 		return nothing
 	}
