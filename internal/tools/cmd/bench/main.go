@@ -218,7 +218,7 @@ func run(ctx context.Context, o options) error {
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
-	long := bench.Config{TTL: o.longTTL, Trials: o.longTrials, Logf: logf}
+	long := bench.Config{TTL: o.longTTL, Trials: o.longTrials, Logf: logf, Trace: cfg.Trace}
 	if err := long.Validate(); err != nil && sections["long-ttl"] {
 		return fmt.Errorf("-long-ttl, -long-trials: %w", err)
 	}
