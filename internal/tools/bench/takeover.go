@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/meshd-io/meshd/internal/ledger"
@@ -65,9 +66,10 @@ func runTakeover(ctx context.Context, env *Env, cfg Config, impl Impl, release b
 		return res
 	}
 	tr := NewTracker()
+	var legs []Legs // of traced trials
 	for i := 0; i < cfg.Trials && ctx.Err() == nil; i++ {
 		lock := fmt.Sprintf("%s-%d", impl, i)
-		lat, sinceRenew, named, known, err := takeoverTrial(ctx, env, cfg, tr, probe, Spec{
+		lat, sinceRenew, named, known, err := takeoverTrial(ctx, env, cfg, tr, probe, &legs, Spec{
 			Impl: impl, Namespace: ns, Lock: lock, TTL: cfg.TTL, ReleaseOnCancel: release,
 		})
 		if err != nil {
@@ -91,6 +93,9 @@ func runTakeover(ctx context.Context, env *Env, cfg Config, impl Impl, release b
 		cfg.logf("  %s %s trial %d: %s%s", kind, impl, i, fmtDur(lat), how)
 	}
 	res.Overlap = tr.Overlap()
+	if cfg.Trace != nil {
+		writeLegs(cfg.Trace, fmt.Sprintf("%s %s at ttl %v", kind, impl, cfg.TTL), legs)
+	}
 	return res
 }
 
@@ -98,7 +103,7 @@ func runTakeover(ctx context.Context, env *Env, cfg Config, impl Impl, release b
 // started without a write of its own after the old leader was cancelled,
 // known whether sinceRenew is known (no write of the old leader was in
 // flight when it was cancelled).
-func takeoverTrial(ctx context.Context, env *Env, cfg Config, tr *Tracker, probe *floorProbe, base Spec) (lat, sinceRenew time.Duration, named, known bool, err error) {
+func takeoverTrial(ctx context.Context, env *Env, cfg Config, tr *Tracker, probe *floorProbe, legs *[]Legs, base Spec) (lat, sinceRenew time.Duration, named, known bool, err error) {
 	var g group
 	defer func() {
 		if e := g.stopAll(cfg.stopTimeout()); e != nil && err == nil {
@@ -116,8 +121,8 @@ func takeoverTrial(ctx context.Context, env *Env, cfg Config, tr *Tracker, probe
 		if tl != nil {
 			work, who := spec.Work, fmt.Sprintf("c%d", c)
 			spec.Work = func(ctx context.Context) {
-				tl.Add(who, "run function started")
-				defer tl.Add(who, "run function returned")
+				tl.Add(who, stepRunStarted)
+				defer tl.Add(who, stepRunReturned)
 				work(ctx)
 			}
 		}
@@ -144,11 +149,16 @@ func takeoverTrial(ctx context.Context, env *Env, cfg Config, tr *Tracker, probe
 		return 0, 0, false, false, fmt.Errorf("leadership changed while settling")
 	}
 	t0 := time.Now()
+	var nextWho string // the successor's name in the timeline, once known
 	if tl != nil {
-		tl.AddAt(t0, old.id[len(base.Lock)+1:], "cancelled (the handover begins)")
+		oldWho := old.id[len(base.Lock)+1:]
+		tl.AddAt(t0, oldWho, "cancelled (the handover begins)")
 		defer func() {
 			fmt.Fprintf(cfg.Trace, "%s: handover in %s\n", base.Lock, fmtDur(lat))
 			tl.Write(cfg.Trace, t0)
+			if l, ok := tl.HandoverLegs(t0, oldWho, nextWho); ok && err == nil {
+				*legs = append(*legs, l)
+			}
 		}()
 	}
 	old.cancel()
@@ -158,6 +168,7 @@ func takeoverTrial(ctx context.Context, env *Env, cfg Config, tr *Tracker, probe
 	if err != nil {
 		return 0, 0, false, false, err
 	}
+	nextWho = strings.TrimPrefix(next.Holder, base.Lock+"-")
 	if err := old.stop(cfg.stopTimeout()); err != nil {
 		return 0, 0, false, false, err
 	}

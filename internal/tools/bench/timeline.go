@@ -134,3 +134,91 @@ func (w timelineWriter) Write(p []byte) (int, error) {
 	w.tl.Add(w.who, "log: "+strings.TrimSpace(string(p)))
 	return len(p), nil
 }
+
+// The steps a traced trial adds for its run functions.
+const (
+	stepRunStarted  = "run function started"
+	stepRunReturned = "run function returned"
+)
+
+// Legs splits one released handover (the successor wrote the lock) into
+// the parts the candidates' own code spends and the parts that are the API
+// server's: what a change of meshd can move, and what only the machine's
+// load moves.
+type Legs struct {
+	// Release is from the cancel to the old holder's release UPDATE sent
+	// (its run function's return and the write's preparation): meshd's.
+	Release time.Duration
+	// Seen is from that UPDATE sent to the successor's watch receiving
+	// the result: the API server's write and its watch delivery.
+	Seen time.Duration
+	// React is from that watch delivery to the successor's UPDATE sent
+	// (decoding, deciding, preparing the write): meshd's.
+	React time.Duration
+	// Acquire is the successor's UPDATE round trip: the API server's.
+	Acquire time.Duration
+	// Start is from that UPDATE's answer to the run function's start:
+	// meshd's.
+	Start time.Duration
+}
+
+// Own is the candidates' share: Release + React + Start.
+func (l Legs) Own() time.Duration { return l.Release + l.React + l.Start }
+
+// HandoverLegs splits the handover that began at from, when old was
+// cancelled, and ended when next's run function started. ok is false when
+// a step is missing: next did not write (its predecessor named it) or
+// the trial was not traced.
+func (tl *Timeline) HandoverLegs(from time.Time, old, next string) (l Legs, ok bool) {
+	steps := tl.Steps()
+	find := func(after time.Time, who string, match func(string) bool) (time.Time, bool) {
+		for _, s := range steps {
+			if s.Who == who && !s.At.Before(after) && match(s.What) {
+				return s.At, true
+			}
+		}
+		return time.Time{}, false
+	}
+	is := func(what string) func(string) bool { return func(s string) bool { return s == what } }
+	updateSent := func(s string) bool { return strings.HasPrefix(s, VerbUpdate+" ") && strings.HasSuffix(s, " sent") }
+	updateOK := func(s string) bool {
+		return strings.HasPrefix(s, VerbUpdate+" ") && strings.HasSuffix(s, " answered (200)")
+	}
+	watched := func(s string) bool { return strings.HasPrefix(s, "watch received ") }
+
+	released, ok1 := find(from, old, updateSent)
+	seen, ok2 := find(released, next, watched)
+	wrote, ok3 := find(seen, next, updateSent)
+	answered, ok4 := find(wrote, next, updateOK)
+	started, ok5 := find(answered, next, is(stepRunStarted))
+	if !ok1 || !ok2 || !ok3 || !ok4 || !ok5 {
+		return Legs{}, false
+	}
+	return Legs{
+		Release: released.Sub(from),
+		Seen:    seen.Sub(released),
+		React:   wrote.Sub(seen),
+		Acquire: answered.Sub(wrote),
+		Start:   started.Sub(answered),
+	}, true
+}
+
+// writeLegs prints the medians of each leg of legs, one line after label;
+// nothing without legs.
+func writeLegs(w io.Writer, label string, legs []Legs) {
+	if len(legs) == 0 {
+		return
+	}
+	med := func(f func(Legs) time.Duration) string {
+		d := make(Durations, len(legs))
+		for i, l := range legs {
+			d[i] = f(l)
+		}
+		m, _ := d.Median()
+		return fmt.Sprintf("%.3f ms", ms(m))
+	}
+	fmt.Fprintf(w, "%s, legs of %d released handovers (medians): cancel -> release sent %s (meshd), -> successor's watch %s (API server), -> its update sent %s (meshd), -> answered %s (API server), -> run function started %s (meshd); meshd's own share %s\n",
+		label, len(legs), med(func(l Legs) time.Duration { return l.Release }), med(func(l Legs) time.Duration { return l.Seen }),
+		med(func(l Legs) time.Duration { return l.React }), med(func(l Legs) time.Duration { return l.Acquire }),
+		med(func(l Legs) time.Duration { return l.Start }), med(Legs.Own))
+}
