@@ -83,7 +83,7 @@ func main() {
 	flag.StringVar(&o.scaleSkip, "scale-skip", bench.DefaultScaleSkip, "implementations left out of scale cells, comma-separated <implementation>@<elections>x<replicas>")
 	flag.StringVar(&o.impls, "impls", strings.Join(implNames(bench.Impls), ","),
 		"implementations to compare; "+strings.Join(implNames(bench.ScaleOnly), ",")+" runs in the scale section only")
-	flag.BoolVar(&o.traceHandover, "trace-handover", false, "print to stderr a timeline of every meshd handover trial (requests, watch deliveries, elector log, run functions)")
+	flag.BoolVar(&o.traceHandover, "trace-handover", false, "print to stderr a timeline of every meshd handover trial (requests, watch deliveries, elector log, run functions), and the medians of its legs: meshd's own share apart from the API server's")
 	flag.StringVar(&o.kubeletTTLs, "kubelet-ttls", "4s,30s", "ttls of the kubelet section (failover after a crash reported by the kubelet), comma-separated")
 	flag.DurationVar(&o.timeout, "timeout", 60*time.Minute, "give up after this long")
 	// Replica mode, used by the benchmark itself.
