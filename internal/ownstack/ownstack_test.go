@@ -36,3 +36,38 @@ func TestCallRaisesThePanicInTheCaller(t *testing.T) {
 	Call(func() int { panic("bad") })
 	t.Fatal("Call returned after a panic")
 }
+
+// framesOf uses about 300 bytes of stack per level: n levels deep, about
+// n × 300 bytes in all.
+//
+//go:noinline
+func framesOf(n int) int {
+	var buf [256]byte
+	buf[n%len(buf)] = byte(n)
+	if n == 0 {
+		return int(buf[0])
+	}
+	return framesOf(n-1) + int(buf[n%len(buf)])
+}
+
+// The price of Call: a goroutine start, and the growth of its stack up to
+// what the function needs (a copy at every doubling), which a long-lived
+// goroutine pays once. An API request and a decision on a record need
+// several KiB.
+func BenchmarkCall(b *testing.B) {
+	for _, c := range []struct {
+		name   string
+		levels int
+	}{{"1KiB", 3}, {"16KiB", 55}, {"32KiB", 110}} {
+		b.Run(c.name+"/own-goroutine", func(b *testing.B) {
+			for b.Loop() {
+				Call(func() int { return framesOf(c.levels) })
+			}
+		})
+		b.Run(c.name+"/caller's-stack", func(b *testing.B) {
+			for b.Loop() {
+				framesOf(c.levels)
+			}
+		})
+	}
+}
