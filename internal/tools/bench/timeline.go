@@ -155,7 +155,9 @@ type Legs struct {
 	// React is from that watch delivery to the successor's UPDATE sent
 	// (decoding, deciding, preparing the write): meshd's.
 	React time.Duration
-	// Acquire is the successor's UPDATE round trip: the API server's.
+	// Acquire is from that UPDATE sent to the successor's first UPDATE
+	// answered 200: one round trip, the API server's (more than one
+	// when that write conflicted and was made again).
 	Acquire time.Duration
 	// Start is from that UPDATE's answer to the run function's start:
 	// meshd's.
