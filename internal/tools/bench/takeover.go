@@ -151,7 +151,7 @@ func takeoverTrial(ctx context.Context, env *Env, cfg Config, tr *Tracker, probe
 	t0 := time.Now()
 	var nextWho string // the successor's name in the timeline, once known
 	if tl != nil {
-		oldWho := old.id[len(base.Lock)+1:]
+		oldWho := strings.TrimPrefix(old.id, base.Lock+"-")
 		tl.AddAt(t0, oldWho, "cancelled (the handover begins)")
 		defer func() {
 			fmt.Fprintf(cfg.Trace, "%s: handover in %s\n", base.Lock, fmtDur(lat))

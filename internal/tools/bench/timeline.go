@@ -76,7 +76,7 @@ type timelineRoundTripper struct {
 func (rt *timelineRoundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 	verb := classify(req)
 	what := verb + " " + shortPath(req.URL.Path)
-	rt.tl.Add(rt.who, what+" sent")
+	rt.tl.Add(rt.who, what+stepSent)
 	resp, err := rt.next.RoundTrip(req)
 	switch {
 	case err != nil:
@@ -85,7 +85,7 @@ func (rt *timelineRoundTripper) RoundTrip(req *http.Request) (*http.Response, er
 		rt.tl.Add(rt.who, fmt.Sprintf("%s open (%d)", what, resp.StatusCode))
 		resp.Body = &timelineBody{ReadCloser: resp.Body, tl: rt.tl, who: rt.who}
 	default:
-		rt.tl.Add(rt.who, fmt.Sprintf("%s answered (%d)", what, resp.StatusCode))
+		rt.tl.Add(rt.who, fmt.Sprintf("%s"+stepAnswered+"(%d)", what, resp.StatusCode))
 	}
 	return resp, err
 }
@@ -110,7 +110,7 @@ type timelineBody struct {
 func (b *timelineBody) Read(p []byte) (int, error) {
 	n, err := b.ReadCloser.Read(p)
 	if n > 0 {
-		b.tl.Add(b.who, fmt.Sprintf("watch received %d bytes", n))
+		b.tl.Add(b.who, fmt.Sprintf(stepWatchReceived+"%d bytes", n))
 	}
 	if err != nil {
 		b.tl.Add(b.who, fmt.Sprintf("watch ended: %v", err))
@@ -135,10 +135,15 @@ func (w timelineWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// The steps a traced trial adds for its run functions.
+// The words of the steps that HandoverLegs reads: of a request (after its
+// verb and path), of a watch stream, and of the run functions of a traced
+// trial.
 const (
-	stepRunStarted  = "run function started"
-	stepRunReturned = "run function returned"
+	stepSent          = " sent"
+	stepAnswered      = " answered "
+	stepWatchReceived = "watch received "
+	stepRunStarted    = "run function started"
+	stepRunReturned   = "run function returned"
 )
 
 // Legs splits one released handover (the successor wrote the lock) into
@@ -182,11 +187,11 @@ func (tl *Timeline) HandoverLegs(from time.Time, old, next string) (l Legs, ok b
 		return time.Time{}, false
 	}
 	is := func(what string) func(string) bool { return func(s string) bool { return s == what } }
-	updateSent := func(s string) bool { return strings.HasPrefix(s, VerbUpdate+" ") && strings.HasSuffix(s, " sent") }
+	updateSent := func(s string) bool { return strings.HasPrefix(s, VerbUpdate+" ") && strings.HasSuffix(s, stepSent) }
 	updateOK := func(s string) bool {
-		return strings.HasPrefix(s, VerbUpdate+" ") && strings.HasSuffix(s, " answered (200)")
+		return strings.HasPrefix(s, VerbUpdate+" ") && strings.HasSuffix(s, stepAnswered+"(200)")
 	}
-	watched := func(s string) bool { return strings.HasPrefix(s, "watch received ") }
+	watched := func(s string) bool { return strings.HasPrefix(s, stepWatchReceived) }
 
 	released, ok1 := find(from, old, updateSent)
 	seen, ok2 := find(released, next, watched)
